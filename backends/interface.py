@@ -1,0 +1,60 @@
+"""The contract every backend module fulfils, stated once.
+
+A backend is a module (``backends.numpy_backend``, ``backends.torch_backend``,
+``backends.jax_backend``) with the same names in the same order:
+
+``name``
+    The framework's import name: ``"numpy"``, ``"torch"`` or ``"jax"``.
+``TokenPositionEmbedding(token_table, position_table)``
+    The input layer of a transformer. ``token_table`` is (vocab_size, dim) and
+    ``position_table`` (max_seq_len, dim): NumPy arrays of one dtype out of
+    float64, float32, float16 and bfloat16 (``ml_dtypes.bfloat16``). The layer
+    holds them as the framework's own parameters.
+``to_numpy(array)``
+    The framework's array as a NumPy array of the same dtype and shape.
+
+Calling the layer::
+
+    y = layer(token_ids, start=0)     # (T,) -> (T, dim);  (B, T) -> (B, T, dim)
+    y[..., t, :] == token_table[token_ids[..., t]] + position_table[start + t]
+
+``token_ids`` is an integer array, NumPy or the framework's own. The result is
+the framework's own array, bit-identical on every backend to the NumPy
+expression ``token_table[token_ids] + position_table[start:start + T]``: a
+gather is exact and one IEEE addition is correctly rounded.
+``layer.token_embeddings(token_ids)`` and ``layer.position_embeddings(start, T)``
+return the two terms of that sum.
+
+Bad input raises before any framework op, the same way on every backend
+(see ``backends.validation``): ``TypeError`` for non-integer ids,
+``ValueError`` for ids that are not 1-D or 2-D and for positions outside
+``[0, max_seq_len)``, ``IndexError`` for an id outside ``[0, vocab_size)``, and
+``ValueError`` at construction for tables of the wrong rank, dtype or width.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class Layer(Protocol):
+    vocab_size: int
+    dim: int
+    max_seq_len: int
+    dtype: np.dtype
+
+    def __call__(self, token_ids: Any, start: int = 0) -> Any: ...
+
+    def token_embeddings(self, token_ids: Any) -> Any: ...
+
+    def position_embeddings(self, start: int, length: int) -> Any: ...
+
+
+class Backend(Protocol):
+    name: str
+
+    def TokenPositionEmbedding(self, token_table: np.ndarray, position_table: np.ndarray) -> Layer: ...
+
+    def to_numpy(self, array: Any) -> np.ndarray: ...
