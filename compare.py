@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import backends
+from backends import validation
 
 SEED_TOKENS = (5, 10, 7, 21)
 
@@ -46,6 +47,9 @@ def reference(token_table, position_table, token_ids, start: int) -> np.ndarray:
 
 def run(names, token_table, position_table, token_ids, start: int = 0) -> list[Result]:
     """Build each backend's layer from the same tables and run it on the same ids."""
+    # The same checks the layers make, so the NumPy expression never wraps a negative id.
+    validation.check_tables(token_table, position_table)
+    validation.check_call(token_ids, start, len(token_table), len(position_table))
     expected = reference(token_table, position_table, token_ids, start)
     results = []
     for name in names:
@@ -75,7 +79,10 @@ def format_table(results: list[Result]) -> str:
         for r in results
     ]  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -106,7 +113,7 @@ def plot(results: list[Result], token_ids, start: int, title: str, path: str, sh
         figsize=(14.5, 1.0 + len(results) * (0.8 + 0.3 * max(len(seq), 1))),
     )  # fmt: skip
     headings = ["token embeddings", "position embeddings", "token + position", "|backend - NumPy|"]
-    for row, (r, arrays) in enumerate(zip(results, panels)):
+    for row, (r, arrays) in enumerate(zip(results, panels, strict=True)):
         for col, array in enumerate(arrays):
             ax = axes[row, col]
             image = ax.imshow(array, cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto",
@@ -141,24 +148,49 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Run the token + position embedding in every installed backend on the same "
         "weights, print a parity table against the NumPy expression and draw the embeddings.",
-        epilog="Exit status: 0 all backends bit-identical, 1 some backend differs, 2 bad arguments.",
+        epilog="Exit status: 0 all backends bit-identical, 1 a backend differs, 2 bad arguments.",
     )
-    parser.add_argument("--tokens", type=int, nargs="+", default=list(SEED_TOKENS), metavar="ID",
-                        help="token ids of one sequence (default: %(default)s)")  # fmt: skip
-    parser.add_argument("--vocab-size", type=int, default=100, help="rows of token_table (default: %(default)s)")
-    parser.add_argument("--dim", type=int, default=10, help="embedding width (default: %(default)s)")
-    parser.add_argument("--max-seq-len", type=int, default=16, help="rows of position_table (default: %(default)s)")
-    parser.add_argument("--start", type=int, default=0, help="position of the first token (default: %(default)s)")
-    parser.add_argument("--batch", type=int, metavar="B",
-                        help="instead of --tokens, a random (B, T) batch with T = number of --tokens")  # fmt: skip
-    parser.add_argument("--seed", type=int, default=0, help="seed for the weights and --batch (default: %(default)s)")
-    parser.add_argument("--dtype", choices=list(backends.DTYPES), default="float32",
-                        help="dtype of both tables (default: %(default)s)")  # fmt: skip
-    parser.add_argument("--backends", nargs="+", default=None, metavar="NAME",
-                        help="backends to run (default: every installed one: %s)" % " ".join(backends.names()))  # fmt: skip
-    parser.add_argument("--out", default="compare.png", help="where to write the PNG (default: %(default)s)")
-    parser.add_argument("--show", action="store_true", help="also open the picture in a window, if there is a display")
-    return parser.parse_args(argv)
+    add = parser.add_argument
+    add(
+        "--tokens",
+        type=int,
+        nargs="+",
+        default=list(SEED_TOKENS),
+        metavar="ID",
+        help="token ids of one sequence (default: %(default)s)",
+    )
+    add("--vocab-size", type=int, default=100, help="rows of token_table (default: %(default)s)")
+    add("--dim", type=int, default=10, help="embedding width (default: %(default)s)")
+    add("--max-seq-len", type=int, default=16, help="rows of position_table (default: %(default)s)")
+    add("--start", type=int, default=0, help="position of the first token (default: %(default)s)")
+    add(
+        "--batch",
+        type=int,
+        metavar="B",
+        help="instead of --tokens, a random (B, T) batch, T = how many --tokens were given",
+    )
+    add(
+        "--seed", type=int, default=0, help="seed of the weights and --batch (default: %(default)s)"
+    )
+    add(
+        "--dtype",
+        choices=list(backends.DTYPES),
+        default="float32",
+        help="dtype of both tables (default: %(default)s)",
+    )
+    add(
+        "--backends",
+        nargs="+",
+        metavar="NAME",
+        help=f"backends to run (default: every installed one: {' '.join(backends.names())})",
+    )
+    add("--out", default="compare.png", help="where to write the PNG (default: %(default)s)")
+    add(
+        "--show",
+        action="store_true",
+        help="also open the picture in a window, if there is a display",
+    )
+    return parser.parse_args(argv)  # fmt: skip
 
 
 def main(argv=None) -> int:
@@ -169,7 +201,8 @@ def main(argv=None) -> int:
             backends.get(name)  # unknown or missing frameworks fail here, before any work
         for flag in ("vocab_size", "dim", "max_seq_len"):
             if getattr(args, flag) < 1:
-                raise ValueError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
+                option = "--" + flag.replace("_", "-")
+                raise ValueError(f"{option} must be at least 1, got {getattr(args, flag)}")
         token_table, position_table = backends.shared_weights(
             args.vocab_size, args.dim, args.max_seq_len, seed=args.seed, dtype=args.dtype
         )
@@ -184,16 +217,17 @@ def main(argv=None) -> int:
         print(f"compare.py: error: {error}", file=sys.stderr)
         return 2
 
-    print(
-        f"x = token_table[token_ids] + position_table[{args.start}:{args.start + token_ids.shape[-1]}]"
-        f"  vocab_size {args.vocab_size}, dim {args.dim}, max_seq_len {args.max_seq_len}, "
-        f"{args.dtype}, seed {args.seed}, token_ids {token_ids.shape}"
+    stop = args.start + token_ids.shape[-1]
+    setting = (
+        f"vocab_size {args.vocab_size}, dim {args.dim}, max_seq_len {args.max_seq_len}, "
+        f"{args.dtype}, seed {args.seed}"
     )
+    print(f"x = token_table[token_ids] + position_table[{args.start}:{stop}]")
+    print(f"{setting}, token_ids shape {token_ids.shape}")
     print(format_table(results))
     batch_note = f", sequence 0 of {token_ids.shape[0]}" if token_ids.ndim == 2 else ""
     title = (
-        f"x = token_table[token_ids] + position_table[start:start+T]: vocab_size {args.vocab_size}, "
-        f"dim {args.dim}, max_seq_len {args.max_seq_len}, {args.dtype}, seed {args.seed}{batch_note}"
+        f"x = token_table[token_ids] + position_table[{args.start}:{stop}]\n{setting}{batch_note}"
     )
     show = args.show and _has_display()
     if args.show and not show:

@@ -55,6 +55,8 @@ class Layer(Protocol):
 class Backend(Protocol):
     name: str
 
-    def TokenPositionEmbedding(self, token_table: np.ndarray, position_table: np.ndarray) -> Layer: ...
+    def TokenPositionEmbedding(
+        self, token_table: np.ndarray, position_table: np.ndarray
+    ) -> Layer: ...
 
     def to_numpy(self, array: Any) -> np.ndarray: ...

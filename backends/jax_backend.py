@@ -23,11 +23,18 @@ name = "jax"
 
 
 def init_params(token_table: np.ndarray, position_table: np.ndarray) -> dict[str, jax.Array]:
-    """The params pytree: {"token_table": (vocab_size, dim), "position_table": (max_seq_len, dim)}."""
+    """The params pytree.
+
+    {"token_table": (vocab_size, dim), "position_table": (max_seq_len, dim)}, on the device.
+    """
     token_table, position_table = validation.check_tables(token_table, position_table)
     with _precision(token_table.dtype):
-        # Put on the device once: passing NumPy tables to a jitted function copies them every call.
-        return {"token_table": jax.device_put(token_table), "position_table": jax.device_put(position_table)}
+        # Copied onto the device once (passing NumPy tables to a jitted function would copy
+        # them on every call). copy=True: on the CPU, device_put may alias the caller's memory.
+        return {
+            "token_table": jnp.array(token_table, copy=True),
+            "position_table": jnp.array(position_table, copy=True),
+        }
 
 
 @jax.jit

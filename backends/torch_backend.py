@@ -33,7 +33,9 @@ class TokenPositionEmbedding(nn.Module):
         token_ids, start = validation.check_call(
             _host_ids(token_ids), start, self.vocab_size, self.max_seq_len
         )
-        positions = torch.arange(start, start + token_ids.shape[-1], device=self.token.weight.device)
+        positions = torch.arange(
+            start, start + token_ids.shape[-1], device=self.token.weight.device
+        )
         return self.token(self._to_device(token_ids)) + self.position(positions)  # (..., T, dim)
 
     def token_embeddings(self, token_ids) -> torch.Tensor:
@@ -44,7 +46,9 @@ class TokenPositionEmbedding(nn.Module):
     def position_embeddings(self, start: int, length: int) -> torch.Tensor:
         """Rows start .. start + length - 1 of the position table, (length, dim)."""
         start = validation.check_positions(start, length, self.max_seq_len)
-        return self.position(torch.arange(start, start + length, device=self.position.weight.device))
+        return self.position(
+            torch.arange(start, start + length, device=self.position.weight.device)
+        )
 
     def _to_device(self, token_ids: np.ndarray) -> torch.Tensor:
         # nn.Embedding takes int32 or int64 ids; the checked ids fit either.

@@ -120,7 +120,9 @@ def check_positions(start, length: int, max_seq_len: int) -> int:
     return start
 
 
-def check_call(token_ids: np.ndarray, start, vocab_size: int, max_seq_len: int) -> tuple[np.ndarray, int]:
+def check_call(
+    token_ids: np.ndarray, start, vocab_size: int, max_seq_len: int
+) -> tuple[np.ndarray, int]:
     """Everything a layer call checks, ids first: returns (token_ids, start as int)."""
     token_ids = check_token_ids(token_ids, vocab_size)
     return token_ids, check_positions(start, token_ids.shape[-1], max_seq_len)

@@ -1,0 +1,166 @@
+"""Bad input raises the same exception, with the same message, on every backend.
+
+Raw NumPy wraps negative ids and JAX clamps out-of-range ones; the suite checks
+everything on the host first, with one shared implementation.
+"""
+
+import numpy as np
+import pytest
+
+import backends
+from tests.conftest import native
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return backends.shared_weights(100, 10, 16)
+
+
+def raised(backend, tables, token_ids, start=0):
+    """The exception a call raises, asserting it raised at all."""
+    layer = backend.TokenPositionEmbedding(*tables)
+    with pytest.raises(Exception) as info:
+        layer(token_ids, start=start)
+    return info.value
+
+
+def numpy_message(tables, token_ids, start=0):
+    return str(raised(backends.get("numpy"), tables, token_ids, start))
+
+
+@pytest.mark.parametrize(
+    "token_ids, bad_id, where",
+    [
+        ([5, 10, 100, 21], 100, "token_ids[2]"),
+        ([5, -1, 7], -1, "token_ids[1]"),
+        ([[1, 2], [3, 1000]], 1000, "token_ids[1, 1]"),
+        (np.array([3, 2**40]), 2**40, "token_ids[1]"),  # JAX would truncate this to int32 0
+        (np.array([7, 255], dtype=np.uint8), 255, "token_ids[1]"),
+    ],
+    ids=["too-big", "negative", "2d", "beyond-int32", "uint8"],
+)
+def test_out_of_range_id_is_an_index_error(backend, tables, token_ids, bad_id, where):
+    error = raised(backend, tables, np.asarray(token_ids))
+    assert type(error) is IndexError
+    message = str(error)
+    assert f"token id {bad_id} at {where}" in message
+    assert "vocab_size 100" in message
+    assert message == numpy_message(tables, np.asarray(token_ids))
+
+
+def test_out_of_range_native_ids(backend, tables):
+    error = raised(backend, tables, native(backend, np.array([0, 100], dtype=np.int32)))
+    assert type(error) is IndexError and "token id 100 at token_ids[1]" in str(error)
+
+
+def test_token_embeddings_checks_ids_too(backend, tables):
+    layer = backend.TokenPositionEmbedding(*tables)
+    with pytest.raises(IndexError, match="token id -3 at token_ids\\[0\\]"):
+        layer.token_embeddings(np.array([-3]))
+
+
+@pytest.mark.parametrize(
+    "token_ids",
+    [
+        np.array([1.0, 2.0]),
+        np.array([True, False]),
+        np.array([1 + 0j]),
+        np.array([1, 2], dtype=object),
+        np.array(["5", "10"]),
+    ],
+    ids=["float", "bool", "complex", "object", "str"],
+)
+def test_non_integer_ids_are_a_type_error(backend, tables, token_ids):
+    error = raised(backend, tables, token_ids)
+    assert type(error) is TypeError
+    assert f"token_ids must be integers, got dtype {token_ids.dtype}" in str(error)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bool"])
+def test_non_integer_native_ids_are_a_type_error(backend, tables, dtype):
+    error = raised(backend, tables, native(backend, np.zeros(3, dtype=dtype)))
+    assert type(error) is TypeError and "token_ids must be integers" in str(error)
+
+
+def test_bfloat16_native_ids_are_a_type_error(backend, tables):
+    if backend.name == "torch":
+        import torch
+
+        ids = torch.zeros(2, dtype=torch.bfloat16)  # torch's own bfloat16 has no NumPy twin
+    else:
+        ids = native(backend, np.zeros(2, dtype=backends.DTYPES["bfloat16"]))
+    error = raised(backend, tables, ids)
+    assert type(error) is TypeError and "token_ids must be integers" in str(error)
+
+
+@pytest.mark.parametrize("shape", [(), (2, 3, 4)], ids=["0d", "3d"])
+def test_ids_must_be_1d_or_2d(backend, tables, shape):
+    token_ids = np.zeros(shape, dtype=np.int64)
+    error = raised(backend, tables, token_ids)
+    assert type(error) is ValueError
+    assert f"got shape {shape}" in str(error)
+    assert str(error) == numpy_message(tables, token_ids)
+
+
+@pytest.mark.parametrize(
+    "start, length, expected",
+    [
+        (-1, 4, "start -1 is negative (T 4, max_seq_len 16)"),
+        (13, 4, "start 13 + T 4 = 17 exceeds max_seq_len 16"),
+        (0, 17, "start 0 + T 17 = 17 exceeds max_seq_len 16"),
+        (17, 0, "start 17 + T 0 = 17 exceeds max_seq_len 16"),
+    ],
+)
+def test_positions_outside_the_table_are_a_value_error(backend, tables, start, length, expected):
+    token_ids = np.ones((2, length), dtype=np.int64)
+    error = raised(backend, tables, token_ids, start)
+    assert type(error) is ValueError
+    assert expected in str(error)
+    layer = backend.TokenPositionEmbedding(*tables)
+    with pytest.raises(ValueError, match="exceeds|negative"):
+        layer.position_embeddings(start, length)
+
+
+@pytest.mark.parametrize("start", [1.0, "2", None, True])
+def test_start_must_be_an_integer(backend, tables, start):
+    error = raised(backend, tables, np.array([1, 2]), start)
+    assert type(error) is TypeError and "start must be an integer" in str(error)
+
+
+def test_numpy_integer_start_is_fine(backend, tables):
+    layer = backend.TokenPositionEmbedding(*tables)
+    y = backend.to_numpy(layer(np.array([1, 2]), start=np.int64(3)))
+    np.testing.assert_array_equal(y, tables[0][[1, 2]] + tables[1][3:5])
+
+
+def test_ids_are_checked_before_positions(backend, tables):
+    # Both are wrong; the ids' problem is reported, on every backend.
+    assert type(raised(backend, tables, np.array([1.5]), start=-1)) is TypeError
+
+
+f32 = np.zeros((5, 3), dtype=np.float32)
+
+
+@pytest.mark.parametrize(
+    "token_table, position_table, expected",
+    [
+        (np.zeros(5, np.float32), f32, "token_table must be 2-D"),
+        (f32, np.zeros((2, 4, 3), np.float32), "position_table must be 2-D"),
+        (np.zeros((5, 3), np.int32), np.zeros((5, 3), np.int32), "token_table has dtype int32"),
+        (f32, np.zeros((5, 3), np.complex64), "position_table has dtype complex64"),
+        (f32, np.zeros((5, 4), np.float32), "token_table has dim 3 but position_table has dim 4"),
+        (f32, np.zeros((5, 3), np.float64), "token_table is float32 but position_table is float64"),
+    ],
+    ids=["token-1d", "position-3d", "int", "complex", "dims", "dtypes"],
+)
+def test_bad_tables_are_a_value_error_at_construction(
+    backend, token_table, position_table, expected
+):
+    with pytest.raises(ValueError) as info:
+        backend.TokenPositionEmbedding(token_table, position_table)
+    assert expected in str(info.value)
+
+
+def test_empty_ids_are_valid(backend, tables):
+    layer = backend.TokenPositionEmbedding(*tables)
+    assert backend.to_numpy(layer(np.zeros((0,), dtype=np.int32), start=16)).shape == (0, 10)
