@@ -1,24 +1,44 @@
-"""NumPy backend: plain arrays, a gather with ``np.take`` and an in-place add."""
+"""NumPy backend: plain arrays, a gather with ``np.take`` and in-place adds."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from backends import validation
+from backends import positional, validation
 
 name = "numpy"
 
 
 class TokenPositionEmbedding:
-    """token_table (vocab_size, dim) and position_table (max_seq_len, dim) as NumPy arrays."""
+    """Token rows plus position rows, as NumPy arrays.
 
-    def __init__(self, token_table: np.ndarray, position_table: np.ndarray):
-        token_table, position_table = validation.check_tables(token_table, position_table)
+    positions="learned": position_table (max_seq_len, dim) is given; "sinusoidal": the
+    table is built here from max_seq_len, base and layout; "none": token rows only.
+    """
+
+    def __init__(
+        self,
+        token_table: np.ndarray,
+        position_table: np.ndarray | None = None,
+        *,
+        positions: str = "learned",
+        max_seq_len: int | None = None,
+        base: float = 10000.0,
+        layout: str = "interleaved",
+    ):
+        token_table, position_table, self.max_seq_len = validation.check_layer(
+            token_table, position_table, positions, max_seq_len, base, layout
+        )
+        self.positions = positions
+        self.vocab_size, self.dim = token_table.shape
+        self.dtype = token_table.dtype
         # Copies the layer owns, as the torch and JAX layers own theirs.
-        self.token_table, self.position_table = token_table.copy(), position_table.copy()
-        self.vocab_size, self.dim = self.token_table.shape
-        self.max_seq_len = self.position_table.shape[0]
-        self.dtype = self.token_table.dtype
+        self.token_table = token_table.copy()
+        if positions == "sinusoidal":
+            position_table = sinusoidal_table(
+                self.max_seq_len, self.dim, base=base, layout=layout, dtype=self.dtype
+            )
+        self.position_table = None if position_table is None else position_table.copy()
 
     def __call__(self, token_ids, start: int = 0) -> np.ndarray:
         """(T,) or (B, T) ids -> (T, dim) or (B, T, dim) token + position embeddings."""
@@ -26,7 +46,8 @@ class TokenPositionEmbedding:
             np.asarray(token_ids), start, self.vocab_size, self.max_seq_len
         )
         x = self._gather(token_ids)  # (..., T, dim), a fresh array
-        x += self.position_table[start : start + token_ids.shape[-1]]  # (T, dim) broadcasts over B
+        if self.position_table is not None:
+            x += self.position_table[start : start + token_ids.shape[-1]]  # (T, dim) broadcasts
         return x
 
     def token_embeddings(self, token_ids) -> np.ndarray:
@@ -35,6 +56,7 @@ class TokenPositionEmbedding:
 
     def position_embeddings(self, start: int, length: int) -> np.ndarray:
         """Rows start .. start + length - 1 of position_table, (length, dim)."""
+        validation.check_has_positions(self.positions)
         start = validation.check_positions(start, length, self.max_seq_len)
         return self.position_table[start : start + length].copy()
 
@@ -42,6 +64,74 @@ class TokenPositionEmbedding:
         # mode="clip" writes straight into the result, where the default mode="raise"
         # buffers a copy; it never clips, because the ids were checked first.
         return np.take(self.token_table, token_ids, axis=0, mode="clip")
+
+
+def sinusoidal_table(
+    num_positions: int,
+    dim: int,
+    *,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    dtype="float32",
+) -> np.ndarray:
+    """(num_positions, dim) sinusoidal position table (Vaswani et al. 2017).
+
+    layout "interleaved": PE[p, 2i] = sin(p * w_i), PE[p, 2i+1] = cos(p * w_i);
+    layout "concat": sines in the first dim/2 columns, cosines in the last; w_i = base**(-2i/dim).
+    """
+    dtype = validation.resolve_dtype(dtype)
+    validation.check_sinusoidal(num_positions, dim, base, layout)
+    compute = positional.compute_dtype(dtype)
+    w = 1.0 / base ** (np.arange(0, dim, 2, dtype=compute) / dim)  # (dim/2,)
+    angles = np.arange(num_positions, dtype=compute)[:, None] * w  # (P, dim/2)
+    sin, cos = np.sin(angles), np.cos(angles)
+    if layout == "interleaved":
+        table = np.stack([sin, cos], axis=-1).reshape(num_positions, dim)  # sin0 cos0 sin1 cos1 ...
+    else:
+        table = np.concatenate([sin, cos], axis=-1)  # sin0 sin1 ... cos0 cos1 ...
+    return table.astype(dtype)
+
+
+def apply_rope(
+    x, positions, *, base: float = 10000.0, layout: str = "half", scaling=None
+) -> np.ndarray:
+    """Rotary position embedding of x (..., T, dim) at integer positions (T,).
+
+    layout "half" rotates dimension i with i + dim/2 (GPT-NeoX, Hugging Face LLaMA);
+    "interleaved" rotates pairs (2i, 2i+1) (GPT-J, RoFormer, Meta's LLaMA code).
+    scaling: None or a Hugging Face rope_scaling dict, type "linear" or "llama3".
+    """
+    x = np.asarray(x)
+    dtype = validation.check_float_dtype(x.dtype.name, "x")
+    positions, scaling = validation.check_rope(
+        x.shape, np.asarray(positions), base, layout, scaling
+    )
+    compute = positional.compute_dtype(dtype)
+    w = _rope_frequencies(x.shape[-1], base, scaling, compute)  # (dim/2,)
+    angles = positions.astype(compute)[:, None] * w  # (T, dim/2)
+    cos, sin = np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
+    if layout == "half":
+        a, b = np.split(x, 2, axis=-1)  # pairs (i, i + dim/2)
+        return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+    a, b = x[..., 0::2], x[..., 1::2]  # pairs (2i, 2i+1)
+    return np.stack([a * cos - b * sin, b * cos + a * sin], axis=-1).reshape(x.shape)
+
+
+def _rope_frequencies(dim: int, base: float, scaling: dict | None, dtype) -> np.ndarray:
+    w = 1.0 / base ** (np.arange(0, dim, 2, dtype=dtype) / dim)  # (dim/2,)
+    if scaling is None:
+        return w
+    if scaling["rope_type"] == "linear":
+        return w / scaling["factor"]
+    # llama3: slow the long wavelengths by factor, keep the short ones, blend in between.
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    context = scaling["original_max_position_embeddings"]
+    wavelength = 2 * np.pi / w
+    smooth = (context / wavelength - low) / (high - low)
+    blended = (1 - smooth) * w / factor + smooth * w
+    return np.where(
+        wavelength < context / high, w, np.where(wavelength > context / low, w / factor, blended)
+    )
 
 
 def to_numpy(array) -> np.ndarray:

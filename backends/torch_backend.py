@@ -1,13 +1,15 @@
-"""PyTorch backend: a ``torch.nn.Module`` holding two ``nn.Embedding`` tables."""
+"""PyTorch backend: a ``torch.nn.Module`` holding ``nn.Embedding`` tables."""
 
 from __future__ import annotations
+
+import math
 
 import ml_dtypes
 import numpy as np
 import torch
 from torch import nn
 
-from backends import validation
+from backends import positional, validation
 
 name = "torch"
 
@@ -16,39 +18,67 @@ _INTEGER_DTYPES = {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int6
 
 
 class TokenPositionEmbedding(nn.Module):
-    """token_table (vocab_size, dim) and position_table (max_seq_len, dim) as two nn.Embedding."""
+    """Token rows plus position rows, as a torch module.
 
-    def __init__(self, token_table: np.ndarray, position_table: np.ndarray):
+    positions="learned": two trainable nn.Embedding tables; "sinusoidal": a trainable
+    token nn.Embedding and a fixed sinusoidal buffer built here from max_seq_len, base
+    and layout; "none": the token nn.Embedding only.
+    """
+
+    def __init__(
+        self,
+        token_table: np.ndarray,
+        position_table: np.ndarray | None = None,
+        *,
+        positions: str = "learned",
+        max_seq_len: int | None = None,
+        base: float = 10000.0,
+        layout: str = "interleaved",
+    ):
         super().__init__()
-        token_table, position_table = validation.check_tables(token_table, position_table)
+        token_table, position_table, self.max_seq_len = validation.check_layer(
+            token_table, position_table, positions, max_seq_len, base, layout
+        )
+        self.positions = positions
+        self.vocab_size, self.dim = token_table.shape
+        self.dtype = token_table.dtype
         # Trainable (freeze=False), like a model's own embeddings.
         self.token = nn.Embedding.from_pretrained(_from_numpy(token_table), freeze=False)
-        self.position = nn.Embedding.from_pretrained(_from_numpy(position_table), freeze=False)
-        self.vocab_size, self.dim = token_table.shape
-        self.max_seq_len = position_table.shape[0]
-        self.dtype = token_table.dtype
+        if positions == "learned":
+            self.position = nn.Embedding.from_pretrained(_from_numpy(position_table), freeze=False)
+        elif positions == "sinusoidal":
+            table = sinusoidal_table(
+                self.max_seq_len, self.dim, base=base, layout=layout, dtype=self.dtype
+            )
+            self.register_buffer("position_table", table, persistent=False)  # fixed, not trained
 
     def forward(self, token_ids, start: int = 0) -> torch.Tensor:
         """(T,) or (B, T) ids -> (T, dim) or (B, T, dim) token + position embeddings."""
         token_ids, start = validation.check_call(
-            _host_ids(token_ids), start, self.vocab_size, self.max_seq_len
+            _host_ints(token_ids), start, self.vocab_size, self.max_seq_len
         )
-        positions = torch.arange(
-            start, start + token_ids.shape[-1], device=self.token.weight.device
-        )
-        return self.token(self._to_device(token_ids)) + self.position(positions)  # (..., T, dim)
+        x = self.token(self._to_device(token_ids))  # (..., T, dim)
+        if self.positions == "none":
+            return x
+        return x + self._position_rows(start, token_ids.shape[-1])  # (T, dim) broadcasts
 
     def token_embeddings(self, token_ids) -> torch.Tensor:
         """(..., T) ids -> (..., T, dim) rows of the token table."""
-        token_ids = validation.check_token_ids(_host_ids(token_ids), self.vocab_size)
+        token_ids = validation.check_token_ids(_host_ints(token_ids), self.vocab_size)
         return self.token(self._to_device(token_ids))
 
     def position_embeddings(self, start: int, length: int) -> torch.Tensor:
         """Rows start .. start + length - 1 of the position table, (length, dim)."""
+        validation.check_has_positions(self.positions)
         start = validation.check_positions(start, length, self.max_seq_len)
-        return self.position(
-            torch.arange(start, start + length, device=self.position.weight.device)
-        )
+        return self._position_rows(start, length)
+
+    def _position_rows(self, start: int, length: int) -> torch.Tensor:
+        if self.positions == "learned":  # looked up like tokens, so gradients reach the rows
+            return self.position(
+                torch.arange(start, start + length, device=self.token.weight.device)
+            )
+        return self.position_table[start : start + length]
 
     def _to_device(self, token_ids: np.ndarray) -> torch.Tensor:
         # nn.Embedding takes int32 or int64 ids; the checked ids fit either.
@@ -57,22 +87,103 @@ class TokenPositionEmbedding(nn.Module):
         return torch.from_numpy(token_ids).to(self.token.weight.device)
 
 
-def _host_ids(token_ids) -> np.ndarray:
-    """Ids as a NumPy array for the shared checks (a view for CPU tensors)."""
-    if isinstance(token_ids, torch.Tensor):
+def sinusoidal_table(
+    num_positions: int,
+    dim: int,
+    *,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    dtype="float32",
+) -> torch.Tensor:
+    """(num_positions, dim) sinusoidal position table (Vaswani et al. 2017).
+
+    layout "interleaved": PE[p, 2i] = sin(p * w_i), PE[p, 2i+1] = cos(p * w_i);
+    layout "concat": sines in the first dim/2 columns, cosines in the last; w_i = base**(-2i/dim).
+    """
+    dtype = validation.resolve_dtype(dtype)
+    validation.check_sinusoidal(num_positions, dim, base, layout)
+    compute = _torch_dtype(positional.compute_dtype(dtype))
+    w = 1.0 / base ** (torch.arange(0, dim, 2, dtype=compute) / dim)  # (dim/2,)
+    angles = torch.outer(torch.arange(num_positions, dtype=compute), w)  # (P, dim/2)
+    sin, cos = torch.sin(angles), torch.cos(angles)
+    if layout == "interleaved":
+        table = torch.stack([sin, cos], dim=-1).flatten(-2)  # sin0 cos0 sin1 cos1 ...
+    else:
+        table = torch.cat([sin, cos], dim=-1)  # sin0 sin1 ... cos0 cos1 ...
+    return table.to(_torch_dtype(dtype))
+
+
+def apply_rope(
+    x, positions, *, base: float = 10000.0, layout: str = "half", scaling=None
+) -> torch.Tensor:
+    """Rotary position embedding of x (..., T, dim) at integer positions (T,).
+
+    layout "half" rotates dimension i with i + dim/2 (GPT-NeoX, Hugging Face LLaMA);
+    "interleaved" rotates pairs (2i, 2i+1) (GPT-J, RoFormer, Meta's LLaMA code).
+    scaling: None or a Hugging Face rope_scaling dict, type "linear" or "llama3".
+    """
+    if isinstance(x, torch.Tensor):
+        dtype = validation.check_float_dtype(str(x.dtype).removeprefix("torch."), "x")
+    else:
+        x = np.asarray(x)
+        dtype = validation.check_float_dtype(x.dtype.name, "x")
+        x = _as_tensor(x)
+    positions, scaling = validation.check_rope(
+        tuple(x.shape), _host_ints(positions, "positions"), base, layout, scaling
+    )
+    compute = _torch_dtype(positional.compute_dtype(dtype))
+    w = _rope_frequencies(x.shape[-1], base, scaling, compute, x.device)  # (dim/2,)
+    angles = torch.outer(torch.from_numpy(positions).to(x.device, compute), w)  # (T, dim/2)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    if layout == "half":
+        a, b = x.chunk(2, dim=-1)  # pairs (i, i + dim/2)
+        return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+    a, b = x[..., 0::2], x[..., 1::2]  # pairs (2i, 2i+1)
+    return torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
+
+
+def _rope_frequencies(dim: int, base: float, scaling: dict | None, dtype, device) -> torch.Tensor:
+    w = 1.0 / base ** (torch.arange(0, dim, 2, dtype=dtype, device=device) / dim)  # (dim/2,)
+    if scaling is None:
+        return w
+    if scaling["rope_type"] == "linear":
+        return w / scaling["factor"]
+    # llama3: slow the long wavelengths by factor, keep the short ones, blend in between.
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    context = scaling["original_max_position_embeddings"]
+    wavelength = 2 * math.pi / w
+    smooth = (context / wavelength - low) / (high - low)
+    blended = (1 - smooth) * w / factor + smooth * w
+    return torch.where(
+        wavelength < context / high, w, torch.where(wavelength > context / low, w / factor, blended)
+    )
+
+
+def _host_ints(array, what: str = "token_ids") -> np.ndarray:
+    """Ids or positions as a NumPy array for the shared checks (a view for CPU tensors)."""
+    if isinstance(array, torch.Tensor):
         # bfloat16 and other torch-only dtypes have no NumPy twin: refuse them here.
-        if token_ids.dtype not in _INTEGER_DTYPES:
-            raise validation.ids_dtype_error(token_ids.dtype)
-        return token_ids.detach().cpu().numpy()
-    return np.asarray(token_ids)
+        if array.dtype not in _INTEGER_DTYPES:
+            raise validation.ids_dtype_error(array.dtype, what)
+        return array.detach().cpu().numpy()
+    return np.asarray(array)
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    return getattr(torch, np.dtype(dtype).name)  # float64 float32 float16 bfloat16 share names
+
+
+def _as_tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor sharing the array's memory."""
+    # torch.from_numpy knows no ml_dtypes.bfloat16: reinterpret the bits instead.
+    if array.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
 
 
 def _from_numpy(table: np.ndarray) -> torch.Tensor:
     """A copy the layer owns (from_numpy alone would share the caller's memory)."""
-    # torch.from_numpy has no bfloat16 (ml_dtypes is unknown to it): reinterpret the bits.
-    if table.dtype == ml_dtypes.bfloat16:
-        return torch.from_numpy(table.view(np.int16)).view(torch.bfloat16).clone()
-    return torch.from_numpy(table).clone()
+    return _as_tensor(table).clone()
 
 
 def to_numpy(array: torch.Tensor) -> np.ndarray:

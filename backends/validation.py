@@ -61,10 +61,10 @@ def check_tables(token_table, position_table) -> tuple[np.ndarray, np.ndarray]:
     return token_table, position_table
 
 
-def ids_dtype_error(dtype) -> TypeError:
-    """The error for token_ids that are not integers (shared so native dtypes get it too)."""
+def ids_dtype_error(dtype, what: str = "token_ids") -> TypeError:
+    """The error for ids or positions that are not integers (shared so native dtypes get it too)."""
     return TypeError(
-        f"token_ids must be integers, got dtype {dtype}: "
+        f"{what} must be integers, got dtype {dtype}: "
         "cast to an integer dtype such as int64, after making sure every value is a whole number"
     )
 
@@ -94,11 +94,11 @@ def check_token_ids(token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
     return token_ids
 
 
-def check_positions(start, length: int, max_seq_len: int) -> int:
+def check_positions(start, length: int, max_seq_len: int | None) -> int:
     """Check that positions start .. start + length - 1 exist in the position table.
 
     Returns start as a Python int. Raises TypeError for a non-integer start and
-    ValueError for start < 0 or start + length > max_seq_len.
+    ValueError for start < 0 or start + length > max_seq_len (None: no table, no limit).
     """
     if isinstance(start, bool):
         raise TypeError(f"start must be an integer, got {start!r}")
@@ -111,7 +111,7 @@ def check_positions(start, length: int, max_seq_len: int) -> int:
             f"start {start} is negative (T {length}, max_seq_len {max_seq_len}): "
             "positions count from 0"
         )
-    if start + length > max_seq_len:
+    if max_seq_len is not None and start + length > max_seq_len:
         raise ValueError(
             f"start {start} + T {length} = {start + length} exceeds max_seq_len {max_seq_len}: "
             f"use at most {max(max_seq_len - start, 0)} tokens from start {start}, "
@@ -126,3 +126,151 @@ def check_call(
     """Everything a layer call checks, ids first: returns (token_ids, start as int)."""
     token_ids = check_token_ids(token_ids, vocab_size)
     return token_ids, check_positions(start, token_ids.shape[-1], max_seq_len)
+
+
+# --- positional schemes -------------------------------------------------------------
+
+SCHEMES = ("learned", "sinusoidal", "none")
+SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
+ROPE_LAYOUTS = ("half", "interleaved")
+# Scaling rules by type, with the parameter names Hugging Face configs use for them.
+ROPE_SCALINGS = {
+    "linear": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
+# Positions are turned into float32 angles; above 2**24 float32 cannot hold every integer.
+MAX_POSITION = 2**24
+
+
+def _choice(value, valid: tuple[str, ...], what: str) -> str:
+    if value not in valid:
+        raise ValueError(f"unknown {what} {value!r}: valid ones are {', '.join(valid)}")
+    return value
+
+
+def check_even_dim(dim: int, what: str) -> int:
+    if dim % 2:
+        raise ValueError(
+            f"{what} needs an even dim, got {dim}: it pairs dimensions into (sin, cos) or rotation pairs"
+        )
+    return dim
+
+
+def check_sinusoidal(num_positions, dim, base, layout) -> None:
+    """Arguments of sinusoidal_table(num_positions, dim, base=..., layout=...)."""
+    _choice(layout, SINUSOIDAL_LAYOUTS, "sinusoidal layout")
+    check_even_dim(dim, "a sinusoidal table")
+    if not 0 <= num_positions <= MAX_POSITION:
+        raise ValueError(f"num_positions must be in [0, {MAX_POSITION}], got {num_positions}")
+    if not base > 0:
+        raise ValueError(f"base must be positive, got {base}")
+
+
+def check_rope_scaling(scaling) -> dict | None:
+    """A Hugging Face style ``rope_scaling`` dict, normalised to {"rope_type": ..., params...}.
+
+    The type may be given as "rope_type" (current configs) or "type" (older ones); None
+    and {"rope_type": "default"} mean no scaling.
+    """
+    if scaling is None:
+        return None
+    if not isinstance(scaling, dict):
+        raise TypeError(
+            f"scaling must be None or a dict like {{'rope_type': 'linear', 'factor': 4.0}}, got {scaling!r}"
+        )
+    params = dict(scaling)
+    kind = params.pop("rope_type", None) or params.pop("type", None)
+    params.pop("type", None)
+    if kind == "default":
+        return None
+    _choice(kind, tuple(ROPE_SCALINGS), "RoPE scaling type")
+    expected = set(ROPE_SCALINGS[kind])
+    if set(params) != expected:
+        raise ValueError(
+            f"RoPE scaling {kind!r} takes {', '.join(ROPE_SCALINGS[kind])}; "
+            f"missing: {sorted(expected - set(params)) or 'none'}, unexpected: {sorted(set(params) - expected) or 'none'}"
+        )
+    params = {name: float(value) for name, value in params.items()}
+    if params["factor"] <= 0:
+        raise ValueError(f"RoPE scaling factor must be positive, got {params['factor']}")
+    if kind == "llama3" and not params["high_freq_factor"] > params["low_freq_factor"] > 0:
+        raise ValueError(
+            "llama3 scaling needs high_freq_factor > low_freq_factor > 0, got "
+            f"{params['high_freq_factor']} and {params['low_freq_factor']}"
+        )
+    return {"rope_type": kind, **params}
+
+
+def check_float_dtype(dtype_name: str, what: str) -> np.dtype:
+    """The NumPy dtype for a floating dtype name (torch's without the "torch." prefix)."""
+    if dtype_name not in DTYPES:
+        raise TypeError(f"{what} must be one of {', '.join(DTYPES)}, got dtype {dtype_name}")
+    return DTYPES[dtype_name]
+
+
+def check_rope(
+    shape: tuple, positions: np.ndarray, base, layout, scaling
+) -> tuple[np.ndarray, dict | None]:
+    """Arguments of apply_rope(x, positions, ...): x of ``shape`` (..., T, dim) and host positions (T,).
+
+    Returns (positions, normalised scaling).
+    """
+    _choice(layout, ROPE_LAYOUTS, "RoPE layout")
+    if len(shape) < 2:
+        raise ValueError(f"x must be (..., T, dim), got shape {shape}: add a sequence axis")
+    check_even_dim(shape[-1], "RoPE")
+    if not base > 0:
+        raise ValueError(f"base must be positive, got {base}")
+    if not np.issubdtype(positions.dtype, np.integer):
+        raise ids_dtype_error(positions.dtype, "positions")
+    if positions.shape != (shape[-2],):
+        raise ValueError(
+            f"positions must have shape (T,) = ({shape[-2]},) to match x of shape {shape}, "
+            f"got {positions.shape}"
+        )
+    if positions.size and (positions.min() < 0 or positions.max() >= MAX_POSITION):
+        bad = int(np.flatnonzero((positions < 0) | (positions >= MAX_POSITION))[0])
+        raise ValueError(
+            f"position {int(positions[bad])} at positions[{bad}] is outside [0, {MAX_POSITION}): "
+            "positions count from 0 and must be exact in float32"
+        )
+    return positions, check_rope_scaling(scaling)
+
+
+def check_layer(token_table, position_table, positions: str, max_seq_len, base, layout: str):
+    """Constructor arguments of TokenPositionEmbedding, for every positional scheme.
+
+    Returns (token_table, position_table or None, max_seq_len or None).
+    """
+    _choice(positions, SCHEMES, "positions scheme")
+    if positions == "learned":
+        if position_table is None:
+            raise ValueError('positions="learned" needs a position_table (max_seq_len, dim)')
+        token_table, position_table = check_tables(token_table, position_table)
+        if max_seq_len is not None and max_seq_len != len(position_table):
+            raise ValueError(
+                f"max_seq_len {max_seq_len} does not match position_table's {len(position_table)} rows: "
+                "leave max_seq_len out for learned positions"
+            )
+        return token_table, position_table, len(position_table)
+    if position_table is not None:
+        raise ValueError(f'positions="{positions}" takes no position_table: pass None')
+    token_table, _ = check_tables(token_table, token_table)
+    if positions == "none":
+        if max_seq_len is not None:
+            raise ValueError(
+                'positions="none" has no position table, so no max_seq_len: leave it out'
+            )
+        return token_table, None, None
+    if max_seq_len is None:
+        raise ValueError('positions="sinusoidal" needs max_seq_len, the number of rows to build')
+    check_sinusoidal(max_seq_len, token_table.shape[1], base, layout)
+    return token_table, None, max_seq_len
+
+
+def check_has_positions(positions: str) -> None:
+    if positions == "none":
+        raise ValueError(
+            'this layer was built with positions="none": it has no position table '
+            "(position enters later, e.g. through apply_rope)"
+        )
