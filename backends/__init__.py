@@ -19,9 +19,10 @@ from types import ModuleType
 
 import numpy as np
 
+from backends.positional import rope_permutation
 from backends.validation import DTYPES, resolve_dtype
 
-__all__ = ["DTYPES", "get", "names", "shared_weights"]
+__all__ = ["DTYPES", "get", "names", "rope_permutation", "shared_weights"]
 
 # Backend name (the framework's import name) -> module implementing backends.interface.
 _REGISTRY = {

@@ -17,24 +17,18 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from backends import validation
+from backends import positional, validation
 
 name = "jax"
 
 
 def init_params(token_table: np.ndarray, position_table: np.ndarray) -> dict[str, jax.Array]:
-    """The params pytree.
+    """The params pytree of a learned-position layer.
 
     {"token_table": (vocab_size, dim), "position_table": (max_seq_len, dim)}, on the device.
     """
     token_table, position_table = validation.check_tables(token_table, position_table)
-    with _precision(token_table.dtype):
-        # Copied onto the device once (passing NumPy tables to a jitted function would copy
-        # them on every call). copy=True: on the CPU, device_put may alias the caller's memory.
-        return {
-            "token_table": jnp.array(token_table, copy=True),
-            "position_table": jnp.array(position_table, copy=True),
-        }
+    return {"token_table": _to_device(token_table), "position_table": _to_device(position_table)}
 
 
 @jax.jit
@@ -64,13 +58,37 @@ def embed(params, token_ids: jax.Array, start: jax.Array) -> jax.Array:
 
 
 class TokenPositionEmbedding:
-    """Holds ``params`` and calls the jitted pure functions above after host-side checks."""
+    """Holds the tables and calls the jitted pure functions above after host-side checks.
 
-    def __init__(self, token_table: np.ndarray, position_table: np.ndarray):
-        self.params = init_params(token_table, position_table)
-        self.vocab_size, self.dim = self.params["token_table"].shape
-        self.max_seq_len = self.params["position_table"].shape[0]
-        self.dtype = np.dtype(self.params["token_table"].dtype)
+    positions="learned": ``params`` holds both tables; "sinusoidal": ``params`` holds the
+    token table and the fixed sinusoidal table sits beside it in ``constants``; "none":
+    token rows only.
+    """
+
+    def __init__(
+        self,
+        token_table: np.ndarray,
+        position_table: np.ndarray | None = None,
+        *,
+        positions: str = "learned",
+        max_seq_len: int | None = None,
+        base: float = 10000.0,
+        layout: str = "interleaved",
+    ):
+        token_table, position_table, self.max_seq_len = validation.check_layer(
+            token_table, position_table, positions, max_seq_len, base, layout
+        )
+        self.positions = positions
+        self.vocab_size, self.dim = token_table.shape
+        self.dtype = token_table.dtype
+        self.params = {"token_table": _to_device(token_table)}
+        self.constants = {}
+        if positions == "learned":
+            self.params["position_table"] = _to_device(position_table)
+        elif positions == "sinusoidal":
+            self.constants["position_table"] = sinusoidal_table(
+                self.max_seq_len, self.dim, base=base, layout=layout, dtype=self.dtype
+            )
 
     def __call__(self, token_ids, start: int = 0) -> jax.Array:
         """(T,) or (B, T) ids -> (T, dim) or (B, T, dim) token + position embeddings."""
@@ -78,7 +96,9 @@ class TokenPositionEmbedding:
             np.asarray(token_ids), start, self.vocab_size, self.max_seq_len
         )
         with _precision(self.dtype):
-            return embed(self.params, _device_ids(token_ids, host_ids), start)
+            if self.positions == "none":
+                return embed_tokens(self.params, _device_ids(token_ids, host_ids))
+            return embed(self._tables(), _device_ids(token_ids, host_ids), start)
 
     def token_embeddings(self, token_ids) -> jax.Array:
         """(..., T) ids -> (..., T, dim) rows of the token table."""
@@ -88,9 +108,98 @@ class TokenPositionEmbedding:
 
     def position_embeddings(self, start: int, length: int) -> jax.Array:
         """Rows start .. start + length - 1 of the position table, (length, dim)."""
+        validation.check_has_positions(self.positions)
         start = validation.check_positions(start, length, self.max_seq_len)
         with _precision(self.dtype):
-            return embed_positions(self.params, start, length)
+            return embed_positions(self._tables(), start, length)
+
+    def _tables(self) -> dict[str, jax.Array]:
+        return {**self.params, **self.constants}
+
+
+def sinusoidal_table(
+    num_positions: int,
+    dim: int,
+    *,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    dtype="float32",
+) -> jax.Array:
+    """(num_positions, dim) sinusoidal position table (Vaswani et al. 2017).
+
+    layout "interleaved": PE[p, 2i] = sin(p * w_i), PE[p, 2i+1] = cos(p * w_i);
+    layout "concat": sines in the first dim/2 columns, cosines in the last; w_i = base**(-2i/dim).
+    """
+    dtype = validation.resolve_dtype(dtype)
+    validation.check_sinusoidal(num_positions, dim, base, layout)
+    with _precision(dtype):
+        return _sinusoidal_table(num_positions, dim, base, layout, dtype)
+
+
+@partial(jax.jit, static_argnames=("num_positions", "dim", "layout", "dtype"))
+def _sinusoidal_table(num_positions: int, dim: int, base, layout: str, dtype) -> jax.Array:
+    compute = positional.compute_dtype(dtype)
+    w = 1.0 / base ** (jnp.arange(0, dim, 2, dtype=compute) / dim)  # (dim/2,)
+    angles = jnp.outer(jnp.arange(num_positions, dtype=compute), w)  # (P, dim/2)
+    sin, cos = jnp.sin(angles), jnp.cos(angles)
+    if layout == "interleaved":
+        table = jnp.stack([sin, cos], axis=-1).reshape(num_positions, dim)  # sin0 cos0 sin1 ...
+    else:
+        table = jnp.concatenate([sin, cos], axis=-1)  # sin0 sin1 ... cos0 cos1 ...
+    return table.astype(dtype)
+
+
+def apply_rope(
+    x, positions, *, base: float = 10000.0, layout: str = "half", scaling=None
+) -> jax.Array:
+    """Rotary position embedding of x (..., T, dim) at integer positions (T,).
+
+    layout "half" rotates dimension i with i + dim/2 (GPT-NeoX, Hugging Face LLaMA);
+    "interleaved" rotates pairs (2i, 2i+1) (GPT-J, RoFormer, Meta's LLaMA code).
+    scaling: None or a Hugging Face rope_scaling dict, type "linear" or "llama3".
+    """
+    if not isinstance(x, jax.Array):
+        x = np.asarray(x)
+    dtype = validation.check_float_dtype(np.dtype(x.dtype).name, "x")
+    positions, scaling = validation.check_rope(x.shape, np.asarray(positions), base, layout, scaling)
+    with _precision(dtype):
+        w = _rope_frequencies(x.shape[-1], base, scaling, positional.compute_dtype(dtype))
+        return _rope(jnp.asarray(x), positions.astype(np.int32), w, layout)  # checked: < 2**24
+
+
+@partial(jax.jit, static_argnames="layout")
+def _rope(x: jax.Array, positions: jax.Array, w: jax.Array, layout: str) -> jax.Array:
+    angles = jnp.outer(positions.astype(w.dtype), w)  # (T, dim/2)
+    cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)
+    if layout == "half":
+        a, b = jnp.split(x, 2, axis=-1)  # pairs (i, i + dim/2)
+        return jnp.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+    a, b = x[..., 0::2], x[..., 1::2]  # pairs (2i, 2i+1)
+    return jnp.stack([a * cos - b * sin, b * cos + a * sin], axis=-1).reshape(x.shape)
+
+
+def _rope_frequencies(dim: int, base: float, scaling: dict | None, dtype) -> jax.Array:
+    w = 1.0 / base ** (jnp.arange(0, dim, 2, dtype=dtype) / dim)  # (dim/2,)
+    if scaling is None:
+        return w
+    if scaling["rope_type"] == "linear":
+        return w / scaling["factor"]
+    # llama3: slow the long wavelengths by factor, keep the short ones, blend in between.
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    context = scaling["original_max_position_embeddings"]
+    wavelength = 2 * jnp.pi / w
+    smooth = (context / wavelength - low) / (high - low)
+    blended = (1 - smooth) * w / factor + smooth * w
+    return jnp.where(
+        wavelength < context / high, w, jnp.where(wavelength > context / low, w / factor, blended)
+    )
+
+
+def _to_device(table: np.ndarray) -> jax.Array:
+    # Copied onto the device once (passing NumPy tables to a jitted function would copy
+    # them on every call). copy=True: on the CPU, device_put may alias the caller's memory.
+    with _precision(table.dtype):
+        return jnp.array(table, copy=True)
 
 
 def _device_ids(token_ids, host_ids: np.ndarray):

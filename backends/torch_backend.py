@@ -164,7 +164,7 @@ def _host_ints(array, what: str = "token_ids") -> np.ndarray:
     if isinstance(array, torch.Tensor):
         # bfloat16 and other torch-only dtypes have no NumPy twin: refuse them here.
         if array.dtype not in _INTEGER_DTYPES:
-            raise validation.ids_dtype_error(array.dtype, what)
+            raise validation.ids_dtype_error(str(array.dtype).removeprefix("torch."), what)
         return array.detach().cpu().numpy()
     return np.asarray(array)
 
