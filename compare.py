@@ -2,11 +2,15 @@
 
     python compare.py                       # the seed demo: tokens 5 10 7 21, vocab 100, dim 10
     python compare.py --dtype bfloat16 --batch 3 --start 5
+    python compare.py --scheme sinusoidal --layout concat
+    python compare.py --scheme rope
 
-Prints a parity table against the NumPy expression
-``token_table[token_ids] + position_table[start:start + T]`` and writes a PNG of the
-token, position and summed embeddings for each backend. Exit status: 0 when every
-backend is bit-identical to that expression, 1 when any differs, 2 on bad arguments.
+Prints a parity table and writes a PNG of each backend's embeddings. With learned
+positions (the default) every backend must be bit-identical to the NumPy expression
+``token_table[token_ids] + position_table[start:start + T]``; with sinusoidal
+positions or RoPE, within the derived tolerance of the float64 reference
+(backends.positional). Exit status: 0 when every backend agrees, 1 when any
+differs, 2 on bad arguments.
 """
 
 from __future__ import annotations
@@ -14,30 +18,46 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 import backends
-from backends import validation
+from backends import positional, validation
 
 SEED_TOKENS = (5, 10, 7, 21)
+SCHEMES = ("learned", "sinusoidal", "rope")
 
 
 @dataclass
 class Result:
-    """One backend's output on the shared weights, as NumPy arrays."""
+    """One backend's output on the shared weights, held to a reference, as NumPy arrays."""
 
     backend: str
-    token: np.ndarray  # (..., T, dim) token rows
-    position: np.ndarray  # (T, dim) position rows
-    total: np.ndarray  # (..., T, dim) token + position, from one layer call
-    diff: np.ndarray  # (..., T, dim) |total - NumPy expression|, in float64
-    bit_identical: bool
+    panels: dict[str, np.ndarray]  # heading -> (..., T, dim), drawn left to right
+    output: np.ndarray  # (..., T, dim), the array compared with the reference
+    expected: np.ndarray  # the reference: same dtype (learned) or float64 (sinusoidal, rope)
+    tolerance: float = 0.0  # 0: bit-identical required
+    diff: np.ndarray = field(init=False)  # |output - expected|, in float64
+
+    def __post_init__(self):
+        self.diff = np.abs(self.output.astype(np.float64) - self.expected.astype(np.float64))
 
     @property
     def max_abs_diff(self) -> float:
         return float(self.diff.max()) if self.diff.size else 0.0
+
+    @property
+    def bit_identical(self) -> bool:
+        return (
+            self.output.dtype == self.expected.dtype
+            and self.output.shape == self.expected.shape
+            and self.output.tobytes() == self.expected.tobytes()
+        )
+
+    @property
+    def agrees(self) -> bool:
+        return self.bit_identical if self.tolerance == 0 else self.max_abs_diff <= self.tolerance
 
 
 def reference(token_table, position_table, token_ids, start: int) -> np.ndarray:
@@ -46,7 +66,7 @@ def reference(token_table, position_table, token_ids, start: int) -> np.ndarray:
 
 
 def run(names, token_table, position_table, token_ids, start: int = 0) -> list[Result]:
-    """Build each backend's layer from the same tables and run it on the same ids."""
+    """Learned positions: each backend's layer on the same tables and ids, held bitwise."""
     # The same checks the layers make, so the NumPy expression never wraps a negative id.
     validation.check_tables(token_table, position_table)
     validation.check_call(token_ids, start, len(token_table), len(position_table))
@@ -55,44 +75,102 @@ def run(names, token_table, position_table, token_ids, start: int = 0) -> list[R
     for name in names:
         be = backends.get(name)
         layer = be.TokenPositionEmbedding(token_table, position_table)
-        total = be.to_numpy(layer(token_ids, start=start))
-        results.append(
-            Result(
-                backend=name,
-                token=be.to_numpy(layer.token_embeddings(token_ids)),
-                position=be.to_numpy(layer.position_embeddings(start, token_ids.shape[-1])),
-                total=total,
-                diff=np.abs(total.astype(np.float64) - expected.astype(np.float64)),
-                bit_identical=total.dtype == expected.dtype
-                and total.shape == expected.shape
-                and total.tobytes() == expected.tobytes(),
-            )
+        panels = {
+            "token embeddings": be.to_numpy(layer.token_embeddings(token_ids)),
+            "position embeddings": be.to_numpy(
+                layer.position_embeddings(start, token_ids.shape[-1])
+            ),
+            "token + position": be.to_numpy(layer(token_ids, start=start)),
+        }
+        results.append(Result(name, panels, panels["token + position"], expected))
+    return results
+
+
+def run_sinusoidal(
+    names, token_table, token_ids, start: int, max_seq_len: int, *, layout: str, base: float
+) -> list[Result]:
+    """Sinusoidal positions: each backend builds its own table; held to the float64 sum."""
+    layers = [
+        (
+            name,
+            backends.get(name).TokenPositionEmbedding(
+                token_table,
+                positions="sinusoidal",
+                max_seq_len=max_seq_len,
+                layout=layout,
+                base=base,
+            ),
         )
+        for name in names
+    ]  # fmt: skip  (built first: the layers check every argument before the reference is formed)
+    length = token_ids.shape[-1]
+    validation.check_call(token_ids, start, len(token_table), max_seq_len)
+    table = positional.sinusoidal_table(max_seq_len, token_table.shape[1], base=base, layout=layout)
+    expected = token_table[token_ids].astype(np.float64) + table[start : start + length]
+    tolerance = positional.sum_tolerance(
+        token_table.dtype, start + length - 1, float(np.abs(expected).max(initial=0)), base=base
+    )
+    results = []
+    for name, layer in layers:
+        be = backends.get(name)
+        panels = {
+            "token embeddings": be.to_numpy(layer.token_embeddings(token_ids)),
+            "sinusoidal position embeddings": be.to_numpy(layer.position_embeddings(start, length)),
+            "token + position": be.to_numpy(layer(token_ids, start=start)),
+        }
+        results.append(Result(name, panels, panels["token + position"], expected, tolerance))
+    return results
+
+
+def run_rope(
+    names, token_table, token_ids, start: int, *, layout: str, base: float
+) -> list[Result]:
+    """RoPE: token rows (no position added) rotated at positions start .. start + T - 1."""
+    validation.check_call(token_ids, start, len(token_table), None)
+    validation.check_even_dim(token_table.shape[1], "RoPE")
+    positions = np.arange(start, start + token_ids.shape[-1])
+    rows = token_table[token_ids]
+    expected = positional.apply_rope(rows, positions, base=base, layout=layout)
+    magnitude = 2 * float(np.abs(rows.astype(np.float64)).max(initial=0))  # max |a| + |b|
+    tolerance = positional.tolerance(
+        token_table.dtype, float(positions.max(initial=0)), base=base, magnitude=magnitude
+    )
+    results = []
+    for name in names:
+        be = backends.get(name)
+        layer = be.TokenPositionEmbedding(token_table, positions="none")
+        x = layer(token_ids)  # (..., T, dim): position enters through the rotation
+        rotated = be.to_numpy(be.apply_rope(x, positions, base=base, layout=layout))
+        panels = {"token embeddings": be.to_numpy(x), f"after RoPE ({layout})": rotated}
+        results.append(Result(name, panels, rotated, expected, tolerance))
     return results
 
 
 def format_table(results: list[Result]) -> str:
-    rows = [("backend", "shape", "dtype", "max |diff| vs NumPy", "bit-identical")]
-    rows += [
-        (r.backend, str(tuple(r.total.shape)), str(r.total.dtype), f"{r.max_abs_diff:.3g}",
-         "yes" if r.bit_identical else "NO")
-        for r in results
-    ]  # fmt: skip
+    exact = all(r.tolerance == 0 for r in results)
+    if exact:
+        rows = [("backend", "shape", "dtype", "max |diff| vs NumPy", "bit-identical")]
+    else:
+        rows = [("backend", "shape", "dtype", "max |diff| vs float64", "tolerance", "within")]
+    for r in results:
+        row = [r.backend, str(tuple(r.output.shape)), str(r.output.dtype), f"{r.max_abs_diff:.3g}"]
+        row += [] if exact else [f"{r.tolerance:.3g}"]
+        rows.append((*row, "yes" if r.agrees else "NO"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
 
-def plot(results: list[Result], token_ids, start: int, title: str, path: str, show: bool = False):
-    """One row per backend: token | position | token + position | |backend - NumPy|.
+def plot(results, token_ids, start, title, path, *, extras=None, show=False):
+    """One row per backend: its panels, then |backend - reference|.
 
-    The first three columns share one diverging colour scale centred at zero; the
-    last says "bit-identical" instead of drawing a scale when the difference is zero.
-    Only the first sequence of a batch is drawn.
+    The panels share one diverging colour scale centred at zero; the difference
+    column says "bit-identical" instead of drawing a scale when the difference is
+    zero. ``extras(subfigure)`` draws scheme-specific plots below. Only the first
+    sequence of a batch is drawn.
     """
     import matplotlib
 
@@ -106,33 +184,55 @@ def plot(results: list[Result], token_ids, start: int, title: str, path: str, sh
     def first(a):  # (..., T, dim) -> (T, dim) of sequence 0, as float32 for drawing
         return (a if a.ndim == 2 else a[0]).astype(np.float32)
 
-    panels = [(first(r.token), first(r.position), first(r.total)) for r in results]
-    vmax = max((float(np.abs(p).max()) for row in panels for p in row if p.size), default=1.0)
-    fig, axes = plt.subplots(
-        len(results), 4, squeeze=False, layout="constrained", width_ratios=[1, 1, 1, 0.7],
-        figsize=(14.5, 1.0 + len(results) * (0.8 + 0.3 * max(len(seq), 1))),
-    )  # fmt: skip
-    headings = ["token embeddings", "position embeddings", "token + position", "|backend - NumPy|"]
-    for row, (r, arrays) in enumerate(zip(results, panels, strict=True)):
-        for col, array in enumerate(arrays):
+    n_panels = len(results[0].panels)
+    row_height = 0.8 + 0.3 * max(len(seq), 1)
+    fig = plt.figure(
+        layout="constrained",
+        figsize=(3.6 * n_panels + 3.8, 1.0 + len(results) * row_height + (3.4 if extras else 0)),
+    )
+    grid, below = (
+        fig.subfigures(2, 1, height_ratios=[len(results) * row_height, 3.4])
+        if extras
+        else (fig, None)
+    )
+    axes = grid.subplots(
+        len(results), n_panels + 1, squeeze=False, width_ratios=[1] * n_panels + [0.8]
+    )
+    vmax = max(
+        (float(np.abs(first(p)).max()) for r in results for p in r.panels.values() if p.size),
+        default=1.0,
+    )
+    reference_name = "NumPy" if all(r.tolerance == 0 for r in results) else "float64 reference"
+    for row, r in enumerate(results):
+        for col, (heading, array) in enumerate(r.panels.items()):
             ax = axes[row, col]
-            image = ax.imshow(array, cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto",
+            image = ax.imshow(first(array), cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto",
                               interpolation="nearest")  # fmt: skip
             _label(ax, labels if col == 0 else None, len(seq))
-            ax.set_title(f"{r.backend}: {headings[col]}", fontsize=9)
-        ax = axes[row, 3]
-        ax.set_title(f"{r.backend}: {headings[3]}", fontsize=9)
+            ax.set_title(f"{r.backend}: {heading}", fontsize=9)
+        ax = axes[row, n_panels]
+        ax.set_title(f"{r.backend}: |backend - {reference_name}|", fontsize=9)
         if r.bit_identical:
             ax.set_axis_off()
             ax.text(0.5, 0.5, "bit-identical\nmax |diff| = 0", ha="center", va="center",
                     fontsize=11, color="darkgreen", transform=ax.transAxes)  # fmt: skip
-        else:
-            shown = ax.imshow(first(r.diff), cmap="magma", aspect="auto", interpolation="nearest")
-            _label(ax, None, len(seq))
-            fig.colorbar(shown, ax=ax, label="|diff|")
-    fig.colorbar(image, ax=axes[:, :3], label="value (one scale for all, 0 = white)", shrink=0.9)
-    fig.suptitle(title, fontsize=10)
-    fig.savefig(path, dpi=120)
+            continue
+        shown = ax.imshow(
+            first(r.diff), cmap="magma", vmin=0, aspect="auto", interpolation="nearest"
+        )
+        _label(ax, None, len(seq))
+        verdict = f"max {r.max_abs_diff:.2g}" + (
+            f", tolerance {r.tolerance:.2g}" if r.tolerance else ""
+        )
+        ax.set_xlabel(f"dim\n{verdict}" + ("" if r.agrees else "  EXCEEDED"), fontsize=8)
+        grid.colorbar(shown, ax=ax, label="|diff|", format="%.1e")
+    grid.colorbar(
+        image, ax=axes[:, :n_panels], label="value (one scale for all, 0 = white)", shrink=0.9
+    )
+    grid.suptitle(title, fontsize=10)
+    if extras:
+        extras(below)
+    fig.savefig(path, dpi=110)
     if show:
         plt.show()
     plt.close(fig)
@@ -144,13 +244,109 @@ def _label(ax, labels, rows: int):
     ax.tick_params(axis="x", labelsize=7)
 
 
+def sinusoidal_extras(dim: int, layout: str, base: float, num_positions: int = 128):
+    """The classic picture: the whole table (positions x dims) and a few of its columns."""
+
+    def draw(subfigure):
+        table = positional.sinusoidal_table(num_positions, dim, base=base, layout=layout)
+        left, right = subfigure.subplots(1, 2, width_ratios=[1.3, 1])
+        image = left.imshow(
+            table.T, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest"
+        )
+        left.set(
+            xlabel="position",
+            ylabel="dim",
+            title=f"sinusoidal table, layout {layout!r}, base {base:g}",
+        )
+        subfigure.colorbar(image, ax=left)
+        for column in range(min(dim, 4)):
+            kind = (
+                ("sin" if column % 2 == 0 else "cos")
+                if layout == "interleaved"
+                else ("sin" if column < dim // 2 else "cos")
+            )
+            right.plot(table[:, column], label=f"dim {column} ({kind})")
+        right.set(
+            xlabel="position",
+            ylabel="value",
+            title="a few columns: one frequency per (sin, cos) pair",
+        )
+        right.legend(fontsize=7, loc="lower left")
+
+    return draw
+
+
+def rope_extras(results, token_table, token_ids, layout: str, base: float, num_positions: int):
+    """Scores q(m) . k(n) of two tokens rotated to every pair of positions: constant along
+    diagonals, because they depend only on m - n."""
+    seq = token_ids if token_ids.ndim == 1 else token_ids[0]
+    q_id, k_id = seq[0], seq[min(1, len(seq) - 1)]
+    positions = np.arange(num_positions)
+
+    def draw(subfigure):
+        left, right = subfigure.subplots(1, 2, width_ratios=[1, 1.4])
+        for i, r in enumerate(results):
+            be = backends.get(r.backend)
+            q = np.repeat(
+                token_table[[q_id]], num_positions, axis=0
+            )  # (P, dim): one token at every position
+            k = np.repeat(token_table[[k_id]], num_positions, axis=0)
+            rq = be.to_numpy(be.apply_rope(q, positions, base=base, layout=layout)).astype(
+                np.float64
+            )
+            rk = be.to_numpy(be.apply_rope(k, positions, base=base, layout=layout)).astype(
+                np.float64
+            )
+            scores = rq @ rk.T  # (P, P): scores[m, n] = q at m . k at n
+            if i == 0:
+                top = np.abs(scores).max()
+                image = left.imshow(
+                    scores, cmap="RdBu_r", vmin=-top, vmax=top, interpolation="nearest"
+                )
+                left.set(xlabel="key position n", ylabel="query position m",
+                         title=f"{r.backend}: q(m) . k(n), token #{q_id} vs #{k_id}")  # fmt: skip
+                subfigure.colorbar(image, ax=left)
+            m, n = np.meshgrid(positions, positions, indexing="ij")
+            right.plot(
+                (m - n).ravel(),
+                scores.ravel(),
+                "o",
+                ms=3 + 2 * (len(results) - i),
+                alpha=0.5,
+                label=r.backend,
+            )
+        right.set(
+            xlabel="m - n", ylabel="score", title="every (m, n) pair: one score per distance m - n"
+        )
+        right.legend(fontsize=7)
+
+    return draw
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Run the token + position embedding in every installed backend on the same "
-        "weights, print a parity table against the NumPy expression and draw the embeddings.",
-        epilog="Exit status: 0 all backends bit-identical, 1 a backend differs, 2 bad arguments.",
+        "weights, print a parity table against a reference and draw the embeddings.",
+        epilog="Exit status: 0 all backends agree, 1 a backend differs, 2 bad arguments.",
     )
     add = parser.add_argument
+    add(
+        "--scheme",
+        choices=SCHEMES,
+        default="learned",
+        help="how position enters: a learned table, the sinusoidal table, or rotary (RoPE) "
+        "(default: %(default)s)",
+    )
+    add(
+        "--layout",
+        help="sinusoidal: interleaved (default) or concat; rope: half (default) or interleaved",
+    )
+    add(
+        "--base",
+        type=float,
+        default=10000.0,
+        help="sinusoidal and rope frequency base (default: %(default)g)",
+    )
     add(
         "--tokens",
         type=int,
@@ -161,7 +357,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     add("--vocab-size", type=int, default=100, help="rows of token_table (default: %(default)s)")
     add("--dim", type=int, default=10, help="embedding width (default: %(default)s)")
-    add("--max-seq-len", type=int, default=16, help="rows of position_table (default: %(default)s)")
+    add(
+        "--max-seq-len",
+        type=int,
+        default=16,
+        help="rows of the position table; for rope, positions in the score plot "
+        "(default: %(default)s)",
+    )
     add("--start", type=int, default=0, help="position of the first token (default: %(default)s)")
     add(
         "--batch",
@@ -176,7 +378,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--dtype",
         choices=list(backends.DTYPES),
         default="float32",
-        help="dtype of both tables (default: %(default)s)",
+        help="dtype of the tables (default: %(default)s)",
     )
     add(
         "--backends",
@@ -212,34 +414,59 @@ def main(argv=None) -> int:
                 raise ValueError(f"--batch must be at least 1, got {args.batch}")
             rng = np.random.default_rng(args.seed)
             token_ids = rng.integers(0, args.vocab_size, size=(args.batch, len(args.tokens)))
-        results = run(names, token_table, position_table, token_ids, args.start)
+        results, heading, extras = _run_scheme(args, names, token_table, position_table, token_ids)
     except (ValueError, TypeError, IndexError, ImportError) as error:
         print(f"compare.py: error: {error}", file=sys.stderr)
         return 2
 
-    stop = args.start + token_ids.shape[-1]
     setting = (
         f"vocab_size {args.vocab_size}, dim {args.dim}, max_seq_len {args.max_seq_len}, "
         f"{args.dtype}, seed {args.seed}"
     )
-    print(f"x = token_table[token_ids] + position_table[{args.start}:{stop}]")
+    print(heading)
     print(f"{setting}, token_ids shape {token_ids.shape}")
     print(format_table(results))
     batch_note = f", sequence 0 of {token_ids.shape[0]}" if token_ids.ndim == 2 else ""
-    title = (
-        f"x = token_table[token_ids] + position_table[{args.start}:{stop}]\n{setting}{batch_note}"
-    )
     show = args.show and _has_display()
     if args.show and not show:
         print("--show: no display found, only writing the file")
-    plot(results, token_ids, args.start, title, args.out, show=show)
+    plot(results, token_ids, args.start, f"{heading}\n{setting}{batch_note}", args.out,
+         extras=extras, show=show)  # fmt: skip
     print(f"picture: {os.path.abspath(args.out)}")
-    differing = [r.backend for r in results if not r.bit_identical]
+    differing = [r.backend for r in results if not r.agrees]
+    reference_name = "the NumPy expression" if args.scheme == "learned" else "the float64 reference"
     if differing:
-        print(f"DIFFERS from the NumPy expression: {', '.join(differing)}")
+        print(f"DIFFERS from {reference_name}: {', '.join(differing)}")
         return 1
-    print(f"all {len(results)} backends bit-identical to the NumPy expression")
+    agreement = "bit-identical to" if args.scheme == "learned" else "within tolerance of"
+    print(f"all {len(results)} backends {agreement} {reference_name}")
     return 0
+
+
+def _run_scheme(args, names, token_table, position_table, token_ids):
+    """(results, heading, extras) for --scheme."""
+    stop = args.start + token_ids.shape[-1]
+    if args.scheme == "learned":
+        if args.layout is not None:
+            raise ValueError("--layout applies to --scheme sinusoidal or rope")
+        results = run(names, token_table, position_table, token_ids, args.start)
+        return results, f"x = token_table[token_ids] + position_table[{args.start}:{stop}]", None
+    if args.scheme == "sinusoidal":
+        layout = args.layout or "interleaved"
+        results = run_sinusoidal(names, token_table, token_ids, args.start, args.max_seq_len,
+                                 layout=layout, base=args.base)  # fmt: skip
+        heading = (f"x = token_table[token_ids] + sinusoidal_table[{args.start}:{stop}]"
+                   f"  (layout {layout}, base {args.base:g})")  # fmt: skip
+        return results, heading, sinusoidal_extras(args.dim, layout, args.base)
+    layout = args.layout or "half"
+    results = run_rope(names, token_table, token_ids, args.start, layout=layout, base=args.base)
+    heading = (f"x = rope(token_table[token_ids], positions {args.start}..{stop - 1})"
+               f"  (layout {layout}, base {args.base:g})")  # fmt: skip
+    return (
+        results,
+        heading,
+        rope_extras(results, token_table, token_ids, layout, args.base, args.max_seq_len),
+    )
 
 
 def _has_display() -> bool:

@@ -161,7 +161,9 @@ def apply_rope(
     if not isinstance(x, jax.Array):
         x = np.asarray(x)
     dtype = validation.check_float_dtype(np.dtype(x.dtype).name, "x")
-    positions, scaling = validation.check_rope(x.shape, np.asarray(positions), base, layout, scaling)
+    positions, scaling = validation.check_rope(
+        x.shape, np.asarray(positions), base, layout, scaling
+    )
     with _precision(dtype):
         w = _rope_frequencies(x.shape[-1], base, scaling, positional.compute_dtype(dtype))
         return _rope(jnp.asarray(x), positions.astype(np.int32), w, layout)  # checked: < 2**24

@@ -27,7 +27,8 @@ def rope_permutation(dim: int) -> np.ndarray:
     Interleaved pairs dimensions (2i, 2i+1); half pairs (i, i + dim/2). So
     ``x_half = x_interleaved[..., perm]`` with perm = [0, 2, 4, ..., 1, 3, 5, ...]:
 
-    - RoPE: ``apply_rope(x[..., perm], layout="half") == apply_rope(x, layout="interleaved")[..., perm]``.
+    - RoPE: ``apply_rope(x[..., perm], layout="half")`` equals
+      ``apply_rope(x, layout="interleaved")[..., perm]``.
       To convert a model, permute the rows of each head's q and k projection
       (``w.reshape(n_heads, head_dim, -1)[:, perm].reshape(w.shape)``, the same
       reordering as Hugging Face's ``convert_llama_weights_to_hf.permute``); the
@@ -48,7 +49,7 @@ def frequencies(dim: int, base: float = 10000.0, scaling: dict | None = None) ->
     factor = scaling["factor"]
     if scaling["rope_type"] == "linear":  # position interpolation: position p acts as p / factor
         return w / factor
-    # llama3 (Llama 3.1): long wavelengths slowed by factor, short ones kept, a linear blend between.
+    # llama3 (Llama 3.1): long wavelengths slowed by factor, short ones kept, a blend between.
     context = scaling["original_max_position_embeddings"]
     low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
     out = []
@@ -127,3 +128,14 @@ def tolerance(dtype, max_angle: float, *, base: float = 10000.0, magnitude: floa
     d = float(ml_dtypes.finfo(np.dtype(dtype)).eps)  # knows bfloat16
     angle_error = (math.log(base) / 2 + 4) * c * max(max_angle, 1.0)
     return magnitude * (angle_error + c + 2 * d)
+
+
+def sum_tolerance(dtype, max_angle: float, max_abs_sum: float, *, base: float = 10000.0) -> float:
+    """Largest |token row + sinusoidal row - float64 sum| allowed in ``dtype``.
+
+    The token row is exact and the table row within ``tolerance(dtype, max_angle)``;
+    rounding their sum to ``dtype`` adds half an ulp of a value of at most
+    max_abs_sum (+ that tolerance), below eps * max_abs_sum / 2 + the same again as slack.
+    """
+    table = tolerance(dtype, max_angle, base=base)
+    return table + float(ml_dtypes.finfo(np.dtype(dtype)).eps) * (max_abs_sum + table)

@@ -151,7 +151,8 @@ def _choice(value, valid: tuple[str, ...], what: str) -> str:
 def check_even_dim(dim: int, what: str) -> int:
     if dim % 2:
         raise ValueError(
-            f"{what} needs an even dim, got {dim}: it pairs dimensions into (sin, cos) or rotation pairs"
+            f"{what} needs an even dim, got {dim}: "
+            "it pairs dimensions into (sin, cos) or rotation pairs"
         )
     return dim
 
@@ -176,7 +177,8 @@ def check_rope_scaling(scaling) -> dict | None:
         return None
     if not isinstance(scaling, dict):
         raise TypeError(
-            f"scaling must be None or a dict like {{'rope_type': 'linear', 'factor': 4.0}}, got {scaling!r}"
+            "scaling must be None or a dict like {'rope_type': 'linear', 'factor': 4.0}, "
+            f"got {scaling!r}"
         )
     params = dict(scaling)
     kind = params.pop("rope_type", None) or params.pop("type", None)
@@ -188,7 +190,8 @@ def check_rope_scaling(scaling) -> dict | None:
     if set(params) != expected:
         raise ValueError(
             f"RoPE scaling {kind!r} takes {', '.join(ROPE_SCALINGS[kind])}; "
-            f"missing: {sorted(expected - set(params)) or 'none'}, unexpected: {sorted(set(params) - expected) or 'none'}"
+            f"missing: {sorted(expected - set(params)) or 'none'}, "
+            f"unexpected: {sorted(set(params) - expected) or 'none'}"
         )
     params = {name: float(value) for name, value in params.items()}
     if params["factor"] <= 0:
@@ -211,7 +214,7 @@ def check_float_dtype(dtype_name: str, what: str) -> np.dtype:
 def check_rope(
     shape: tuple, positions: np.ndarray, base, layout, scaling
 ) -> tuple[np.ndarray, dict | None]:
-    """Arguments of apply_rope(x, positions, ...): x of ``shape`` (..., T, dim) and host positions (T,).
+    """Arguments of apply_rope(x, positions, ...): x of ``shape`` (..., T, dim), positions (T,).
 
     Returns (positions, normalised scaling).
     """
@@ -249,7 +252,8 @@ def check_layer(token_table, position_table, positions: str, max_seq_len, base, 
         token_table, position_table = check_tables(token_table, position_table)
         if max_seq_len is not None and max_seq_len != len(position_table):
             raise ValueError(
-                f"max_seq_len {max_seq_len} does not match position_table's {len(position_table)} rows: "
+                f"max_seq_len {max_seq_len} does not match position_table's "
+                f"{len(position_table)} rows: "
                 "leave max_seq_len out for learned positions"
             )
         return token_table, position_table, len(position_table)

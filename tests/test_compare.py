@@ -41,10 +41,70 @@ def test_results_hold_the_backends_arrays():
     token_table, position_table = backends.shared_weights(20, 3, 6, seed=5)
     token_ids = np.array([[4, 19], [0, 4]])
     for r in compare.run(backends.names(), token_table, position_table, token_ids, start=1):
-        np.testing.assert_array_equal(r.token, token_table[token_ids])
-        np.testing.assert_array_equal(r.position, position_table[1:3])
-        np.testing.assert_array_equal(r.total, token_table[token_ids] + position_table[1:3])
+        np.testing.assert_array_equal(r.panels["token embeddings"], token_table[token_ids])
+        np.testing.assert_array_equal(r.panels["position embeddings"], position_table[1:3])
+        np.testing.assert_array_equal(r.output, token_table[token_ids] + position_table[1:3])
         assert r.bit_identical and r.max_abs_diff == 0.0
+
+
+@pytest.mark.parametrize(
+    "scheme, layout",
+    [
+        ("sinusoidal", "interleaved"),
+        ("sinusoidal", "concat"),
+        ("rope", "half"),
+        ("rope", "interleaved"),
+    ],
+)
+@pytest.mark.parametrize("dtype", ["float64", "bfloat16"])
+def test_sinusoidal_and_rope_schemes(tmp_path, capsys, scheme, layout, dtype):
+    out = tmp_path / f"{scheme}.png"
+    argv = [
+        "--scheme",
+        scheme,
+        "--layout",
+        layout,
+        "--dtype",
+        dtype,
+        "--start",
+        "3",
+        "--out",
+        str(out),
+    ]
+    assert compare.main(argv) == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    printed = capsys.readouterr().out
+    assert f"layout {layout}" in printed
+    for name in backends.names():
+        row = next(line.split() for line in printed.splitlines() if line.startswith(name + " "))
+        max_diff, tolerance, within = float(row[-3]), float(row[-2]), row[-1]
+        assert within == "yes" and max_diff <= tolerance
+        if dtype == "float64":
+            assert max_diff < 1e-12
+    assert "within tolerance of the float64 reference" in printed
+
+
+def test_rope_results_are_the_backends_rotations():
+    token_table, _ = backends.shared_weights(20, 8, 1, seed=5)
+    token_ids = np.array([3, 19, 0])
+    for r in compare.run_rope(
+        backends.names(), token_table, token_ids, 2, layout="half", base=10000.0
+    ):
+        np.testing.assert_array_equal(r.panels["token embeddings"], token_table[token_ids])
+        assert r.agrees and 0 < r.tolerance < 1e-4
+
+
+def test_rope_beyond_tolerance_exits_1(tmp_path, capsys, monkeypatch):
+    name = backends.names()[-1]
+    be = backends.get(name)
+    exact = be.apply_rope
+    # Off by 1e-3: a plausible-looking rotation with the wrong frequencies, say.
+    monkeypatch.setattr(be, "apply_rope", lambda x, p, **kw: exact(x, p, **kw) * (1 + 1e-3))
+    assert compare.main(["--scheme", "rope", "--out", str(tmp_path / "rope.png")]) == 1
+    printed = capsys.readouterr().out
+    row = next(line.split() for line in printed.splitlines() if line.startswith(name + " "))
+    assert row[-1] == "NO" and float(row[-3]) > float(row[-2])
+    assert f"DIFFERS from the float64 reference: {name}" in printed
 
 
 def test_a_differing_backend_exits_1(tmp_path, capsys, monkeypatch):
@@ -74,6 +134,11 @@ def test_a_differing_backend_exits_1(tmp_path, capsys, monkeypatch):
         (["--backends", "numpy", "mxnet"], "unknown backend 'mxnet'"),
         (["--dim", "0"], "--dim must be at least 1, got 0"),
         (["--batch", "0"], "--batch must be at least 1, got 0"),
+        (["--layout", "concat"], "--layout applies to --scheme sinusoidal or rope"),
+        (["--scheme", "rope", "--dim", "7"], "RoPE needs an even dim, got 7"),
+        (["--scheme", "sinusoidal", "--dim", "7"], "a sinusoidal table needs an even dim, got 7"),
+        (["--scheme", "rope", "--layout", "concat"], "unknown RoPE layout 'concat'"),
+        (["--scheme", "sinusoidal", "--start", "15"], "start 15 + T 4 = 19 exceeds max_seq_len 16"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(capsys, argv, expected):
