@@ -90,19 +90,16 @@ def run_sinusoidal(
     names, token_table, token_ids, start: int, max_seq_len: int, *, layout: str, base: float
 ) -> list[Result]:
     """Sinusoidal positions: each backend builds its own table; held to the float64 sum."""
+    # Built first: the layers check every argument before the reference is formed.
+    options = {
+        "positions": "sinusoidal",
+        "max_seq_len": max_seq_len,
+        "layout": layout,
+        "base": base,
+    }
     layers = [
-        (
-            name,
-            backends.get(name).TokenPositionEmbedding(
-                token_table,
-                positions="sinusoidal",
-                max_seq_len=max_seq_len,
-                layout=layout,
-                base=base,
-            ),
-        )
-        for name in names
-    ]  # fmt: skip  (built first: the layers check every argument before the reference is formed)
+        (name, backends.get(name).TokenPositionEmbedding(token_table, **options)) for name in names
+    ]
     length = token_ids.shape[-1]
     validation.check_call(token_ids, start, len(token_table), max_seq_len)
     table = positional.sinusoidal_table(max_seq_len, token_table.shape[1], base=base, layout=layout)
@@ -206,16 +203,30 @@ def plot(results, token_ids, start, title, path, *, extras=None, show=False):
     for row, r in enumerate(results):
         for col, (heading, array) in enumerate(r.panels.items()):
             ax = axes[row, col]
-            image = ax.imshow(first(array), cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto",
-                              interpolation="nearest")  # fmt: skip
+            image = ax.imshow(
+                first(array),
+                cmap="RdBu_r",
+                vmin=-vmax,
+                vmax=vmax,
+                aspect="auto",
+                interpolation="nearest",
+            )
             _label(ax, labels if col == 0 else None, len(seq))
             ax.set_title(f"{r.backend}: {heading}", fontsize=9)
         ax = axes[row, n_panels]
         ax.set_title(f"{r.backend}: |backend - {reference_name}|", fontsize=9)
         if r.bit_identical:
             ax.set_axis_off()
-            ax.text(0.5, 0.5, "bit-identical\nmax |diff| = 0", ha="center", va="center",
-                    fontsize=11, color="darkgreen", transform=ax.transAxes)  # fmt: skip
+            ax.text(
+                0.5,
+                0.5,
+                "bit-identical\nmax |diff| = 0",
+                ha="center",
+                va="center",
+                fontsize=11,
+                color="darkgreen",
+                transform=ax.transAxes,
+            )
             continue
         shown = ax.imshow(
             first(r.diff), cmap="magma", vmin=0, aspect="auto", interpolation="nearest"
@@ -260,11 +271,8 @@ def sinusoidal_extras(dim: int, layout: str, base: float, num_positions: int = 1
         )
         subfigure.colorbar(image, ax=left)
         for column in range(min(dim, 4)):
-            kind = (
-                ("sin" if column % 2 == 0 else "cos")
-                if layout == "interleaved"
-                else ("sin" if column < dim // 2 else "cos")
-            )
+            is_sin = column % 2 == 0 if layout == "interleaved" else column < dim // 2
+            kind = "sin" if is_sin else "cos"
             right.plot(table[:, column], label=f"dim {column} ({kind})")
         right.set(
             xlabel="position",
@@ -283,41 +291,27 @@ def rope_extras(results, token_table, token_ids, layout: str, base: float, num_p
     q_id, k_id = seq[0], seq[min(1, len(seq) - 1)]
     positions = np.arange(num_positions)
 
+    def at_every_position(be, token_id):  # (P, dim): the token's row rotated to 0 .. P-1
+        rows = np.repeat(token_table[[token_id]], num_positions, axis=0)
+        rotated = be.apply_rope(rows, positions, base=base, layout=layout)
+        return be.to_numpy(rotated).astype(np.float64)
+
     def draw(subfigure):
         left, right = subfigure.subplots(1, 2, width_ratios=[1, 1.4])
+        m, n = np.meshgrid(positions, positions, indexing="ij")
         for i, r in enumerate(results):
             be = backends.get(r.backend)
-            q = np.repeat(
-                token_table[[q_id]], num_positions, axis=0
-            )  # (P, dim): one token at every position
-            k = np.repeat(token_table[[k_id]], num_positions, axis=0)
-            rq = be.to_numpy(be.apply_rope(q, positions, base=base, layout=layout)).astype(
-                np.float64
-            )
-            rk = be.to_numpy(be.apply_rope(k, positions, base=base, layout=layout)).astype(
-                np.float64
-            )
-            scores = rq @ rk.T  # (P, P): scores[m, n] = q at m . k at n
+            scores = at_every_position(be, q_id) @ at_every_position(be, k_id).T  # [m, n]
+            size = 3 + 2 * (len(results) - i)  # later backends drawn smaller, on top
+            right.plot((m - n).ravel(), scores.ravel(), "o", ms=size, alpha=0.5, label=r.backend)
             if i == 0:
                 top = np.abs(scores).max()
-                image = left.imshow(
-                    scores, cmap="RdBu_r", vmin=-top, vmax=top, interpolation="nearest"
-                )
-                left.set(xlabel="key position n", ylabel="query position m",
-                         title=f"{r.backend}: q(m) . k(n), token #{q_id} vs #{k_id}")  # fmt: skip
+                image = left.imshow(scores, cmap="RdBu_r", vmin=-top, vmax=top)
                 subfigure.colorbar(image, ax=left)
-            m, n = np.meshgrid(positions, positions, indexing="ij")
-            right.plot(
-                (m - n).ravel(),
-                scores.ravel(),
-                "o",
-                ms=3 + 2 * (len(results) - i),
-                alpha=0.5,
-                label=r.backend,
-            )
-        right.set(
-            xlabel="m - n", ylabel="score", title="every (m, n) pair: one score per distance m - n"
-        )
+                title = f"{r.backend}: q(m) . k(n), token #{q_id} vs #{k_id}"
+                left.set(xlabel="key position n", ylabel="query position m", title=title)
+        title = "every (m, n) pair: one score per distance m - n"
+        right.set(xlabel="m - n", ylabel="score", title=title)
         right.legend(fontsize=7)
 
     return draw
@@ -392,7 +386,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         action="store_true",
         help="also open the picture in a window, if there is a display",
     )
-    return parser.parse_args(argv)  # fmt: skip
+    return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:
@@ -430,8 +424,15 @@ def main(argv=None) -> int:
     show = args.show and _has_display()
     if args.show and not show:
         print("--show: no display found, only writing the file")
-    plot(results, token_ids, args.start, f"{heading}\n{setting}{batch_note}", args.out,
-         extras=extras, show=show)  # fmt: skip
+    plot(
+        results,
+        token_ids,
+        args.start,
+        f"{heading}\n{setting}{batch_note}",
+        args.out,
+        extras=extras,
+        show=show,
+    )
     print(f"picture: {os.path.abspath(args.out)}")
     differing = [r.backend for r in results if not r.agrees]
     reference_name = "the NumPy expression" if args.scheme == "learned" else "the float64 reference"
@@ -453,15 +454,26 @@ def _run_scheme(args, names, token_table, position_table, token_ids):
         return results, f"x = token_table[token_ids] + position_table[{args.start}:{stop}]", None
     if args.scheme == "sinusoidal":
         layout = args.layout or "interleaved"
-        results = run_sinusoidal(names, token_table, token_ids, args.start, args.max_seq_len,
-                                 layout=layout, base=args.base)  # fmt: skip
-        heading = (f"x = token_table[token_ids] + sinusoidal_table[{args.start}:{stop}]"
-                   f"  (layout {layout}, base {args.base:g})")  # fmt: skip
+        results = run_sinusoidal(
+            names,
+            token_table,
+            token_ids,
+            args.start,
+            args.max_seq_len,
+            layout=layout,
+            base=args.base,
+        )
+        heading = (
+            f"x = token_table[token_ids] + sinusoidal_table[{args.start}:{stop}]"
+            f"  (layout {layout}, base {args.base:g})"
+        )
         return results, heading, sinusoidal_extras(args.dim, layout, args.base)
     layout = args.layout or "half"
     results = run_rope(names, token_table, token_ids, args.start, layout=layout, base=args.base)
-    heading = (f"x = rope(token_table[token_ids], positions {args.start}..{stop - 1})"
-               f"  (layout {layout}, base {args.base:g})")  # fmt: skip
+    heading = (
+        f"x = rope(token_table[token_ids], positions {args.start}..{stop - 1})"
+        f"  (layout {layout}, base {args.base:g})"
+    )
     return (
         results,
         heading,

@@ -13,8 +13,16 @@ from backends import positional, validation
 
 name = "torch"
 
-_INTEGER_DTYPES = {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-                   torch.uint16, torch.uint32, torch.uint64}  # fmt: skip
+_INTEGER_DTYPES = {
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+}
 
 
 class TokenPositionEmbedding(nn.Module):

@@ -17,8 +17,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_seed_demo_as_a_user_runs_it(tmp_path):
     done = subprocess.run(
         [sys.executable, os.path.join(ROOT, "compare.py")],
-        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"},
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "compare.png").read_bytes()[:8] == PNG_MAGIC
     lines = done.stdout.splitlines()
