@@ -27,6 +27,7 @@ from backends import positional, validation
 
 SEED_TOKENS = (5, 10, 7, 21)
 SCHEMES = ("learned", "sinusoidal", "rope")
+MAX_DRAWN_TOKENS = 32  # rows per heatmap; parity is checked on every token
 
 
 @dataclass
@@ -167,7 +168,7 @@ def plot(results, token_ids, start, title, path, *, extras=None, show=False):
     The panels share one diverging colour scale centred at zero; the difference
     column says "bit-identical" instead of drawing a scale when the difference is
     zero. ``extras(subfigure)`` draws scheme-specific plots below. Only the first
-    sequence of a batch is drawn.
+    sequence of a batch, and its first MAX_DRAWN_TOKENS tokens, are drawn.
     """
     import matplotlib
 
@@ -175,11 +176,11 @@ def plot(results, token_ids, start, title, path, *, extras=None, show=False):
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    seq = token_ids if token_ids.ndim == 1 else token_ids[0]
+    seq = (token_ids if token_ids.ndim == 1 else token_ids[0])[:MAX_DRAWN_TOKENS]
     labels = [f"token #{t} @ pos {start + i}" for i, t in enumerate(seq)]
 
-    def first(a):  # (..., T, dim) -> (T, dim) of sequence 0, as float32 for drawing
-        return (a if a.ndim == 2 else a[0]).astype(np.float32)
+    def first(a):  # (..., T, dim) -> (T', dim): sequence 0, drawn tokens only, float32
+        return (a if a.ndim == 2 else a[0])[: len(seq)].astype(np.float32)
 
     n_panels = len(results[0].panels)
     row_height = 0.8 + 0.3 * max(len(seq), 1)
@@ -285,10 +286,12 @@ def sinusoidal_extras(dim: int, layout: str, base: float, num_positions: int = 1
 
 
 def rope_extras(results, token_table, token_ids, layout: str, base: float, num_positions: int):
-    """Scores q(m) . k(n) of two tokens rotated to every pair of positions: constant along
-    diagonals, because they depend only on m - n."""
+    """Scores q(m) . k(n) of two tokens rotated to every pair of the first num_positions
+    positions (at most 64, to keep the scatter readable): constant along diagonals,
+    because they depend only on m - n."""
     seq = token_ids if token_ids.ndim == 1 else token_ids[0]
     q_id, k_id = seq[0], seq[min(1, len(seq) - 1)]
+    num_positions = min(num_positions, 64)
     positions = np.arange(num_positions)
 
     def at_every_position(be, token_id):  # (P, dim): the token's row rotated to 0 .. P-1
@@ -312,7 +315,7 @@ def rope_extras(results, token_table, token_ids, layout: str, base: float, num_p
                 left.set(xlabel="key position n", ylabel="query position m", title=title)
         title = "every (m, n) pair: one score per distance m - n"
         right.set(xlabel="m - n", ylabel="score", title=title)
-        right.legend(fontsize=7)
+        right.legend(fontsize=7, loc="upper right")
 
     return draw
 
@@ -355,7 +358,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--max-seq-len",
         type=int,
         default=16,
-        help="rows of the position table; for rope, positions in the score plot "
+        help="rows of the position table; for rope, positions in the score plot (up to 64) "
         "(default: %(default)s)",
     )
     add("--start", type=int, default=0, help="position of the first token (default: %(default)s)")
@@ -421,6 +424,8 @@ def main(argv=None) -> int:
     print(f"{setting}, token_ids shape {token_ids.shape}")
     print(format_table(results))
     batch_note = f", sequence 0 of {token_ids.shape[0]}" if token_ids.ndim == 2 else ""
+    if token_ids.shape[-1] > MAX_DRAWN_TOKENS:
+        batch_note += f", first {MAX_DRAWN_TOKENS} of {token_ids.shape[-1]} tokens drawn"
     show = args.show and _has_display()
     if args.show and not show:
         print("--show: no display found, only writing the file")
