@@ -5,11 +5,19 @@ A backend is a module (``backends.numpy_backend``, ``backends.torch_backend``,
 
 ``name``
     The framework's import name: ``"numpy"``, ``"torch"`` or ``"jax"``.
-``TokenPositionEmbedding(token_table, position_table)``
+``TokenPositionEmbedding(token_table, position_table=None, *, positions="learned",
+max_seq_len=None, base=10000.0, layout="interleaved")``
     The input layer of a transformer. ``token_table`` is (vocab_size, dim) and
     ``position_table`` (max_seq_len, dim): NumPy arrays of one dtype out of
     float64, float32, float16 and bfloat16 (``ml_dtypes.bfloat16``). The layer
-    holds them as the framework's own parameters.
+    holds copies as the framework's own parameters. ``positions="sinusoidal"``
+    builds the table natively instead (max_seq_len rows, ``base``, ``layout``);
+    ``positions="none"`` adds no position at all (RoPE applies it later).
+``sinusoidal_table(num_positions, dim, *, base, layout, dtype)``
+    The fixed (num_positions, dim) table, layout "interleaved" or "concat".
+``apply_rope(x, positions, *, base, layout, scaling)``
+    Rotary embedding of x (..., T, dim) at integer positions (T,), layout
+    "half" or "interleaved", scaling None, "linear" or "llama3".
 ``to_numpy(array)``
     The framework's array as a NumPy array of the same dtype and shape.
 
@@ -30,6 +38,11 @@ Bad input raises before any framework op, the same way on every backend
 ``ValueError`` for ids that are not 1-D or 2-D and for positions outside
 ``[0, max_seq_len)``, ``IndexError`` for an id outside ``[0, vocab_size)``, and
 ``ValueError`` at construction for tables of the wrong rank, dtype or width.
+
+Sinusoidal tables and rotations are computed natively too, so they are not
+bit-identical across backends (sin, cos and pow differ in the last bits); they
+agree with the float64 reference in ``backends.positional`` within its
+``tolerance``.
 """
 
 from __future__ import annotations
@@ -40,9 +53,10 @@ import numpy as np
 
 
 class Layer(Protocol):
+    positions: str  # "learned", "sinusoidal" or "none"
     vocab_size: int
     dim: int
-    max_seq_len: int
+    max_seq_len: int | None  # None for positions="none": no table, no limit
     dtype: np.dtype
 
     def __call__(self, token_ids: Any, start: int = 0) -> Any: ...
