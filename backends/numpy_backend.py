@@ -40,15 +40,26 @@ class TokenPositionEmbedding:
             )
         self.position_table = None if position_table is None else position_table.copy()
 
-    def __call__(self, token_ids, start: int = 0) -> np.ndarray:
-        """(T,) or (B, T) ids -> (T, dim) or (B, T, dim) token + position embeddings."""
+    def __call__(self, token_ids, start: int = 0, *, out: np.ndarray | None = None) -> np.ndarray:
+        """(T,) or (B, T) ids -> (T, dim) or (B, T, dim) token + position embeddings.
+
+        out: a preallocated result to write into (C-contiguous, the layer's dtype), so
+        that repeated calls allocate nothing.
+        """
         token_ids, start = validation.check_call(
             np.asarray(token_ids), start, self.vocab_size, self.max_seq_len
         )
-        x = self._gather(token_ids)  # (..., T, dim), a fresh array
+        shape = token_ids.shape + (self.dim,)
+        if out is None:
+            out = np.empty(shape, self.dtype)
+        else:
+            validation.check_out(
+                out.shape, out.dtype.name, out.flags.c_contiguous, shape, self.dtype
+            )
+        self._gather(token_ids, out=out)  # (..., T, dim)
         if self.position_table is not None:
-            x += self.position_table[start : start + token_ids.shape[-1]]  # (T, dim) broadcasts
-        return x
+            out += self.position_table[start : start + token_ids.shape[-1]]  # (T, dim) broadcasts
+        return out
 
     def token_embeddings(self, token_ids) -> np.ndarray:
         """(..., T) ids -> (..., T, dim) rows of token_table."""
@@ -60,10 +71,10 @@ class TokenPositionEmbedding:
         start = validation.check_positions(start, length, self.max_seq_len)
         return self.position_table[start : start + length].copy()
 
-    def _gather(self, token_ids: np.ndarray) -> np.ndarray:
+    def _gather(self, token_ids: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         # mode="clip" writes straight into the result, where the default mode="raise"
         # buffers a copy; it never clips, because the ids were checked first.
-        return np.take(self.token_table, token_ids, axis=0, mode="clip")
+        return np.take(self.token_table, token_ids, axis=0, mode="clip", out=out)
 
 
 def sinusoidal_table(

@@ -60,15 +60,40 @@ class TokenPositionEmbedding(nn.Module):
             )
             self.register_buffer("position_table", table, persistent=False)  # fixed, not trained
 
-    def forward(self, token_ids, start: int = 0) -> torch.Tensor:
-        """(T,) or (B, T) ids -> (T, dim) or (B, T, dim) token + position embeddings."""
+    def forward(
+        self, token_ids, start: int = 0, *, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """(T,) or (B, T) ids -> (T, dim) or (B, T, dim) token + position embeddings.
+
+        When autograd records (grad enabled, trainable tables) this is the nn.Embedding
+        lookup plus the position rows. Otherwise, under torch.no_grad() or
+        torch.inference_mode(), the rows are gathered straight into one result (``out``,
+        if given: a preallocated contiguous tensor, so repeated calls allocate nothing)
+        and the positions added in place. Both give the same bits.
+        """
         token_ids, start = validation.check_call(
             _host_ints(token_ids), start, self.vocab_size, self.max_seq_len
         )
-        x = self.token(self._to_device(token_ids))  # (..., T, dim)
-        if self.positions == "none":
-            return x
-        return x + self._position_rows(start, token_ids.shape[-1])  # (T, dim) broadcasts
+        ids, length = self._to_device(token_ids), token_ids.shape[-1]
+        if torch.is_grad_enabled() and self.token.weight.requires_grad:
+            if out is not None:
+                raise ValueError(
+                    "out= cannot record gradients: call under torch.no_grad() or "
+                    "torch.inference_mode(), or leave out= unset"
+                )
+            x = self.token(ids)  # (..., T, dim)
+            return x if self.positions == "none" else x + self._position_rows(start, length)
+        shape = tuple(ids.shape) + (self.dim,)
+        if out is None:
+            out = torch.empty(shape, dtype=self.token.weight.dtype, device=self.token.weight.device)
+        else:
+            dtype = str(out.dtype).removeprefix("torch.")
+            validation.check_out(out.shape, dtype, out.is_contiguous(), shape, self.dtype)
+        # index_select is what nn.Embedding runs on dim 0; out= skips the allocation.
+        torch.index_select(self.token.weight, 0, ids.reshape(-1), out=out.view(-1, self.dim))
+        if self.positions != "none":
+            out.add_(self._position_table()[start : start + length])  # (T, dim) broadcasts
+        return out
 
     def token_embeddings(self, token_ids) -> torch.Tensor:
         """(..., T) ids -> (..., T, dim) rows of the token table."""
@@ -87,6 +112,9 @@ class TokenPositionEmbedding(nn.Module):
                 torch.arange(start, start + length, device=self.token.weight.device)
             )
         return self.position_table[start : start + length]
+
+    def _position_table(self) -> torch.Tensor:
+        return self.position.weight if self.positions == "learned" else self.position_table
 
     def _to_device(self, token_ids: np.ndarray) -> torch.Tensor:
         # nn.Embedding takes int32 or int64 ids; the checked ids fit either.

@@ -73,16 +73,19 @@ def check_token_ids(token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
     """Check host-side token_ids: integer dtype, 1-D or 2-D, every id in [0, vocab_size).
 
     Raises TypeError, ValueError or IndexError; returns token_ids unchanged.
-    Cost: one min and one max over the ids, nothing per embedding element.
+    Cost: one max over the ids, nothing per embedding element.
     """
-    if not np.issubdtype(token_ids.dtype, np.integer):
+    if token_ids.dtype.kind not in "iu":  # signed or unsigned integers; not bool, float, ...
         raise ids_dtype_error(token_ids.dtype)
     if token_ids.ndim not in (1, 2):
         raise ValueError(
             f"token_ids must be 1-D (T,) or 2-D (B, T), got shape {token_ids.shape}: "
             "reshape to (batch, sequence length)"
         )
-    if token_ids.size and (token_ids.min() < 0 or token_ids.max() >= vocab_size):
+    # One pass: viewed as unsigned, a negative id becomes huge, so a single max finds
+    # both kinds of bad id without allocating.
+    unsigned = token_ids.view(f"u{token_ids.dtype.itemsize}")
+    if token_ids.size and unsigned.max() >= vocab_size:
         bad = (token_ids < 0) | (token_ids >= vocab_size)
         where = np.unravel_index(int(np.flatnonzero(bad)[0]), token_ids.shape)
         index = ", ".join(str(int(i)) for i in where)
@@ -118,6 +121,17 @@ def check_positions(start, length: int, max_seq_len: int | None) -> int:
             "or a longer position table"
         )
     return start
+
+
+def check_out(out_shape: tuple, out_dtype: str, contiguous: bool, shape: tuple, dtype: np.dtype):
+    """A caller's output buffer must be exactly what the layer would have allocated."""
+    if tuple(out_shape) != shape or out_dtype != dtype.name or not contiguous:
+        raise ValueError(
+            f"out must be a C-contiguous {dtype.name} array of shape {shape}, got a "
+            f"{'' if contiguous else 'non-contiguous '}{out_dtype} array "
+            f"of shape {tuple(out_shape)}: "
+            "allocate it once with the layer's dtype and token_ids.shape + (dim,)"
+        )
 
 
 def check_call(

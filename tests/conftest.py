@@ -13,11 +13,19 @@ def backend(request):
     return backends.get(request.param)
 
 
+@pytest.fixture(params=[name for name in BACKENDS if name != "jax"], scope="session")
+def out_backend(request):
+    """Backends whose layer takes out= (JAX arrays are immutable, so JAX has none)."""
+    return backends.get(request.param)
+
+
 def native(backend, array: np.ndarray):
     """``array`` as the backend's own array type (ids given the framework's way)."""
     if backend.name == "torch":
         import torch
 
+        if array.dtype == backends.DTYPES["bfloat16"]:  # torch.from_numpy knows no ml_dtypes
+            return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
         return torch.from_numpy(array)
     if backend.name == "jax":
         import jax.numpy as jnp

@@ -9,6 +9,7 @@ import pytest
 
 import backends
 from tests.conftest import native
+from tests.test_parity import _no_grad
 
 
 @pytest.fixture(scope="module")
@@ -164,3 +165,29 @@ def test_bad_tables_are_a_value_error_at_construction(
 def test_empty_ids_are_valid(backend, tables):
     layer = backend.TokenPositionEmbedding(*tables)
     assert backend.to_numpy(layer(np.zeros((0,), dtype=np.int32), start=16)).shape == (0, 10)
+
+
+@pytest.mark.parametrize(
+    "shape, dtype, order, expected",
+    [
+        ((2, 3, 10), np.float64, "C", "got a float64 array of shape (2, 3, 10)"),
+        ((2, 4, 10), np.float32, "C", "got a float32 array of shape (2, 4, 10)"),
+        ((2, 3, 10), np.float32, "F", "got a non-contiguous float32 array"),
+    ],
+    ids=["dtype", "shape", "fortran"],
+)
+def test_a_wrong_out_buffer_is_a_value_error(out_backend, tables, shape, dtype, order, expected):
+    backend = out_backend
+    layer = backend.TokenPositionEmbedding(*tables)
+    out = native(backend, np.zeros(shape, dtype=dtype, order=order))
+    with _no_grad(backend), pytest.raises(ValueError) as info:
+        layer(np.ones((2, 3), dtype=np.int64), out=out)
+    assert "out must be a C-contiguous float32 array of shape (2, 3, 10)" in str(info.value)
+    assert expected in str(info.value)
+
+
+def test_torch_out_refuses_to_drop_gradients(tables):
+    torch = pytest.importorskip("torch")
+    layer = backends.get("torch").TokenPositionEmbedding(*tables)
+    with pytest.raises(ValueError, match="out= cannot record gradients"):
+        layer(np.array([1, 2]), out=torch.empty(2, 10))

@@ -4,6 +4,8 @@ A gather copies rows exactly and one IEEE addition is correctly rounded, so no
 tolerance is needed: every comparison here is assert_array_equal.
 """
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -131,3 +133,31 @@ def test_bit_identical_on_random_problems(backend, problem):
         t = token_ids.shape[-1] - 1
         last = token_ids[..., t]
         np.testing.assert_array_equal(out[..., t, :], token_table[last] + position_table[start + t])
+
+
+def _no_grad(backend):
+    """The context a preallocated result needs: torch must not be recording gradients."""
+    if backend.name == "torch":
+        import torch
+
+        return torch.inference_mode()
+    return contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("dtype", list(backends.DTYPES))
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal", "none"])
+def test_out_buffer_gives_the_same_bits(out_backend, dtype, positions):
+    backend = out_backend
+    token_table, position_table = backends.shared_weights(40, 8, 12, seed=6, dtype=dtype)
+    kwargs = {"learned": {}, "sinusoidal": {"max_seq_len": 12}, "none": {}}[positions]
+    table = position_table if positions == "learned" else None
+    layer = backend.TokenPositionEmbedding(token_table, table, positions=positions, **kwargs)
+    token_ids = np.array([[1, 39, 4], [0, 0, 7]])
+    expected = backend.to_numpy(layer(token_ids, start=2))  # the allocating (autograd) path
+    with _no_grad(backend):
+        out = native(backend, np.zeros((2, 3, 8), dtype=backends.DTYPES[dtype]))
+        returned = layer(token_ids, start=2, out=out)
+        fresh = layer(token_ids, start=2)  # no-grad path, allocating
+    assert returned is out
+    np.testing.assert_array_equal(backend.to_numpy(out), expected)
+    np.testing.assert_array_equal(backend.to_numpy(fresh), expected)
