@@ -395,9 +395,14 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
+        _check_out_path(args.out)
         names = args.backends or backends.names()
+        if len(set(names)) != len(names):
+            raise ValueError(f"--backends lists a backend twice: {' '.join(names)}")
         for name in names:
             backends.get(name)  # unknown or missing frameworks fail here, before any work
+        if args.seed < 0:
+            raise ValueError(f"--seed must be at least 0, got {args.seed}")
         for flag in ("vocab_size", "dim", "max_seq_len"):
             if getattr(args, flag) < 1:
                 option = "--" + flag.replace("_", "-")
@@ -412,7 +417,7 @@ def main(argv=None) -> int:
             rng = np.random.default_rng(args.seed)
             token_ids = rng.integers(0, args.vocab_size, size=(args.batch, len(args.tokens)))
         results, heading, extras = _run_scheme(args, names, token_table, position_table, token_ids)
-    except (ValueError, TypeError, IndexError, ImportError) as error:
+    except (ValueError, TypeError, IndexError, ImportError, OverflowError, MemoryError) as error:
         print(f"compare.py: error: {error}", file=sys.stderr)
         return 2
 
@@ -429,15 +434,19 @@ def main(argv=None) -> int:
     show = args.show and _has_display()
     if args.show and not show:
         print("--show: no display found, only writing the file")
-    plot(
-        results,
-        token_ids,
-        args.start,
-        f"{heading}\n{setting}{batch_note}",
-        args.out,
-        extras=extras,
-        show=show,
-    )
+    try:
+        plot(
+            results,
+            token_ids,
+            args.start,
+            f"{heading}\n{setting}{batch_note}",
+            args.out,
+            extras=extras,
+            show=show,
+        )
+    except OSError as error:  # an unwritable --out, say
+        print(f"compare.py: error: cannot write {args.out}: {error}", file=sys.stderr)
+        return 2
     print(f"picture: {os.path.abspath(args.out)}")
     differing = [r.backend for r in results if not r.agrees]
     reference_name = "the NumPy expression" if args.scheme == "learned" else "the float64 reference"
@@ -453,8 +462,8 @@ def _run_scheme(args, names, token_table, position_table, token_ids):
     """(results, heading, extras) for --scheme."""
     stop = args.start + token_ids.shape[-1]
     if args.scheme == "learned":
-        if args.layout is not None:
-            raise ValueError("--layout applies to --scheme sinusoidal or rope")
+        if args.layout is not None or args.base != 10000.0:
+            raise ValueError("--layout and --base apply to --scheme sinusoidal or rope")
         results = run(names, token_table, position_table, token_ids, args.start)
         return results, f"x = token_table[token_ids] + position_table[{args.start}:{stop}]", None
     if args.scheme == "sinusoidal":
@@ -484,6 +493,19 @@ def _run_scheme(args, names, token_table, position_table, token_ids):
         heading,
         rope_extras(results, token_table, token_ids, layout, args.base, args.max_seq_len),
     )
+
+
+def _check_out_path(path: str) -> None:
+    """--out must name a picture format matplotlib writes, in a folder that exists."""
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    extension = os.path.splitext(path)[1].lstrip(".").lower()
+    if extension not in formats:
+        raise ValueError(f"--out {path!r} needs an extension, one of .png .svg .pdf .jpg ...")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"--out {path!r}: folder {folder} does not exist")
 
 
 def _has_display() -> bool:

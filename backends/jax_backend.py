@@ -93,7 +93,7 @@ class TokenPositionEmbedding:
     def __call__(self, token_ids, start: int = 0) -> jax.Array:
         """(T,) or (B, T) ids -> (T, dim) or (B, T, dim) token + position embeddings."""
         host_ids, start = validation.check_call(
-            np.asarray(token_ids), start, self.vocab_size, self.max_seq_len
+            validation.as_host(token_ids), start, self.vocab_size, self.max_seq_len
         )
         with _precision(self.dtype):
             if self.positions == "none":
@@ -102,7 +102,7 @@ class TokenPositionEmbedding:
 
     def token_embeddings(self, token_ids) -> jax.Array:
         """(..., T) ids -> (..., T, dim) rows of the token table."""
-        host_ids = validation.check_token_ids(np.asarray(token_ids), self.vocab_size)
+        host_ids = validation.check_token_ids(validation.as_host(token_ids), self.vocab_size)
         with _precision(self.dtype):
             return embed_tokens(self.params, _device_ids(token_ids, host_ids))
 
@@ -131,7 +131,7 @@ def sinusoidal_table(
     layout "concat": sines in the first dim/2 columns, cosines in the last; w_i = base**(-2i/dim).
     """
     dtype = validation.resolve_dtype(dtype)
-    validation.check_sinusoidal(num_positions, dim, base, layout)
+    num_positions, dim, base = validation.check_sinusoidal(num_positions, dim, base, layout)
     with _precision(dtype):
         return _sinusoidal_table(num_positions, dim, base, layout, dtype)
 
@@ -162,7 +162,7 @@ def apply_rope(
         x = np.asarray(x)
     dtype = validation.check_float_dtype(np.dtype(x.dtype).name, "x")
     positions, scaling = validation.check_rope(
-        x.shape, np.asarray(positions), base, layout, scaling
+        x.shape, validation.as_host(positions), base, layout, scaling
     )
     with _precision(dtype):
         w = _rope_frequencies(x.shape[-1], base, scaling, positional.compute_dtype(dtype))

@@ -47,15 +47,13 @@ class TokenPositionEmbedding:
         that repeated calls allocate nothing.
         """
         token_ids, start = validation.check_call(
-            np.asarray(token_ids), start, self.vocab_size, self.max_seq_len
+            validation.as_host(token_ids), start, self.vocab_size, self.max_seq_len
         )
         shape = token_ids.shape + (self.dim,)
         if out is None:
             out = np.empty(shape, self.dtype)
         else:
-            validation.check_out(
-                out.shape, out.dtype.name, out.flags.c_contiguous, shape, self.dtype
-            )
+            validation.check_out(out, out.dtype, out.flags.c_contiguous, shape, self.dtype)
         self._gather(token_ids, out=out)  # (..., T, dim)
         if self.position_table is not None:
             out += self.position_table[start : start + token_ids.shape[-1]]  # (T, dim) broadcasts
@@ -63,7 +61,9 @@ class TokenPositionEmbedding:
 
     def token_embeddings(self, token_ids) -> np.ndarray:
         """(..., T) ids -> (..., T, dim) rows of token_table."""
-        return self._gather(validation.check_token_ids(np.asarray(token_ids), self.vocab_size))
+        return self._gather(
+            validation.check_token_ids(validation.as_host(token_ids), self.vocab_size)
+        )
 
     def position_embeddings(self, start: int, length: int) -> np.ndarray:
         """Rows start .. start + length - 1 of position_table, (length, dim)."""
@@ -91,7 +91,7 @@ def sinusoidal_table(
     layout "concat": sines in the first dim/2 columns, cosines in the last; w_i = base**(-2i/dim).
     """
     dtype = validation.resolve_dtype(dtype)
-    validation.check_sinusoidal(num_positions, dim, base, layout)
+    num_positions, dim, base = validation.check_sinusoidal(num_positions, dim, base, layout)
     compute = positional.compute_dtype(dtype)
     w = 1.0 / base ** (np.arange(0, dim, 2, dtype=compute) / dim)  # (dim/2,)
     angles = np.arange(num_positions, dtype=compute)[:, None] * w  # (P, dim/2)
@@ -115,7 +115,7 @@ def apply_rope(
     x = np.asarray(x)
     dtype = validation.check_float_dtype(x.dtype.name, "x")
     positions, scaling = validation.check_rope(
-        x.shape, np.asarray(positions), base, layout, scaling
+        x.shape, validation.as_host(positions), base, layout, scaling
     )
     compute = positional.compute_dtype(dtype)
     w = _rope_frequencies(x.shape[-1], base, scaling, compute)  # (dim/2,)

@@ -49,16 +49,20 @@ class TokenPositionEmbedding(nn.Module):
         )
         self.positions = positions
         self.vocab_size, self.dim = token_table.shape
-        self.dtype = token_table.dtype
         # Trainable (freeze=False), like a model's own embeddings.
         self.token = nn.Embedding.from_pretrained(_from_numpy(token_table), freeze=False)
         if positions == "learned":
             self.position = nn.Embedding.from_pretrained(_from_numpy(position_table), freeze=False)
         elif positions == "sinusoidal":
             table = sinusoidal_table(
-                self.max_seq_len, self.dim, base=base, layout=layout, dtype=self.dtype
+                self.max_seq_len, self.dim, base=base, layout=layout, dtype=token_table.dtype
             )
             self.register_buffer("position_table", table, persistent=False)  # fixed, not trained
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The tables' dtype, as NumPy names it (follows .to(), .half() and the like)."""
+        return validation.DTYPES[str(self.token.weight.dtype).removeprefix("torch.")]
 
     def forward(
         self, token_ids, start: int = 0, *, out: torch.Tensor | None = None
@@ -71,11 +75,12 @@ class TokenPositionEmbedding(nn.Module):
         if given: a preallocated contiguous tensor, so repeated calls allocate nothing)
         and the positions added in place. Both give the same bits.
         """
-        token_ids, start = validation.check_call(
+        host_ids, start = validation.check_call(
             _host_ints(token_ids), start, self.vocab_size, self.max_seq_len
         )
-        ids, length = self._to_device(token_ids), token_ids.shape[-1]
-        if torch.is_grad_enabled() and self.token.weight.requires_grad:
+        weight, length = self.token.weight, host_ids.shape[-1]
+        ids = self._to_device(token_ids, host_ids)
+        if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
             if out is not None:
                 raise ValueError(
                     "out= cannot record gradients: call under torch.no_grad() or "
@@ -83,22 +88,22 @@ class TokenPositionEmbedding(nn.Module):
                 )
             x = self.token(ids)  # (..., T, dim)
             return x if self.positions == "none" else x + self._position_rows(start, length)
-        shape = tuple(ids.shape) + (self.dim,)
+        shape = (*ids.shape, self.dim)
         if out is None:
-            out = torch.empty(shape, dtype=self.token.weight.dtype, device=self.token.weight.device)
+            out = torch.empty(shape, dtype=weight.dtype, device=weight.device)
         else:
-            dtype = str(out.dtype).removeprefix("torch.")
-            validation.check_out(out.shape, dtype, out.is_contiguous(), shape, self.dtype)
+            validation.check_out(out, out.dtype, out.is_contiguous(), shape, weight.dtype)
         # index_select is what nn.Embedding runs on dim 0; out= skips the allocation.
-        torch.index_select(self.token.weight, 0, ids.reshape(-1), out=out.view(-1, self.dim))
+        rows = ids.numel()
+        torch.index_select(weight, 0, ids.view(rows), out=out.view(rows, self.dim))
         if self.positions != "none":
             out.add_(self._position_table()[start : start + length])  # (T, dim) broadcasts
         return out
 
     def token_embeddings(self, token_ids) -> torch.Tensor:
         """(..., T) ids -> (..., T, dim) rows of the token table."""
-        token_ids = validation.check_token_ids(_host_ints(token_ids), self.vocab_size)
-        return self.token(self._to_device(token_ids))
+        host_ids = validation.check_token_ids(_host_ints(token_ids), self.vocab_size)
+        return self.token(self._to_device(token_ids, host_ids))
 
     def position_embeddings(self, start: int, length: int) -> torch.Tensor:
         """Rows start .. start + length - 1 of the position table, (length, dim)."""
@@ -116,11 +121,15 @@ class TokenPositionEmbedding(nn.Module):
     def _position_table(self) -> torch.Tensor:
         return self.position.weight if self.positions == "learned" else self.position_table
 
-    def _to_device(self, token_ids: np.ndarray) -> torch.Tensor:
-        # nn.Embedding takes int32 or int64 ids; the checked ids fit either.
-        if token_ids.dtype not in (np.int32, np.int64):
-            token_ids = token_ids.astype(np.int64)
-        return torch.from_numpy(token_ids).to(self.token.weight.device)
+    def _to_device(self, token_ids, host_ids: np.ndarray) -> torch.Tensor:
+        """Checked ids as int32 or int64 (what nn.Embedding takes), on the tables' device."""
+        device = self.token.weight.device
+        if isinstance(token_ids, torch.Tensor) and token_ids.dtype in (torch.int32, torch.int64):
+            return token_ids if token_ids.device == device else token_ids.to(device)
+        if host_ids.dtype not in (np.int32, np.int64):
+            host_ids = host_ids.astype(np.int64)  # the checked ids fit
+        ids = _as_tensor(host_ids)
+        return ids if device.type == "cpu" else ids.to(device)
 
 
 def sinusoidal_table(
@@ -137,7 +146,7 @@ def sinusoidal_table(
     layout "concat": sines in the first dim/2 columns, cosines in the last; w_i = base**(-2i/dim).
     """
     dtype = validation.resolve_dtype(dtype)
-    validation.check_sinusoidal(num_positions, dim, base, layout)
+    num_positions, dim, base = validation.check_sinusoidal(num_positions, dim, base, layout)
     compute = _torch_dtype(positional.compute_dtype(dtype))
     w = 1.0 / base ** (torch.arange(0, dim, 2, dtype=compute) / dim)  # (dim/2,)
     angles = torch.outer(torch.arange(num_positions, dtype=compute), w)  # (P, dim/2)
@@ -169,7 +178,7 @@ def apply_rope(
     )
     compute = _torch_dtype(positional.compute_dtype(dtype))
     w = _rope_frequencies(x.shape[-1], base, scaling, compute, x.device)  # (dim/2,)
-    angles = torch.outer(torch.from_numpy(positions).to(x.device, compute), w)  # (T, dim/2)
+    angles = torch.outer(_as_tensor(positions).to(x.device, compute), w)  # (T, dim/2)
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     if layout == "half":
         a, b = x.chunk(2, dim=-1)  # pairs (i, i + dim/2)
@@ -202,7 +211,7 @@ def _host_ints(array, what: str = "token_ids") -> np.ndarray:
         if array.dtype not in _INTEGER_DTYPES:
             raise validation.ids_dtype_error(str(array.dtype).removeprefix("torch."), what)
         return array.detach().cpu().numpy()
-    return np.asarray(array)
+    return validation.as_host(array)
 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:
@@ -210,7 +219,10 @@ def _torch_dtype(dtype: np.dtype) -> torch.dtype:
 
 
 def _as_tensor(array: np.ndarray) -> torch.Tensor:
-    """A tensor sharing the array's memory."""
+    """A tensor sharing the array's memory where torch can (C order, writable, native)."""
+    if not (array.flags.c_contiguous and array.flags.writeable and array.dtype.isnative):
+        # torch.from_numpy refuses negative strides and warns on read-only arrays.
+        array = np.array(array, dtype=array.dtype.newbyteorder("="), order="C")
     # torch.from_numpy knows no ml_dtypes.bfloat16: reinterpret the bits instead.
     if array.dtype == ml_dtypes.bfloat16:
         return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)

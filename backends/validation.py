@@ -7,6 +7,8 @@ raises the same exception, with the same message, whatever the framework.
 
 from __future__ import annotations
 
+import math
+import numbers
 import operator
 
 import ml_dtypes
@@ -61,6 +63,9 @@ def check_tables(token_table, position_table) -> tuple[np.ndarray, np.ndarray]:
     return token_table, position_table
 
 
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}  # by itemsize
+
+
 def ids_dtype_error(dtype, what: str = "token_ids") -> TypeError:
     """The error for ids or positions that are not integers (shared so native dtypes get it too)."""
     return TypeError(
@@ -82,10 +87,7 @@ def check_token_ids(token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
             f"token_ids must be 1-D (T,) or 2-D (B, T), got shape {token_ids.shape}: "
             "reshape to (batch, sequence length)"
         )
-    # One pass: viewed as unsigned, a negative id becomes huge, so a single max finds
-    # both kinds of bad id without allocating.
-    unsigned = token_ids.view(f"u{token_ids.dtype.itemsize}")
-    if token_ids.size and unsigned.max() >= vocab_size:
+    if token_ids.size and not _ids_in_range(token_ids, vocab_size):
         bad = (token_ids < 0) | (token_ids >= vocab_size)
         where = np.unravel_index(int(np.flatnonzero(bad)[0]), token_ids.shape)
         index = ", ".join(str(int(i)) for i in where)
@@ -97,18 +99,55 @@ def check_token_ids(token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
     return token_ids
 
 
+def _ids_in_range(token_ids: np.ndarray, vocab_size: int) -> bool:
+    if token_ids.dtype.kind == "u":
+        return token_ids.max() < vocab_size
+    itemsize = token_ids.dtype.itemsize
+    if token_ids.dtype.isnative and vocab_size <= 2 ** (8 * itemsize - 1):
+        # One pass: viewed as unsigned, a negative id (two's complement) is at least
+        # 2**(bits - 1) >= vocab_size, so a single max finds both kinds of bad id.
+        return token_ids.view(_UNSIGNED[itemsize]).max() < vocab_size
+    return token_ids.min() >= 0 and token_ids.max() < vocab_size
+
+
+def as_host(array) -> np.ndarray:
+    """np.asarray, except that an empty list stays integer (NumPy would make it float64)."""
+    host = np.asarray(array)
+    if host.size == 0 and isinstance(array, list | tuple):
+        return host.astype(np.int64)
+    return host
+
+
+def _integer(value, what: str) -> int:
+    """value as an int; bool, float and everything else without __index__ is a TypeError."""
+    if isinstance(value, bool | np.bool_):
+        raise TypeError(f"{what} must be an integer, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, got {value!r}") from None
+
+
+def _positive(value, what: str) -> float:
+    """value as a finite float > 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a number, got {value!r}")
+    number = float(value)
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError(f"{what} must be positive and finite, got {value!r}")
+    return number
+
+
 def check_positions(start, length: int, max_seq_len: int | None) -> int:
     """Check that positions start .. start + length - 1 exist in the position table.
 
     Returns start as a Python int. Raises TypeError for a non-integer start and
     ValueError for start < 0 or start + length > max_seq_len (None: no table, no limit).
     """
-    if isinstance(start, bool):
-        raise TypeError(f"start must be an integer, got {start!r}")
-    try:
-        start = operator.index(start)
-    except TypeError:
-        raise TypeError(f"start must be an integer, got {start!r}") from None
+    start = _integer(start, "start")
+    length = _integer(length, "the number of positions")
+    if length < 0:
+        raise ValueError(f"the number of positions must be at least 0, got {length}")
     if start < 0:
         raise ValueError(
             f"start {start} is negative (T {length}, max_seq_len {max_seq_len}): "
@@ -123,13 +162,18 @@ def check_positions(start, length: int, max_seq_len: int | None) -> int:
     return start
 
 
-def check_out(out_shape: tuple, out_dtype: str, contiguous: bool, shape: tuple, dtype: np.dtype):
-    """A caller's output buffer must be exactly what the layer would have allocated."""
-    if tuple(out_shape) != shape or out_dtype != dtype.name or not contiguous:
+def check_out(out, out_dtype, contiguous: bool, shape: tuple, dtype) -> None:
+    """A caller's output buffer must be exactly what the layer would have allocated.
+
+    ``out_dtype`` and ``dtype`` are the framework's dtype objects, compared as they are
+    (naming them is slow, so it happens only for the error message).
+    """
+    if tuple(out.shape) != shape or out_dtype != dtype or not contiguous:
+        name, out_name = (str(d).removeprefix("torch.") for d in (dtype, out_dtype))
         raise ValueError(
-            f"out must be a C-contiguous {dtype.name} array of shape {shape}, got a "
-            f"{'' if contiguous else 'non-contiguous '}{out_dtype} array "
-            f"of shape {tuple(out_shape)}: "
+            f"out must be a C-contiguous {name} array of shape {shape}, got a "
+            f"{'' if contiguous else 'non-contiguous '}{out_name} array "
+            f"of shape {tuple(out.shape)}: "
             "allocate it once with the layer's dtype and token_ids.shape + (dim,)"
         )
 
@@ -171,14 +215,17 @@ def check_even_dim(dim: int, what: str) -> int:
     return dim
 
 
-def check_sinusoidal(num_positions, dim, base, layout) -> None:
-    """Arguments of sinusoidal_table(num_positions, dim, base=..., layout=...)."""
+def check_sinusoidal(num_positions, dim, base, layout) -> tuple[int, int, float]:
+    """Arguments of sinusoidal_table(num_positions, dim, base=..., layout=...), as
+    (num_positions, dim, base)."""
     _choice(layout, SINUSOIDAL_LAYOUTS, "sinusoidal layout")
+    num_positions, dim = _integer(num_positions, "num_positions"), _integer(dim, "dim")
+    if dim < 2:
+        raise ValueError(f"a sinusoidal table needs dim >= 2, got {dim}")
     check_even_dim(dim, "a sinusoidal table")
     if not 0 <= num_positions <= MAX_POSITION:
         raise ValueError(f"num_positions must be in [0, {MAX_POSITION}], got {num_positions}")
-    if not base > 0:
-        raise ValueError(f"base must be positive, got {base}")
+    return num_positions, dim, _positive(base, "base")
 
 
 def check_rope_scaling(scaling) -> dict | None:
@@ -207,9 +254,7 @@ def check_rope_scaling(scaling) -> dict | None:
             f"missing: {sorted(expected - set(params)) or 'none'}, "
             f"unexpected: {sorted(set(params) - expected) or 'none'}"
         )
-    params = {name: float(value) for name, value in params.items()}
-    if params["factor"] <= 0:
-        raise ValueError(f"RoPE scaling factor must be positive, got {params['factor']}")
+    params = {name: _positive(value, f"RoPE scaling {name}") for name, value in params.items()}
     if kind == "llama3" and not params["high_freq_factor"] > params["low_freq_factor"] > 0:
         raise ValueError(
             "llama3 scaling needs high_freq_factor > low_freq_factor > 0, got "
@@ -236,9 +281,8 @@ def check_rope(
     if len(shape) < 2:
         raise ValueError(f"x must be (..., T, dim), got shape {shape}: add a sequence axis")
     check_even_dim(shape[-1], "RoPE")
-    if not base > 0:
-        raise ValueError(f"base must be positive, got {base}")
-    if not np.issubdtype(positions.dtype, np.integer):
+    _positive(base, "base")
+    if positions.dtype.kind not in "iu":
         raise ids_dtype_error(positions.dtype, "positions")
     if positions.shape != (shape[-2],):
         raise ValueError(
@@ -282,7 +326,7 @@ def check_layer(token_table, position_table, positions: str, max_seq_len, base, 
         return token_table, None, None
     if max_seq_len is None:
         raise ValueError('positions="sinusoidal" needs max_seq_len, the number of rows to build')
-    check_sinusoidal(max_seq_len, token_table.shape[1], base, layout)
+    max_seq_len, _, _ = check_sinusoidal(max_seq_len, token_table.shape[1], base, layout)
     return token_table, None, max_seq_len
 
 

@@ -191,3 +191,66 @@ def test_torch_out_refuses_to_drop_gradients(tables):
     layer = backends.get("torch").TokenPositionEmbedding(*tables)
     with pytest.raises(ValueError, match="out= cannot record gradients"):
         layer(np.array([1, 2]), out=torch.empty(2, 10))
+
+
+@pytest.mark.parametrize(
+    "token_ids, vocab_size, bad_id, where",
+    [
+        (np.array([5, -1], dtype=np.int8), 300, -1, "token_ids[1]"),  # every int8 is < 300
+        (np.array([5, -1], dtype=np.int16), 70000, -1, "token_ids[1]"),
+        (np.array([5, 7, -128], dtype=np.int8), 128, -128, "token_ids[2]"),
+        (np.array([5, 300], dtype=">i8"), 300, 300, "token_ids[1]"),  # big-endian
+    ],
+    ids=["int8-vocab-300", "int16-vocab-70000", "int8-min", "big-endian"],
+)
+def test_negative_ids_of_narrow_or_foreign_dtypes(backend, token_ids, vocab_size, bad_id, where):
+    token_table, position_table = backends.shared_weights(vocab_size, 4, 8)
+    error = raised(backend, (token_table, position_table), token_ids)
+    assert type(error) is IndexError and f"token id {bad_id} at {where}" in str(error)
+
+
+def test_big_endian_and_strided_ids_are_fine(backend, tables):
+    layer = backend.TokenPositionEmbedding(*tables)
+    for token_ids in (
+        np.array([5, 7, 99], dtype=">i8"),
+        np.arange(10)[::-3],
+        np.arange(12).reshape(3, 4).T,
+    ):
+        expected = tables[0][token_ids] + tables[1][: token_ids.shape[-1]]
+        np.testing.assert_array_equal(backend.to_numpy(layer(token_ids)), expected)
+
+
+def test_strided_tables_are_fine(backend):
+    token_table, position_table = backends.shared_weights(20, 6, 8)
+    layer = backend.TokenPositionEmbedding(token_table[::-1], position_table[:, ::-1])
+    expected = token_table[::-1][[1, 2]] + position_table[:, ::-1][:2]
+    np.testing.assert_array_equal(backend.to_numpy(layer([1, 2])), expected)
+
+
+def test_an_empty_list_is_an_empty_sequence(backend, tables):
+    layer = backend.TokenPositionEmbedding(*tables)
+    assert backend.to_numpy(layer([])).shape == (0, 10)
+
+
+def test_timedelta_ids_are_a_type_error(backend, tables):
+    error = raised(backend, tables, np.array([1, 2], dtype="m8[s]"))
+    assert type(error) is TypeError
+
+
+@pytest.mark.parametrize(
+    "length, error, message",
+    [
+        (-1, ValueError, "the number of positions must be at least 0, got -1"),
+        (2.0, TypeError, "the number of positions must be an integer, got 2.0"),
+        (True, TypeError, "the number of positions must be an integer, got True"),
+    ],
+)
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal"])
+def test_position_embeddings_checks_the_length(backend, tables, length, error, message, positions):
+    if positions == "learned":
+        layer = backend.TokenPositionEmbedding(*tables)
+    else:
+        layer = backend.TokenPositionEmbedding(tables[0], positions="sinusoidal", max_seq_len=16)
+    with pytest.raises(error) as info:
+        layer.position_embeddings(0, length)
+    assert message in str(info.value)

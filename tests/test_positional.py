@@ -386,3 +386,53 @@ def test_odd_dim_sinusoidal_layer(backend):
         backend.TokenPositionEmbedding(
             np.zeros((10, 5), np.float32), positions="sinusoidal", max_seq_len=4
         )
+
+
+@pytest.mark.parametrize(
+    "num_positions, dim, base, error, message",
+    [
+        (10.0, 8, 10000.0, TypeError, "num_positions must be an integer, got 10.0"),
+        (True, 8, 10000.0, TypeError, "num_positions must be an integer, got True"),
+        (10, -2, 10000.0, ValueError, "needs dim >= 2, got -2"),
+        (10, 8, float("inf"), ValueError, "base must be positive and finite, got inf"),
+        (10, 8, "10000", TypeError, "base must be a number"),
+    ],
+)
+def test_sinusoidal_sizes_and_base_are_checked(backend, num_positions, dim, base, error, message):
+    with pytest.raises(error) as info:
+        backend.sinusoidal_table(num_positions, dim, base=base)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            {"scaling": {"type": "linear", "factor": float("nan")}},
+            "factor must be positive and finite, got nan",
+        ),
+        (
+            {"scaling": {"type": "linear", "factor": float("inf")}},
+            "factor must be positive and finite, got inf",
+        ),
+        ({"base": float("inf")}, "base must be positive and finite, got inf"),
+        ({"base": -1.0}, "base must be positive and finite, got -1.0"),
+    ],
+)
+def test_rope_numbers_must_be_finite(backend, kwargs, message):
+    with pytest.raises(ValueError) as info:
+        backend.apply_rope(np.ones((2, 4), np.float32), [0, 1], **kwargs)
+    assert message in str(info.value)
+
+
+def test_timedelta_positions_are_a_type_error(backend):
+    with pytest.raises(TypeError, match="positions must be integers"):
+        backend.apply_rope(np.ones((2, 4), np.float32), np.array([0, 1], dtype="m8[s]"))
+
+
+def test_rope_takes_strided_and_list_inputs(backend):
+    x, positions, magnitude = rope_problem("float32", shape=(6, 8))
+    strided = x[::-1]
+    y = f64(backend, backend.apply_rope(strided, list(positions)))
+    tol = positional.tolerance("float32", positions.max(), magnitude=magnitude)
+    assert_within(y, positional.apply_rope(strided, positions), tol)

@@ -1,0 +1,1 @@
+"""Benchmarks of the lookup-add; run ``python -m benchmarks --help``."""

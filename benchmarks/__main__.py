@@ -1,0 +1,5 @@
+import sys
+
+from benchmarks.lookup_add import main
+
+sys.exit(main())
