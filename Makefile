@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # Backends whose absence fails the test run instead of shrinking it (see tests/test_registry.py).
 REQUIRED_BACKENDS ?= numpy,torch,jax
 
-.PHONY: install compare test clean
+.PHONY: install compare test bench clean
 
 install: $(VENV)/.installed
 
@@ -19,6 +19,12 @@ compare: install
 
 test: install
 	REQUIRED_BACKENDS=$(REQUIRED_BACKENDS) MPLBACKEND=Agg $(PY) -m pytest
+
+# The full benchmark (several minutes); THREADS=2 for two threads. Writes docs/bench*.{json,png}.
+THREADS ?= 1
+bench: install
+	MPLBACKEND=Agg $(PY) -m benchmarks --threads $(THREADS) \
+		--json docs/bench-$(THREADS)thread.json --png docs/bench-$(THREADS)thread.png
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis compare.png

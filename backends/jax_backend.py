@@ -114,7 +114,7 @@ class TokenPositionEmbedding:
             return embed_positions(self._tables(), start, length)
 
     def _tables(self) -> dict[str, jax.Array]:
-        return {**self.params, **self.constants}
+        return {**self.params, **self.constants} if self.constants else self.params
 
 
 def sinusoidal_table(

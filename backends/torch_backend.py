@@ -88,7 +88,7 @@ class TokenPositionEmbedding(nn.Module):
                 )
             x = self.token(ids)  # (..., T, dim)
             return x if self.positions == "none" else x + self._position_rows(start, length)
-        shape = (*ids.shape, self.dim)
+        shape = (*host_ids.shape, self.dim)
         if out is None:
             out = torch.empty(shape, dtype=weight.dtype, device=weight.device)
         else:
@@ -97,7 +97,7 @@ class TokenPositionEmbedding(nn.Module):
         rows = ids.numel()
         torch.index_select(weight, 0, ids.view(rows), out=out.view(rows, self.dim))
         if self.positions != "none":
-            out.add_(self._position_table()[start : start + length])  # (T, dim) broadcasts
+            out.add_(self._position_table().narrow(0, start, length))  # (T, dim) broadcasts
         return out
 
     def token_embeddings(self, token_ids) -> torch.Tensor:

@@ -1,0 +1,70 @@
+"""The benchmark runs, records what it promises, and times only correct code.
+
+No timing is asserted: this machine is shared and noisy (see benchmarks/).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import backends
+from benchmarks import lookup_add
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIELDS = {"backend", "variant", "shape", "dtype", "threads", "median_us", "iqr_us", "gbps",
+          "copy_fraction", "faults_per_call"}  # fmt: skip
+VARIANTS = {
+    "numpy": {"idiomatic", "take_out", "take_out_chunked", "suite", "empty"},
+    "torch": {"idiomatic", "index_select_out", "compile", "suite", "empty"},
+    "jax": {"idiomatic", "promise_in_bounds", "suite", "empty"},
+}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--repeats", "1",
+         "--json", str(out / "bench.json"), "--png", str(out / "bench.png")],
+        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done, json.loads((out / "bench.json").read_text()), out
+
+
+def test_quick_run_records_every_backend_and_variant(quick_run):
+    _, report, _ = quick_run
+    assert {"date", "machine", "versions", "settings", "records"} <= set(report)
+    assert report["settings"]["threads"] == 1
+    records = report["records"]
+    assert all(FIELDS <= set(r) for r in records)
+    for shape in ("seed", "small"):
+        found = {(r["backend"], r["variant"]) for r in records if r["shape"] == shape}
+        expected = {("baseline", "copy"), ("baseline", "gather")}
+        expected |= {(b, v) for b in backends.names() for v in VARIANTS[b]}
+        assert found == expected
+    copy = [r for r in records if r["variant"] == "copy"]
+    assert all(r["copy_fraction"] == 1.0 and r["median_us"] > 0 for r in copy)
+    timed = [r for r in records if r["variant"] != "empty"]
+    assert all(r["gbps"] > 0 and r["copy_fraction"] > 0 for r in timed)
+
+
+def test_quick_run_prints_a_table_and_draws_a_chart(quick_run):
+    done, _, out = quick_run
+    assert "copy_fraction" in done.stdout and "faults/call" in done.stdout
+    assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("name", backends.names())
+@pytest.mark.parametrize("shape", ["seed", "small"])
+def test_suite_variant_equals_idiomatic_bitwise(name, shape):
+    problem = lookup_add.problem(lookup_add.SHAPES[shape], "float32")
+    found = {v.name: v for v in lookup_add.variants(name, *problem)}
+    be = backends.get(name)
+    suite, idiomatic = be.to_numpy(found["suite"].call()), be.to_numpy(found["idiomatic"].call())
+    assert suite.dtype == idiomatic.dtype and suite.shape == idiomatic.shape
+    np.testing.assert_array_equal(suite, idiomatic)
