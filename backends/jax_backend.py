@@ -57,6 +57,18 @@ def embed(params, token_ids: jax.Array, start: jax.Array) -> jax.Array:
     return embed_tokens(params, token_ids) + embed_positions(params, start, token_ids.shape[-1])
 
 
+@partial(jax.jit, donate_argnums=0, static_argnames="with_positions")
+def embed_into(out, params, token_ids, start, *, with_positions: bool = True) -> jax.Array:
+    """embed() (or embed_tokens() without positions), written over a donated ``out``.
+
+    XLA reuses the donated buffer for the result, so no fresh output is allocated:
+    a large fresh output costs a page fault per 4 KiB page on every call. ``out`` is
+    invalid afterwards; use the returned array (the same memory).
+    """
+    x = embed(params, token_ids, start) if with_positions else embed_tokens(params, token_ids)
+    return lax.dynamic_update_slice(out, x, (0,) * out.ndim)
+
+
 class TokenPositionEmbedding:
     """Holds the tables and calls the jitted pure functions above after host-side checks.
 
@@ -90,15 +102,26 @@ class TokenPositionEmbedding:
                 self.max_seq_len, self.dim, base=base, layout=layout, dtype=self.dtype
             )
 
-    def __call__(self, token_ids, start: int = 0) -> jax.Array:
-        """(T,) or (B, T) ids -> (T, dim) or (B, T, dim) token + position embeddings."""
+    def __call__(self, token_ids, start: int = 0, *, out: jax.Array | None = None) -> jax.Array:
+        """(T,) or (B, T) ids -> (T, dim) or (B, T, dim) token + position embeddings.
+
+        out: a previous result to reuse. JAX arrays are immutable, so ``out`` is donated:
+        the result is written into its memory and returned, and ``out`` itself becomes
+        invalid. Write ``y = layer(ids, out=y)``.
+        """
         host_ids, start = validation.check_call(
             validation.as_host(token_ids), start, self.vocab_size, self.max_seq_len
         )
+        ids = _device_ids(token_ids, host_ids)
         with _precision(self.dtype):
+            if out is not None:
+                shape = (*host_ids.shape, self.dim)
+                validation.check_out(out, np.dtype(out.dtype), True, shape, self.dtype)
+                with_positions = self.positions != "none"
+                return embed_into(out, self._tables(), ids, start, with_positions=with_positions)
             if self.positions == "none":
-                return embed_tokens(self.params, _device_ids(token_ids, host_ids))
-            return embed(self._tables(), _device_ids(token_ids, host_ids), start)
+                return embed_tokens(self.params, ids)
+            return embed(self._tables(), ids, start)
 
     def token_embeddings(self, token_ids) -> jax.Array:
         """(..., T) ids -> (..., T, dim) rows of the token table."""

@@ -13,12 +13,6 @@ def backend(request):
     return backends.get(request.param)
 
 
-@pytest.fixture(params=[name for name in BACKENDS if name != "jax"], scope="session")
-def out_backend(request):
-    """Backends whose layer takes out= (JAX arrays are immutable, so JAX has none)."""
-    return backends.get(request.param)
-
-
 def native(backend, array: np.ndarray):
     """``array`` as the backend's own array type (ids given the framework's way)."""
     if backend.name == "torch":

@@ -15,12 +15,22 @@ import backends
 from benchmarks import lookup_add
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIELDS = {"backend", "variant", "shape", "dtype", "threads", "median_us", "iqr_us", "gbps",
-          "copy_fraction", "faults_per_call"}  # fmt: skip
+FIELDS = {
+    "backend",
+    "variant",
+    "shape",
+    "dtype",
+    "threads",
+    "median_us",
+    "iqr_us",
+    "gbps",
+    "copy_fraction",
+    "faults_per_call",
+}
 VARIANTS = {
     "numpy": {"idiomatic", "take_out", "take_out_chunked", "suite", "empty"},
     "torch": {"idiomatic", "index_select_out", "compile", "suite", "empty"},
-    "jax": {"idiomatic", "promise_in_bounds", "suite", "empty"},
+    "jax": {"idiomatic", "promise_in_bounds", "donate", "suite", "empty"},
 }
 
 
@@ -28,10 +38,23 @@ VARIANTS = {
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--repeats", "1",
-         "--json", str(out / "bench.json"), "--png", str(out / "bench.png")],
-        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--quick",
+            "--repeats",
+            "1",
+            "--json",
+            str(out / "bench.json"),
+            "--png",
+            str(out / "bench.png"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
     assert done.returncode == 0, done.stderr
     return done, json.loads((out / "bench.json").read_text()), out
 

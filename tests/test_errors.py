@@ -168,22 +168,29 @@ def test_empty_ids_are_valid(backend, tables):
 
 
 @pytest.mark.parametrize(
-    "shape, dtype, order, expected",
+    "shape, dtype, expected",
     [
-        ((2, 3, 10), np.float64, "C", "got a float64 array of shape (2, 3, 10)"),
-        ((2, 4, 10), np.float32, "C", "got a float32 array of shape (2, 4, 10)"),
-        ((2, 3, 10), np.float32, "F", "got a non-contiguous float32 array"),
+        ((2, 3, 10), np.float16, "got a float16 array of shape (2, 3, 10)"),
+        ((2, 4, 10), np.float32, "got a float32 array of shape (2, 4, 10)"),
     ],
-    ids=["dtype", "shape", "fortran"],
+    ids=["dtype", "shape"],
 )
-def test_a_wrong_out_buffer_is_a_value_error(out_backend, tables, shape, dtype, order, expected):
-    backend = out_backend
+def test_a_wrong_out_buffer_is_a_value_error(backend, tables, shape, dtype, expected):
     layer = backend.TokenPositionEmbedding(*tables)
-    out = native(backend, np.zeros(shape, dtype=dtype, order=order))
+    out = native(backend, np.zeros(shape, dtype=dtype))
     with _no_grad(backend), pytest.raises(ValueError) as info:
         layer(np.ones((2, 3), dtype=np.int64), out=out)
     assert "out must be a C-contiguous float32 array of shape (2, 3, 10)" in str(info.value)
     assert expected in str(info.value)
+
+
+@pytest.mark.parametrize("name", [n for n in backends.names() if n != "jax"])
+def test_a_non_contiguous_out_buffer_is_a_value_error(name, tables):
+    backend = backends.get(name)  # JAX has no strided arrays to refuse
+    layer = backend.TokenPositionEmbedding(*tables)
+    out = native(backend, np.zeros((2, 3, 10), dtype=np.float32, order="F"))
+    with _no_grad(backend), pytest.raises(ValueError, match="got a non-contiguous float32 array"):
+        layer(np.ones((2, 3), dtype=np.int64), out=out)
 
 
 def test_torch_out_refuses_to_drop_gradients(tables):
