@@ -8,6 +8,8 @@ from backends import positional, validation
 
 name = "numpy"
 
+_CHUNK_BYTES = 1 << 20  # see __call__; 1 MiB measured best here among 64 KiB .. 4 MiB
+
 
 class TokenPositionEmbedding:
     """Token rows plus position rows, as NumPy arrays.
@@ -54,9 +56,23 @@ class TokenPositionEmbedding:
             out = np.empty(shape, self.dtype)
         else:
             validation.check_out(out, out.dtype, out.flags.c_contiguous, shape, self.dtype)
-        self._gather(token_ids, out=out)  # (..., T, dim)
-        if self.position_table is not None:
-            out += self.position_table[start : start + token_ids.shape[-1]]  # (T, dim) broadcasts
+        if self.position_table is None:
+            return self._gather(token_ids, out=out)
+        positions = self.position_table[start : start + token_ids.shape[-1]]  # (T, dim)
+        if out.nbytes <= _CHUNK_BYTES:
+            self._gather(token_ids, out=out)  # (..., T, dim)
+            out += positions  # broadcasts over the batch
+            return out
+        # Large results: gather about a megabyte of rows, then add their positions while the
+        # rows are still in cache, instead of a second pass over the whole result in memory.
+        rows = max(1, _CHUNK_BYTES // (self.dim * self.dtype.itemsize))
+        length = token_ids.shape[-1]
+        for seq_ids, seq_out in zip(
+            token_ids.reshape(-1, length), out.reshape(-1, length, self.dim), strict=True
+        ):
+            for t in range(0, length, rows):
+                self._gather(seq_ids[t : t + rows], out=seq_out[t : t + rows])
+                seq_out[t : t + rows] += positions[t : t + rows]
         return out
 
     def token_embeddings(self, token_ids) -> np.ndarray:

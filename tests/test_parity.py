@@ -163,3 +163,14 @@ def test_out_buffer_gives_the_same_bits(backend, dtype, positions):
     else:  # written in place
         assert reused is fresh
     np.testing.assert_array_equal(backend.to_numpy(reused), expected_other)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "bfloat16"])
+def test_large_results_are_bit_identical_too(backend, dtype):
+    # Over a megabyte of output, so the NumPy layer gathers and adds in chunks (64 rows
+    # of 2048 float64), with a T that is not a multiple of the chunk.
+    token_table, position_table = backends.shared_weights(50, 2048, 205, seed=8, dtype=dtype)
+    token_ids = np.random.default_rng(9).integers(0, 50, size=(2, 200))
+    layer = backend.TokenPositionEmbedding(token_table, position_table)
+    expected = reference(token_table, position_table, token_ids, 5)
+    assert_same(backend, layer(token_ids, start=5), expected)
