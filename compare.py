@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import backends
-from backends import positional, validation
+from backends import positional, pretrained, validation
 
 SEED_TOKENS = (5, 10, 7, 21)
+DEMO_WORDS = ("king", "queen", "man", "woman", "car", "truck", "paris", "france")
 SCHEMES = ("learned", "sinusoidal", "rope")
 MAX_DRAWN_TOKENS = 32  # rows per heatmap; parity is checked on every token
 
@@ -162,13 +163,14 @@ def format_table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def plot(results, token_ids, start, title, path, *, extras=None, show=False):
+def plot(results, labels, title, path, *, dims=slice(None), extras=None, show=False):
     """One row per backend: its panels, then |backend - reference|.
 
-    The panels share one diverging colour scale centred at zero; the difference
-    column says "bit-identical" instead of drawing a scale when the difference is
-    zero. ``extras(subfigure)`` draws scheme-specific plots below. Only the first
-    sequence of a batch, and its first MAX_DRAWN_TOKENS tokens, are drawn.
+    ``labels`` name the rows of the first sequence. The panels share one diverging
+    colour scale centred at zero; the difference column says "bit-identical" instead
+    of drawing a scale when the difference is zero. ``extras(subfigure)`` draws
+    scheme-specific plots below. Only the first sequence of a batch, its first
+    MAX_DRAWN_TOKENS tokens and the columns ``dims`` are drawn.
     """
     import matplotlib
 
@@ -176,11 +178,13 @@ def plot(results, token_ids, start, title, path, *, extras=None, show=False):
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    seq = (token_ids if token_ids.ndim == 1 else token_ids[0])[:MAX_DRAWN_TOKENS]
-    labels = [f"token #{t} @ pos {start + i}" for i, t in enumerate(seq)]
+    seq = labels = labels[:MAX_DRAWN_TOKENS]
+    dim = results[0].output.shape[-1]
+    first_dim, stop_dim, _ = dims.indices(dim)
+    extent = (first_dim - 0.5, stop_dim - 0.5, len(seq) - 0.5, -0.5)  # x axis: real dim numbers
 
-    def first(a):  # (..., T, dim) -> (T', dim): sequence 0, drawn tokens only, float32
-        return (a if a.ndim == 2 else a[0])[: len(seq)].astype(np.float32)
+    def first(a):  # (..., T, dim) -> (T', dims): sequence 0, drawn tokens and dims, float32
+        return (a if a.ndim == 2 else a[0])[: len(seq), dims].astype(np.float32)
 
     n_panels = len(results[0].panels)
     row_height = 0.8 + 0.3 * max(len(seq), 1)
@@ -211,6 +215,7 @@ def plot(results, token_ids, start, title, path, *, extras=None, show=False):
                 vmax=vmax,
                 aspect="auto",
                 interpolation="nearest",
+                extent=extent,
             )
             _label(ax, labels if col == 0 else None, len(seq))
             ax.set_title(f"{r.backend}: {heading}", fontsize=9)
@@ -230,7 +235,12 @@ def plot(results, token_ids, start, title, path, *, extras=None, show=False):
             )
             continue
         shown = ax.imshow(
-            first(r.diff), cmap="magma", vmin=0, aspect="auto", interpolation="nearest"
+            first(r.diff),
+            cmap="magma",
+            vmin=0,
+            aspect="auto",
+            interpolation="nearest",
+            extent=extent,
         )
         _label(ax, None, len(seq))
         verdict = f"max {r.max_abs_diff:.2g}" + (
@@ -383,6 +393,43 @@ def parse_args(argv=None) -> argparse.Namespace:
         metavar="NAME",
         help=f"backends to run (default: every installed one: {' '.join(backends.names())})",
     )
+    real = parser.add_argument_group("real text and tables (offline, from installed packages)")
+    real.add_argument("--text", help='text to tokenize and embed, e.g. "dog bites man"')
+    real.add_argument(
+        "--weights",
+        metavar="minilm|smollm2|PATH",
+        help="real tables: a packaged model, or a .safetensors/.npz file (default: minilm)",
+    )
+    real.add_argument(
+        "--tokenizer",
+        choices=pretrained.TOKENIZERS,
+        help="bert (WordPiece) or gpt2 (byte-level BPE); default: the model's own",
+    )
+    real.add_argument("--token-key", help="name of the token table in a --weights file")
+    real.add_argument("--position-key", help="name of the position table in a --weights file")
+    real.add_argument(
+        "--dims", metavar="A:B", help="columns to draw (default: 0:32 for tables wider than 64)"
+    )
+    real.add_argument(
+        "--truncate", action="store_true", help="cut a text longer than the model's positions"
+    )
+    real.add_argument(
+        "--save-arrays", metavar="OUT.npz", help="also save ids and every backend's arrays"
+    )
+    real.add_argument(
+        "--demo",
+        choices=("similarity", "order"),
+        help="similarity: cosine similarity of token rows; order: why position matters",
+    )
+    real.add_argument(
+        "--words", nargs="+", help=f"words for --demo similarity (default: {' '.join(DEMO_WORDS)})"
+    )
+    real.add_argument(
+        "--texts",
+        nargs=2,
+        metavar="TEXT",
+        help='two texts for --demo order (default: "dog bites man" "man bites dog")',
+    )
     add("--out", default="compare.png", help="where to write the PNG (default: %(default)s)")
     add(
         "--show",
@@ -390,6 +437,20 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="also open the picture in a window, if there is a display",
     )
     return parser.parse_args(argv)
+
+
+@dataclass
+class Run:
+    """What one invocation computed, ready to print and draw."""
+
+    results: list[Result]
+    heading: str
+    setting: str
+    labels: list[str]  # rows of the first sequence
+    token_ids: np.ndarray
+    dims: slice = field(default_factory=lambda: slice(None))
+    extras: object = None
+    notes: list[str] = field(default_factory=list)
 
 
 def main(argv=None) -> int:
@@ -401,61 +462,190 @@ def main(argv=None) -> int:
             raise ValueError(f"--backends lists a backend twice: {' '.join(names)}")
         for name in names:
             backends.get(name)  # unknown or missing frameworks fail here, before any work
-        if args.seed < 0:
-            raise ValueError(f"--seed must be at least 0, got {args.seed}")
-        for flag in ("vocab_size", "dim", "max_seq_len"):
-            if getattr(args, flag) < 1:
-                option = "--" + flag.replace("_", "-")
-                raise ValueError(f"{option} must be at least 1, got {getattr(args, flag)}")
-        token_table, position_table = backends.shared_weights(
-            args.vocab_size, args.dim, args.max_seq_len, seed=args.seed, dtype=args.dtype
-        )
-        token_ids = np.array(args.tokens, dtype=np.int64)
-        if args.batch is not None:
-            if args.batch < 1:
-                raise ValueError(f"--batch must be at least 1, got {args.batch}")
-            rng = np.random.default_rng(args.seed)
-            token_ids = rng.integers(0, args.vocab_size, size=(args.batch, len(args.tokens)))
-        results, heading, extras = _run_scheme(args, names, token_table, position_table, token_ids)
+        if args.demo is not None:
+            return _demo(args, names)
+        done = _run_text(args, names) if args.text is not None else _run_random(args, names)
+    except pretrained.MissingPackage as error:
+        print(f"compare.py: {error}", file=sys.stderr)
+        return 2
     except (ValueError, TypeError, IndexError, ImportError, OverflowError, MemoryError) as error:
         print(f"compare.py: error: {error}", file=sys.stderr)
         return 2
 
-    setting = (
-        f"vocab_size {args.vocab_size}, dim {args.dim}, max_seq_len {args.max_seq_len}, "
-        f"{args.dtype}, seed {args.seed}"
-    )
-    print(heading)
-    print(f"{setting}, token_ids shape {token_ids.shape}")
-    print(format_table(results))
-    batch_note = f", sequence 0 of {token_ids.shape[0]}" if token_ids.ndim == 2 else ""
-    if token_ids.shape[-1] > MAX_DRAWN_TOKENS:
-        batch_note += f", first {MAX_DRAWN_TOKENS} of {token_ids.shape[-1]} tokens drawn"
+    print(done.heading)
+    print(f"{done.setting}, token_ids shape {done.token_ids.shape}")
+    for note in done.notes:
+        print(note)
+    print(format_table(done.results))
+    drawn = ""
+    if done.token_ids.ndim == 2:
+        drawn += f", sequence 0 of {done.token_ids.shape[0]}"
+    if done.token_ids.shape[-1] > MAX_DRAWN_TOKENS:
+        drawn += f", first {MAX_DRAWN_TOKENS} of {done.token_ids.shape[-1]} tokens drawn"
+    dim = done.results[0].output.shape[-1]
+    first_dim, stop_dim, _ = done.dims.indices(dim)
+    if (first_dim, stop_dim) != (0, dim):
+        drawn += f", dims {first_dim}:{stop_dim} of {dim} drawn (parity checked on all)"
     show = args.show and _has_display()
     if args.show and not show:
         print("--show: no display found, only writing the file")
     try:
+        title = f"{done.heading}\n{done.setting}{drawn}"
         plot(
-            results,
-            token_ids,
-            args.start,
-            f"{heading}\n{setting}{batch_note}",
+            done.results,
+            done.labels,
+            title,
             args.out,
-            extras=extras,
+            dims=done.dims,
+            extras=done.extras,
             show=show,
         )
+        if args.save_arrays:
+            save_arrays(args.save_arrays, done)
     except OSError as error:  # an unwritable --out, say
-        print(f"compare.py: error: cannot write {args.out}: {error}", file=sys.stderr)
+        print(f"compare.py: error: cannot write: {error}", file=sys.stderr)
         return 2
     print(f"picture: {os.path.abspath(args.out)}")
-    differing = [r.backend for r in results if not r.agrees]
-    reference_name = "the NumPy expression" if args.scheme == "learned" else "the float64 reference"
+    if args.save_arrays:
+        print(f"arrays: {os.path.abspath(args.save_arrays)}")
+    differing = [r.backend for r in done.results if not r.agrees]
+    exact = all(r.tolerance == 0 for r in done.results)
+    reference_name = "the NumPy expression" if exact else "the float64 reference"
     if differing:
         print(f"DIFFERS from {reference_name}: {', '.join(differing)}")
         return 1
-    agreement = "bit-identical to" if args.scheme == "learned" else "within tolerance of"
-    print(f"all {len(results)} backends {agreement} {reference_name}")
+    agreement = "bit-identical to" if exact else "within tolerance of"
+    print(f"all {len(done.results)} backends {agreement} {reference_name}")
     return 0
+
+
+def _run_random(args, names) -> Run:
+    """The seed demo and its variations: random tables from --seed."""
+    if args.seed < 0:
+        raise ValueError(f"--seed must be at least 0, got {args.seed}")
+    for flag in ("vocab_size", "dim", "max_seq_len"):
+        if getattr(args, flag) < 1:
+            option = "--" + flag.replace("_", "-")
+            raise ValueError(f"{option} must be at least 1, got {getattr(args, flag)}")
+    token_table, position_table = backends.shared_weights(
+        args.vocab_size, args.dim, args.max_seq_len, seed=args.seed, dtype=args.dtype
+    )
+    token_ids = np.array(args.tokens, dtype=np.int64)
+    if args.batch is not None:
+        if args.batch < 1:
+            raise ValueError(f"--batch must be at least 1, got {args.batch}")
+        rng = np.random.default_rng(args.seed)
+        token_ids = rng.integers(0, args.vocab_size, size=(args.batch, len(args.tokens)))
+    results, heading, extras = _run_scheme(args, names, token_table, position_table, token_ids)
+    setting = (
+        f"vocab_size {args.vocab_size}, dim {args.dim}, max_seq_len {args.max_seq_len}, "
+        f"{args.dtype}, seed {args.seed}"
+    )
+    seq = token_ids if token_ids.ndim == 1 else token_ids[0]
+    labels = [f"token #{t} @ pos {args.start + i}" for i, t in enumerate(seq)]
+    return Run(results, heading, setting, labels, token_ids, _dims(args, args.dim), extras)
+
+
+def _run_text(args, names) -> Run:
+    """--text on real tables: --weights minilm, smollm2 or a .safetensors/.npz path."""
+    if args.scheme != "learned" or args.batch is not None or args.start:
+        raise ValueError(
+            "--text runs the model's own positions: leave out --scheme, --batch, --start"
+        )
+    model = _load_weights(args)
+    token_ids = np.array(model.tokenizer.encode(args.text), dtype=np.int64)
+    notes = []
+    if len(token_ids) > model.max_seq_len:
+        if not args.truncate:
+            raise ValueError(
+                f"the text is {len(token_ids)} tokens but {model.name} has {model.max_seq_len} "
+                "positions: shorten it or pass --truncate"
+            )
+        notes.append(f"truncated from {len(token_ids)} to {model.max_seq_len} tokens (--truncate)")
+        token_ids = token_ids[: model.max_seq_len]
+    dtype = validation.resolve_dtype(args.dtype)
+    token_table = model.token_table.astype(dtype, copy=False)
+    labels = [f"{label} @ {i}" for i, label in enumerate(model.tokenizer.labels(token_ids))]
+    source = model.metadata.get("source", model.name)
+    setting = (
+        f"{source}: vocab_size {token_table.shape[0]}, dim {token_table.shape[1]}, {dtype.name}"
+    )
+    if model.position_table is not None:
+        position_table = model.position_table.astype(dtype, copy=False)
+        results = run(names, token_table, position_table, token_ids, 0)
+        heading = f'x = token_table[ids] + position_table[0:{len(token_ids)}], text "{args.text}"'
+    else:
+        results = run_tokens(names, token_table, token_ids)
+        rope = model.rope or {}
+        heading = f'x = token_table[ids], text "{args.text}"'
+        notes.append(
+            f"{model.name} has no position table: position enters later, by RoPE on each "
+            f"attention head's q and k (base {rope.get('base', 0):g}, "
+            f"head dim {rope.get('head_dim')})"
+        )
+    dims = _dims(args, token_table.shape[1])
+    return Run(results, heading, setting, labels, token_ids, dims, None, notes)
+
+
+def _load_weights(args) -> pretrained.Pretrained:
+    weights = args.weights or "minilm"
+    if weights in ("minilm", "smollm2"):
+        model = pretrained.load_pretrained(weights)
+        if args.tokenizer is not None:
+            model.tokenizer = pretrained.load_tokenizer(args.tokenizer)
+        return model
+    if args.tokenizer is None:
+        raise ValueError("--weights PATH needs --tokenizer bert or gpt2 to turn the text into ids")
+    token_table, position_table = pretrained.load_tables(weights, args.token_key, args.position_key)
+    max_seq_len = len(position_table) if position_table is not None else 2**31
+    tokenizer = pretrained.load_tokenizer(args.tokenizer)
+    return pretrained.Pretrained(
+        os.path.basename(weights), token_table, position_table, max_seq_len, tokenizer
+    )
+
+
+def _dims(args, dim: int) -> slice:
+    """--dims A:B as a slice; by default all of a narrow table, the first 32 of a wide one."""
+    if args.dims is None:
+        return slice(0, 32) if dim > 64 else slice(None)
+    try:
+        first, stop = (int(part) for part in args.dims.split(":"))
+    except ValueError:
+        raise ValueError(f"--dims must look like 0:32, got {args.dims!r}") from None
+    if not 0 <= first < stop <= dim:
+        raise ValueError(f"--dims {args.dims} must be within 0:{dim}")
+    return slice(first, stop)
+
+
+def run_tokens(names, token_table, token_ids) -> list[Result]:
+    """A model without a position table (RoPE): each backend's token lookup, held bitwise."""
+    validation.check_token_ids(token_ids, len(token_table))
+    expected = token_table[token_ids]
+    results = []
+    for name in names:
+        be = backends.get(name)
+        layer = be.TokenPositionEmbedding(token_table, positions="none")
+        panels = {"token embeddings": be.to_numpy(layer(token_ids))}
+        results.append(Result(name, panels, panels["token embeddings"], expected))
+    return results
+
+
+def save_arrays(path: str, done: Run) -> None:
+    """token_ids and, per backend, token_/position_/sum_<backend> as one .npz (no pickles).
+
+    bfloat16 is stored as float32 (exactly), since .npz has no bfloat16 without pickling.
+    """
+    arrays = {"token_ids": done.token_ids}
+    names = {"token embeddings": "token", "position embeddings": "position"}
+    for r in done.results:
+        for heading, array in r.panels.items():
+            if heading in names:
+                arrays[f"{names[heading]}_{r.backend}"] = array
+        arrays[f"sum_{r.backend}"] = r.output
+    arrays = {
+        k: v.astype(np.float32) if v.dtype.name == "bfloat16" else v for k, v in arrays.items()
+    }
+    np.savez(path, **arrays)
 
 
 def _run_scheme(args, names, token_table, position_table, token_ids):
@@ -506,6 +696,109 @@ def _check_out_path(path: str) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise ValueError(f"--out {path!r}: folder {folder} does not exist")
+
+
+def _demo(args, names) -> int:
+    """--demo similarity or order: print the numbers, draw the picture; exit 1 if a claim fails."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    model = _load_weights(args)
+    if args.demo == "similarity":
+        words = args.words or list(DEMO_WORDS)
+        ids = [pretrained.single_token(model.tokenizer, len(model.token_table), w) for w in words]
+        similarity = pretrained.cosine_similarities(model.token_table, ids)
+        width = max(len(w) for w in words)
+        print(
+            f"cosine similarity of raw token-table rows, {model.metadata.get('source', model.name)}"
+        )
+        print(" " * width + "".join(f"{w:>8}" for w in words))
+        for word, row in zip(words, similarity, strict=True):
+            print(f"{word:>{width}}" + "".join(f"{v:8.3f}" for v in row))
+        for word, token_id in zip(words, ids, strict=True):
+            near = pretrained.nearest(model.token_table, token_id)
+            print(
+                f"nearest to {word}: "
+                + ", ".join(f"{model.tokenizer.labels([i])[0].strip()} {s:.3f}" for i, s in near)
+            )
+        fig, ax = plt.subplots(
+            figsize=(1.0 + 0.75 * len(words), 0.6 + 0.65 * len(words)), layout="constrained"
+        )
+        image = ax.imshow(similarity, cmap="RdBu_r", vmin=-1, vmax=1)
+        ax.set_xticks(range(len(words)), words, rotation=45, ha="right")
+        ax.set_yticks(range(len(words)), words)
+        for (r, c), v in np.ndenumerate(similarity):
+            ax.text(
+                c,
+                r,
+                f"{v:.2f}",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if abs(v) > 0.6 else "black",
+            )
+        fig.colorbar(image, ax=ax, label="cosine similarity")
+        ax.set_title(f"{model.name}: token-table rows, before any layer", fontsize=10)
+        fig.savefig(args.out, dpi=110)
+        plt.close(fig)
+        print(f"picture: {os.path.abspath(args.out)}")
+        return 0
+    text_a, text_b = args.texts or ("dog bites man", "man bites dog")
+    verdicts, shown = [], None
+    for name in names:
+        found = pretrained.order_demo(backends.get(name), model, text_a, text_b)
+        shown = shown or found
+        ok = found["same_without_position"] and not found["same_with_position"]
+        verdicts.append(ok)
+        print(
+            f"{name}: token rows only: {_same(found['same_without_position'])}; "
+            f"token + position: {_same(found['same_with_position'])}"
+            f"{'' if ok else '  <- the claim fails'}"
+        )
+    dims = _dims(args, model.token_table.shape[1])
+    fig, axes = plt.subplots(
+        2,
+        2,
+        figsize=(12, 2.2 + 0.5 * max(len(i) for i in shown["ids"])),
+        layout="constrained",
+        squeeze=False,
+    )
+    vmax = max(float(np.abs(a[:, dims]).max()) for a in shown["tokens"] + shown["positioned"])
+    for col, text in enumerate((text_a, text_b)):
+        labels = [f"{label} @ {i}" for i, label in enumerate(shown["labels"][col])]
+        for row, (kind, arrays) in enumerate(
+            (("token rows only", shown["tokens"]), ("token + position", shown["positioned"]))
+        ):
+            ax = axes[row, col]
+            image = ax.imshow(
+                arrays[col][:, dims],
+                cmap="RdBu_r",
+                vmin=-vmax,
+                vmax=vmax,
+                aspect="auto",
+                interpolation="nearest",
+            )
+            ax.set_yticks(range(len(labels)), labels, fontsize=8)
+            ax.set_title(f'"{text}": {kind}', fontsize=9)
+            ax.set_xlabel("dim", fontsize=8)
+    fig.colorbar(image, ax=axes, shrink=0.8)
+    same = "the same rows, reordered" if shown["same_without_position"] else "different rows"
+    fig.suptitle(
+        f"{model.name}, {names[0]}: without position the two texts are {same}; "
+        "with position they differ"
+        f" (dims {dims.start or 0}:{dims.stop or model.token_table.shape[1]})",
+        fontsize=10,
+    )
+    fig.savefig(args.out, dpi=110)
+    plt.close(fig)
+    print(f"picture: {os.path.abspath(args.out)}")
+    return 0 if all(verdicts) else 1
+
+
+def _same(same: bool) -> str:
+    return "the same rows (reordered)" if same else "different rows"
 
 
 def _has_display() -> bool:

