@@ -752,7 +752,7 @@ def _demo(args, names) -> int:
         shown = shown or found
         ok = found["same_without_position"] and not found["same_with_position"]
         verdicts.append(ok)
-        if sorted(found["ids"][0].tolist()) != sorted(found["ids"][1].tolist()):
+        if shown is found and sorted(found["ids"][0].tolist()) != sorted(found["ids"][1].tolist()):
             print(
                 "note: the two texts do not tokenize to the same tokens "
                 f"({found['labels'][0]} vs {found['labels'][1]}); with a byte-level BPE, "
