@@ -24,6 +24,8 @@ max_seq_len=None, base=10000.0, layout="interleaved")``
 Calling the layer::
 
     y = layer(token_ids, start=0)     # (T,) -> (T, dim);  (B, T) -> (B, T, dim)
+    y = layer(token_ids, out=y)       # reuse a result: NumPy and torch write into it,
+                                      # JAX donates it (its memory is reused, y is replaced)
     y[..., t, :] == token_table[token_ids[..., t]] + position_table[start + t]
 
 ``token_ids`` is an integer array, NumPy or the framework's own. The result is
@@ -59,7 +61,7 @@ class Layer(Protocol):
     max_seq_len: int | None  # None for positions="none": no table, no limit
     dtype: np.dtype
 
-    def __call__(self, token_ids: Any, start: int = 0) -> Any: ...
+    def __call__(self, token_ids: Any, start: int = 0, *, out: Any = None) -> Any: ...
 
     def token_embeddings(self, token_ids: Any) -> Any: ...
 
