@@ -462,6 +462,16 @@ def main(argv=None) -> int:
             raise ValueError(f"--backends lists a backend twice: {' '.join(names)}")
         for name in names:
             backends.get(name)  # unknown or missing frameworks fail here, before any work
+        if args.words and args.demo != "similarity" or args.texts and args.demo != "order":
+            raise ValueError("--words goes with --demo similarity, --texts with --demo order")
+        if args.save_arrays:
+            if args.text is None:
+                raise ValueError("--save-arrays goes with --text")
+            folder = os.path.dirname(os.path.abspath(args.save_arrays))
+            if not os.path.isdir(folder):
+                raise ValueError(
+                    f"--save-arrays {args.save_arrays!r}: folder {folder} does not exist"
+                )
         if args.demo is not None:
             return _demo(args, names)
         done = _run_text(args, names) if args.text is not None else _run_random(args, names)

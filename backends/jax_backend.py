@@ -115,6 +115,11 @@ class TokenPositionEmbedding:
         ids = _device_ids(token_ids, host_ids)
         with _precision(self.dtype):
             if out is not None:
+                if out.is_deleted():
+                    raise ValueError(
+                        "out was donated to an earlier call and is no longer valid: "
+                        "pass the array that call returned (y = layer(ids, out=y))"
+                    )
                 shape = (*host_ids.shape, self.dim)
                 validation.check_out(out, np.dtype(out.dtype), True, shape, self.dtype)
                 with_positions = self.positions != "none"

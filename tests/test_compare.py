@@ -144,6 +144,8 @@ def test_a_differing_backend_exits_1(tmp_path, capsys, monkeypatch):
         (["--out", "noextension"], "needs an extension"),
         (["--backends", "numpy", "numpy"], "lists a backend twice"),
         (["--seed", "-1"], "--seed must be at least 0, got -1"),
+        (["--words", "king"], "--words goes with --demo similarity"),
+        (["--save-arrays", "a.npz"], "--save-arrays goes with --text"),
         (["--tokens", "99999999999999999999"], "too large"),
         (["--scheme", "rope", "--base", "inf"], "base must be positive and finite"),
         (["--scheme", "rope", "--dim", "7"], "RoPE needs an even dim, got 7"),

@@ -261,3 +261,15 @@ def test_position_embeddings_checks_the_length(backend, tables, length, error, m
     with pytest.raises(error) as info:
         layer.position_embeddings(0, length)
     assert message in str(info.value)
+
+
+def test_a_donated_jax_buffer_cannot_be_reused(tables):
+    if "jax" not in backends.names():
+        pytest.skip(
+            "jax is not installed (CI requires it: see test_required_backends_are_installed)"
+        )
+    layer = backends.get("jax").TokenPositionEmbedding(*tables)
+    y = layer([1, 2])
+    layer([3, 4], out=y)  # y is donated here
+    with pytest.raises(ValueError, match="out was donated to an earlier call"):
+        layer([1, 2], out=y)
