@@ -468,6 +468,8 @@ def main(argv=None) -> int:
             if args.text is None:
                 raise ValueError("--save-arrays goes with --text")
             folder = os.path.dirname(os.path.abspath(args.save_arrays))
+            if not args.save_arrays.endswith(".npz"):
+                raise ValueError(f"--save-arrays {args.save_arrays!r} must end in .npz")
             if not os.path.isdir(folder):
                 raise ValueError(
                     f"--save-arrays {args.save_arrays!r}: folder {folder} does not exist"
@@ -586,13 +588,15 @@ def _run_text(args, names) -> Run:
         heading = f'x = token_table[ids] + position_table[0:{len(token_ids)}], text "{args.text}"'
     else:
         results = run_tokens(names, token_table, token_ids)
-        rope = model.rope or {}
         heading = f'x = token_table[ids], text "{args.text}"'
-        notes.append(
-            f"{model.name} has no position table: position enters later, by RoPE on each "
-            f"attention head's q and k (base {rope.get('base', 0):g}, "
-            f"head dim {rope.get('head_dim')})"
-        )
+        if model.rope:
+            notes.append(
+                f"{model.name} has no position table: position enters later, by RoPE on each "
+                f"attention head's q and k (base {model.rope['base']:g}, "
+                f"head dim {model.rope['head_dim']})"
+            )
+        else:
+            notes.append(f"{model.name} has no position table: token rows only")
     dims = _dims(args, token_table.shape[1])
     return Run(results, heading, setting, labels, token_ids, dims, None, notes)
 
@@ -600,15 +604,21 @@ def _run_text(args, names) -> Run:
 def _load_weights(args) -> pretrained.Pretrained:
     weights = args.weights or "minilm"
     if weights in ("minilm", "smollm2"):
-        model = pretrained.load_pretrained(weights)
         if args.tokenizer is not None:
-            model.tokenizer = pretrained.load_tokenizer(args.tokenizer)
-        return model
+            raise ValueError(
+                f"{weights} has its own tokenizer: --tokenizer goes with --weights PATH"
+            )
+        return pretrained.load_pretrained(weights)
     if args.tokenizer is None:
         raise ValueError("--weights PATH needs --tokenizer bert or gpt2 to turn the text into ids")
     token_table, position_table = pretrained.load_tables(weights, args.token_key, args.position_key)
-    max_seq_len = len(position_table) if position_table is not None else 2**31
     tokenizer = pretrained.load_tokenizer(args.tokenizer)
+    if tokenizer.vocab_size != len(token_table):
+        raise ValueError(
+            f"tokenizer {args.tokenizer} has {tokenizer.vocab_size} tokens but the token table has "
+            f"{len(token_table)} rows: use the tokenizer the model was trained with"
+        )
+    max_seq_len = len(position_table) if position_table is not None else 2**31
     return pretrained.Pretrained(
         os.path.basename(weights), token_table, position_table, max_seq_len, tokenizer
     )
@@ -623,7 +633,7 @@ def _dims(args, dim: int) -> slice:
     except ValueError:
         raise ValueError(f"--dims must look like 0:32, got {args.dims!r}") from None
     if not 0 <= first < stop <= dim:
-        raise ValueError(f"--dims {args.dims} must be within 0:{dim}")
+        raise ValueError(f"--dims {args.dims} must be a non-empty range within 0:{dim}")
     return slice(first, stop)
 
 

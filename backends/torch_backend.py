@@ -92,7 +92,15 @@ class TokenPositionEmbedding(nn.Module):
         if out is None:
             out = torch.empty(shape, dtype=weight.dtype, device=weight.device)
         else:
+            if not isinstance(out, torch.Tensor):
+                raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
             validation.check_out(out, out.dtype, out.is_contiguous(), shape, weight.dtype)
+            storage = out.untyped_storage().data_ptr()
+            if any(storage == t.untyped_storage().data_ptr() for t in self.parameters()) or (
+                self.positions == "sinusoidal"
+                and storage == self.position_table.untyped_storage().data_ptr()
+            ):
+                raise validation.out_overlaps_error()
         # index_select is what nn.Embedding runs on dim 0; out= skips the allocation.
         rows = ids.numel()
         torch.index_select(weight, 0, ids.view(rows), out=out.view(rows, self.dim))

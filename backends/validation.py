@@ -178,6 +178,13 @@ def check_out(out, out_dtype, contiguous: bool, shape: tuple, dtype) -> None:
         )
 
 
+def out_overlaps_error() -> ValueError:
+    return ValueError(
+        "out shares memory with the layer's own tables: writing the result there would "
+        "corrupt them; pass a separate buffer"
+    )
+
+
 def check_call(
     token_ids: np.ndarray, start, vocab_size: int, max_seq_len: int
 ) -> tuple[np.ndarray, int]:

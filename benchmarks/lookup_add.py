@@ -7,8 +7,9 @@ a buffer the output's size and a plain ``gather`` into a preallocated buffer, th
 two reference lines. Method (see also shared/BENCHMARKING.md):
 
 - single thread by default: the process is pinned to the first N cores, torch runs
-  ``torch.set_num_threads(N)`` and XLA gets ``--xla_cpu_multi_thread_eigen=false
-  intra_op_parallelism_threads=N`` before jax is imported;
+  ``torch.set_num_threads(N)`` and, for one thread, XLA gets
+  ``--xla_cpu_multi_thread_eigen=false`` before jax is imported (XLA's CPU client has
+  no thread-count flag; the affinity mask bounds it);
 - every variant's output is checked bitwise against the NumPy expression before it
   is timed; warm-up calls first; compile time (jax.jit, torch.compile) is the first
   call, reported apart and never inside per-call times;
@@ -95,14 +96,14 @@ class Record:
 
 def configure_threads(threads: int) -> None:
     """Pin to the first ``threads`` cores and cap each framework's pool; call before
-    torch or jax is imported (XLA reads its flags once, at import)."""
+    torch or jax is imported (XLA reads its flags once, at import). XLA's CPU client
+    has no thread-count flag: with one thread Eigen's pool is turned off, and the
+    affinity mask bounds the rest."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, set(range(min(threads, os.cpu_count() or 1))))
-    eigen = "false" if threads == 1 else "true"
-    os.environ["XLA_FLAGS"] = (
-        f"{os.environ.get('XLA_FLAGS', '')} --xla_cpu_multi_thread_eigen={eigen} "
-        f"intra_op_parallelism_threads={threads}"
-    ).strip()
+    if threads == 1:
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
     if "torch" in backends.names():
         import torch
 
@@ -521,6 +522,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.repeats = args.repeats or (5 if args.quick else 15)
     if args.repeats < 1 or args.threads < 1:
         parser.error("--repeats and --threads must be at least 1")
+    for path in (args.json, args.png):
+        if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            parser.error(f"the folder of {path} does not exist")
     return args
 
 

@@ -91,3 +91,31 @@ def test_suite_variant_equals_idiomatic_bitwise(name, shape):
     suite, idiomatic = be.to_numpy(found["suite"].call()), be.to_numpy(found["idiomatic"].call())
     assert suite.dtype == idiomatic.dtype and suite.shape == idiomatic.shape
     np.testing.assert_array_equal(suite, idiomatic)
+
+
+def test_a_wrong_variant_is_refused_before_timing():
+    problem = lookup_add.problem(lookup_add.SHAPES["seed"], "float32")
+    token_table, position_table, ids, start = problem
+    expected = token_table[ids] + position_table[start : start + ids.shape[-1]]
+    length = ids.shape[-1]
+    # Positions from 0 instead of start: plausible numbers, wrong rows.
+    wrong = lookup_add.Variant(
+        "numpy", "off_by_one", lambda: token_table[ids] + position_table[:length]
+    )
+    with pytest.raises(RuntimeError, match="numpy/off_by_one differs from the NumPy expression"):
+        lookup_add.check(wrong, expected)
+    lookup_add.check(lookup_add.variants("numpy", *problem)[0], expected)  # the right one passes
+
+
+def test_records_follow_their_definitions(quick_run):
+    _, report, _ = quick_run
+    shapes = {name: lookup_add.Shape(**s) for name, s in report["settings"]["shapes"].items()}
+    for r in report["records"]:
+        if r["gbps"] is None:
+            continue
+        shape = shapes[r["shape"]]
+        moved = (
+            2 * shape.out_bytes(4) if r["variant"] in ("copy", "gather") else shape.fused_bytes(4)
+        )
+        assert r["gbps"] == pytest.approx(moved / (r["median_us"] * 1e-6) / 1e9, rel=1e-9)
+        assert r["faults_per_call"] >= 0 and r["iqr_us"] >= 0

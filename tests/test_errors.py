@@ -273,3 +273,23 @@ def test_a_donated_jax_buffer_cannot_be_reused(tables):
     layer([3, 4], out=y)  # y is donated here
     with pytest.raises(ValueError, match="out was donated to an earlier call"):
         layer([1, 2], out=y)
+
+
+@pytest.mark.parametrize("name", [n for n in backends.names() if n != "jax"])
+def test_out_must_not_overlap_the_tables(name, tables):
+    backend = backends.get(name)
+    layer = backend.TokenPositionEmbedding(*tables)
+    table = layer.position_table if name == "numpy" else layer.position.weight
+    with (
+        _no_grad(backend),
+        pytest.raises(ValueError, match="shares memory with the layer's own tables"),
+    ):
+        layer(np.arange(16) % 10, out=table)
+    expected = tables[0][[1, 2]] + tables[1][:2]
+    np.testing.assert_array_equal(backend.to_numpy(layer([1, 2])), expected)  # tables untouched
+
+
+def test_out_of_the_wrong_type_is_a_type_error(backend, tables):
+    layer = backend.TokenPositionEmbedding(*tables)
+    with _no_grad(backend), pytest.raises(TypeError, match="out must be a"):
+        layer([1, 2], out=[[0.0] * 10] * 2)

