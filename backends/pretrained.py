@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,12 +53,40 @@ class MissingPackage(ImportError):
     """An optional model package is not installed; the message has the install command."""
 
 
-class Tokenizer:
-    """Text -> token ids, and a readable label per id; offline."""
+class MissingTable(ValueError):
+    """A weights file has no token (or position) table under a well-known name."""
 
-    def __init__(self, name: str, encode, label, vocab_size: int, unknown: str | None = None):
+    def __init__(self, path: str, what: str, keys):
+        self.path, self.what, self.keys = path, what, sorted(keys)
+        super().__init__(self.message(f"{what}_key="))
+
+    def message(self, option: str) -> str:
+        """The message, naming ``option`` as the way to give the table's name."""
+        return (
+            f"{self.path}: no {self.what} table under a known name; pass {option} one of: "
+            f"{', '.join(self.keys)}"
+        )
+
+
+class Tokenizer:
+    """Text -> token ids, and a readable label per id; offline.
+
+    ``byte_level``: a byte-level BPE (GPT-2, SmolLM2), whose tokens carry the space before a
+    word, so " king" and "king" are different tokens; labels show that space as "␣".
+    """
+
+    def __init__(
+        self,
+        name: str,
+        encode,
+        label,
+        vocab_size: int,
+        unknown: str | None = None,
+        *,
+        byte_level: bool = False,
+    ):
         self.name, self._encode, self._label, self.unknown = name, encode, label, unknown
-        self.vocab_size = vocab_size
+        self.vocab_size, self.byte_level = vocab_size, byte_level
 
     def encode(self, text: str) -> list[int]:
         if not text.strip():
@@ -65,7 +94,11 @@ class Tokenizer:
         return list(self._encode(text))
 
     def labels(self, ids) -> list[str]:
-        return [self._label(int(i)) for i in ids]
+        """One printable label per id: spaces as "␣", newlines as "↵", tabs as "⇥"."""
+        return [self._label(int(i)).translate(_VISIBLE) for i in ids]
+
+
+_VISIBLE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
 
 
 @dataclass
@@ -195,7 +228,7 @@ def load_tokenizer(name: str) -> Tokenizer:
         def label(token_id):
             return bpe.decode_single_token_bytes(token_id).decode("utf-8", errors="replace")
 
-        return Tokenizer("gpt2", bpe.encode_ordinary, label, bpe.n_vocab)
+        return Tokenizer("gpt2", bpe.encode_ordinary, label, bpe.n_vocab, byte_level=True)
     raise ValueError(f"unknown tokenizer {name!r}: valid ones are {', '.join(TOKENIZERS)}")
 
 
@@ -209,7 +242,12 @@ def _byte_level_bpe(name, tokens, merges, unknown) -> Tokenizer:
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     return Tokenizer(
-        name, lambda text: bpe.encode(text).ids, lambda i: bpe.decode([i]), len(tokens), unknown
+        name,
+        lambda text: bpe.encode(text).ids,
+        lambda i: bpe.decode([i]),
+        len(tokens),
+        unknown,
+        byte_level=True,
     )
 
 
@@ -232,25 +270,46 @@ def load_tables(path: str, token_key: str | None = None, position_key: str | Non
     if not os.path.isfile(path):
         raise ValueError(f"no such file: {path}")
     if extension == ".safetensors":
-        from safetensors import safe_open
+        from safetensors import SafetensorError, safe_open
 
-        with safe_open(path, framework="np") as f:
-            keys = set(f.keys())
-            token_key = _pick(path, keys, token_key, TOKEN_KEYS, "token")
-            position_key = _pick(
-                path, keys, position_key, POSITION_KEYS, "position", required=False
-            )
-            position = None if position_key is None else f.get_tensor(position_key)
-            return _checked(path, f.get_tensor(token_key), position)
+        try:
+            with safe_open(path, framework="np") as f:
+                keys = set(f.keys())
+                token_key = _pick(path, keys, token_key, TOKEN_KEYS, "token")
+                position_key = _pick(
+                    path, keys, position_key, POSITION_KEYS, "position", required=False
+                )
+                position = None if position_key is None else f.get_tensor(position_key)
+                return _checked(path, f.get_tensor(token_key), position)
+        except SafetensorError as error:  # truncated, empty or not safetensors at all
+            raise ValueError(f"{path} is not a valid .safetensors file: {error}") from None
     if extension == ".npz":
-        with np.load(path, allow_pickle=False) as f:
-            keys = set(f.files)
-            token_key = _pick(path, keys, token_key, TOKEN_KEYS, "token")
-            position_key = _pick(
-                path, keys, position_key, POSITION_KEYS, "position", required=False
-            )
-            return _checked(path, f[token_key], None if position_key is None else f[position_key])
+        # np.load treats any file that is neither a zip nor a .npy as a pickle, and with
+        # allow_pickle=False says so: check for a zip first, so the message is the real one.
+        if not zipfile.is_zipfile(path):
+            raise ValueError(f"{path} is not a valid .npz archive (not a zip file)")
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                keys = set(f.files)
+                token_key = _pick(path, keys, token_key, TOKEN_KEYS, "token")
+                position_key = _pick(
+                    path, keys, position_key, POSITION_KEYS, "position", required=False
+                )
+                position = None if position_key is None else _member(path, f, position_key)
+                return _checked(path, _member(path, f, token_key), position)
+        except (zipfile.BadZipFile, EOFError, OSError) as error:  # a damaged member
+            raise ValueError(f"{path} is not a valid .npz archive: {error}") from None
     raise ValueError(f"{path}: give a .safetensors or .npz file, not {extension or 'no extension'}")
+
+
+def _member(path, archive, key) -> np.ndarray:
+    try:
+        return archive[key]
+    except ValueError:  # NumPy refuses an object array when allow_pickle=False
+        raise ValueError(
+            f"{path}: {key!r} holds Python objects, stored as a pickle, which the suite never "
+            "loads: save the table as a plain numeric array"
+        ) from None
 
 
 def _checked(path, token_table, position_table):
@@ -271,10 +330,7 @@ def _pick(path, keys, given, known, what, required=True):
         return given
     found = next((k for k in known if k in keys), None)
     if found is None and required:
-        raise ValueError(
-            f"{path}: no {what} table under a known name; pass {what}_key= one of: "
-            f"{', '.join(sorted(keys))}"
-        )
+        raise MissingTable(path, what, keys)
     return found
 
 

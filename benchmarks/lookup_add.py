@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 import backends
+from drawing.table import text_table
 
 SAMPLE_SECONDS = 2e-3  # each timed sample is a batch of calls at least this long
 CHUNK_BYTES = 1 << 20  # chunked NumPy variant: gather ~1 MiB of rows, add while in cache
@@ -412,35 +413,42 @@ def format_table(records: list[Record]) -> str:
         )
         for r in records
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-
-    def line(row):  # text columns left, numbers right
-        cells = zip(row, widths, strict=True)
-        return "  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(cells))
-
-    lines = [line(row) for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return text_table(rows, right_from=3)  # text columns left, numbers right
 
 
 def chart(records: list[Record], path: str, title: str) -> None:
     """copy_fraction of every variant, one panel per shape, with the copy and gather lines."""
+    fig = chart_figure(records, title)
+    fig.savefig(path, dpi=100)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def chart_figure(records: list[Record], title: str):
+    """The chart as a figure: one panel per shape (two per row), one bar per variant, and
+    one legend under the panels, where it covers no bar."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.patches
     import matplotlib.pyplot as plt
 
     shapes = list(dict.fromkeys(r.shape for r in records))
     colours = {"numpy": "tab:blue", "torch": "tab:orange", "jax": "tab:green"}
+    columns = min(2, len(shapes))
+    rows = -(-len(shapes) // columns)
     fig, axes = plt.subplots(
-        1,
-        len(shapes),
-        figsize=(4.2 * len(shapes), 4.8),
-        sharey=True,
+        rows,
+        columns,
+        figsize=(7.5 * columns, 5.5 * rows + 0.8),
+        sharex=True,
         layout="constrained",
         squeeze=False,
     )
-    for ax, shape in zip(axes[0], shapes, strict=True):
+    for ax in axes.flat[len(shapes) :]:
+        ax.set_axis_off()
+    for ax, shape in zip(axes.flat, shapes, strict=False):
         timed = [
             r
             for r in records
@@ -452,27 +460,26 @@ def chart(records: list[Record], path: str, title: str) -> None:
             [r.copy_fraction for r in timed],
             color=[colours.get(r.backend, "grey") for r in timed],
         )
-        ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=2)
-        ax.set_yticks(y, [f"{r.backend} {r.variant}" for r in timed], fontsize=8)
+        ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
+        ax.set_yticks(y, [f"{r.backend} {r.variant}" for r in timed], fontsize=9)
         ax.invert_yaxis()
         gather = next(r for r in records if r.shape == shape and r.variant == "gather")
         ax.axvline(1.0, color="black", lw=1, label="copy (1.0)")
-        ax.axvline(
-            gather.copy_fraction,
-            color="grey",
-            ls="--",
-            lw=1,
-            label=f"plain gather ({gather.copy_fraction:.2f})",
-        )
+        ax.axvline(gather.copy_fraction, color="grey", ls="--", lw=1, label="plain gather")
         s = SHAPES[shape]
         ax.set_title(
-            f"{shape}: vocab {s.vocab_size}, dim {s.dim}, B {s.batch}, T {s.length}", fontsize=9
+            f"{shape}: vocab {s.vocab_size}, dim {s.dim}, B {s.batch}, T {s.length}"
+            f"  (plain gather {gather.copy_fraction:.2f})",
+            fontsize=10,
         )
         ax.set_xlabel("copy_fraction (higher is faster)")
-        ax.legend(fontsize=7, loc="lower right")
-    fig.suptitle(title, fontsize=10)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+        ax.set_xlim(0, max(1.15, max((r.copy_fraction for r in timed), default=0) * 1.15))
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    handles += [matplotlib.patches.Patch(color=c) for c in colours.values()]
+    labels += list(colours)
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=9)
+    fig.suptitle(title, fontsize=11)
+    return fig
 
 
 def parse_args(argv=None) -> argparse.Namespace:

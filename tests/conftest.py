@@ -1,9 +1,13 @@
-"""Shared fixtures: every test that takes ``backend`` runs once per installed backend."""
+"""Shared fixtures: every test that takes ``backend`` runs once per installed backend; the
+real models load once per session, and skip (saying how to install them) when missing."""
+
+import socket
 
 import numpy as np
 import pytest
 
 import backends
+from backends import pretrained
 
 BACKENDS = backends.names()
 
@@ -34,3 +38,35 @@ def backend_or_skip(name: str):
     if name not in BACKENDS:
         pytest.skip(f"{name} is not installed")
     return backends.get(name)
+
+
+def needs(name: str) -> None:
+    """Skip unless the model package is installed. Safe: with REQUIRED_MODELS set (make test,
+    CI) a missing package already fails test_required_model_packages_are_installed."""
+    try:
+        pretrained.package_dir(name)
+    except pretrained.MissingPackage as missing:
+        pytest.skip(str(missing))
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    needs("minilm")
+    return pretrained.load_pretrained("minilm")
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    needs("smollm2")
+    return pretrained.load_pretrained("smollm2")
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """Any attempt to open a network connection fails the test."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("tried to reach the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)

@@ -207,8 +207,18 @@ def test_torch_out_refuses_to_drop_gradients(tables):
         (np.array([5, -1], dtype=np.int16), 70000, -1, "token_ids[1]"),
         (np.array([5, 7, -128], dtype=np.int8), 128, -128, "token_ids[2]"),
         (np.array([5, 300], dtype=">i8"), 300, 300, "token_ids[1]"),  # big-endian
+        (np.array([1, 30], dtype=np.uint8), 30, 30, "token_ids[1]"),  # unsigned == vocab_size
+        # vocab_size between 2**7 and 2**8: viewed as uint8, -100 is 156, inside the vocabulary.
+        (np.array([-100], dtype=np.int8), 200, -100, "token_ids[0]"),
     ],
-    ids=["int8-vocab-300", "int16-vocab-70000", "int8-min", "big-endian"],
+    ids=[
+        "int8-vocab-300",
+        "int16-vocab-70000",
+        "int8-min",
+        "big-endian",
+        "uint8-at-vocab",
+        "int8-vocab-200",
+    ],
 )
 def test_negative_ids_of_narrow_or_foreign_dtypes(backend, token_ids, vocab_size, bad_id, where):
     token_table, position_table = backends.shared_weights(vocab_size, 4, 8)
@@ -293,3 +303,15 @@ def test_out_of_the_wrong_type_is_a_type_error(backend, tables):
     layer = backend.TokenPositionEmbedding(*tables)
     with _no_grad(backend), pytest.raises(TypeError, match="out must be a"):
         layer([1, 2], out=[[0.0] * 10] * 2)
+
+
+def test_ids_beyond_16_bits_reach_their_own_rows(backend):
+    """A vocabulary wider than int16 and uint16: an id converted to a narrower integer on the
+    way to the framework (JAX converts on the host) would land on another row."""
+    vocab_size = 2**16 + 3
+    token_table, position_table = backends.shared_weights(vocab_size, 2, 4)
+    token_ids = np.array([2**16 + 2, 2**15, 2**16, 2**15 - 1])  # each wraps in 16 bits
+    layer = backend.TokenPositionEmbedding(token_table, position_table)
+    expected = token_table[token_ids] + position_table[:4]
+    for ids in (token_ids, native(backend, token_ids), native(backend, token_ids.astype(np.int32))):
+        np.testing.assert_array_equal(backend.to_numpy(layer(ids)), expected)

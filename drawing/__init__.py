@@ -1,0 +1,39 @@
+"""Pictures and text tables of what the jobs computed. Matplotlib is imported only when a
+picture is drawn, with the Agg backend unless a window was asked for.
+
+- ``table``: the plain-text table formatter (compare.py's parity table, the benchmark's).
+- ``heatmaps``: one row of heatmaps per backend, with the difference from the reference.
+- ``schemes``: the sinusoidal table and RoPE's scores, drawn under the heatmaps.
+- ``demos``: the similarity matrix and the word-order picture.
+"""
+
+from __future__ import annotations
+
+
+def pyplot(show: bool = False):
+    """matplotlib.pyplot, headless (Agg) unless ``show``."""
+    import matplotlib
+
+    if not show:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(fig, path: str, *, show: bool = False, dpi: int = 110) -> None:
+    """Write ``fig`` to ``path``; with ``show`` also open it in a window."""
+    plt = pyplot(show)
+    fig.savefig(path, dpi=dpi)
+    if show:
+        plt.show()
+    plt.close(fig)
+
+
+def wrap(title: str, width_inches: float, fontsize: float = 10) -> str:
+    """``title`` broken into lines that fit a figure ``width_inches`` wide (each line kept
+    whole where it fits), so no title is clipped at the picture's edges."""
+    import textwrap
+
+    chars = max(20, int(width_inches * 72 / (0.55 * fontsize)))  # ~0.55 em per character
+    return "\n".join(textwrap.fill(line, chars) for line in title.splitlines())

@@ -1,0 +1,71 @@
+"""Pictures of the two demonstrations (jobs.demos): the similarity matrix, and two texts
+without and with position."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from drawing import pyplot, save, wrap
+from jobs.demos import Order, Similarity
+
+
+def similarity(found: Similarity, model_name: str, path: str, *, show: bool = False) -> None:
+    """The cosine-similarity matrix with every value written in its cell."""
+    plt = pyplot(show)
+    words = found.words
+    fig, ax = plt.subplots(
+        figsize=(1.6 + 0.75 * len(words), 1.0 + 0.65 * len(words)), layout="constrained"
+    )
+    image = ax.imshow(found.similarity, cmap="RdBu_r", vmin=-1, vmax=1)
+    ax.set_xticks(range(len(words)), words, rotation=45, ha="right")
+    ax.set_yticks(range(len(words)), words)
+    for (r, c), v in np.ndenumerate(found.similarity):
+        colour = "white" if abs(v) > 0.6 else "black"
+        ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=8, color=colour)
+    fig.colorbar(image, ax=ax, label="cosine similarity")
+    title = f"{model_name}: token-table rows, before any layer"
+    ax.set_title(wrap(title, fig.get_figwidth() * 0.8), fontsize=10)
+    save(fig, path, show=show)
+
+
+def order(found: Order, model_name: str, backend: str, dims: slice, path: str, *, show=False):
+    """Both texts, token rows only (top) and with position (bottom), as ``backend`` computed."""
+    plt = pyplot(show)
+    shown = found.found[backend]
+    fig, axes = plt.subplots(
+        2,
+        2,
+        figsize=(12, 2.2 + 0.5 * max(len(i) for i in shown["ids"])),
+        layout="constrained",
+        squeeze=False,
+    )
+    vmax = max(float(np.abs(a[:, dims]).max()) for a in shown["tokens"] + shown["positioned"])
+    kinds = (
+        ("token rows only", shown["tokens"]),
+        (f"token + {found.position}", shown["positioned"]),
+    )
+    for col, text in enumerate(found.texts):
+        labels = [f"{label} @ {i}" for i, label in enumerate(shown["labels"][col])]
+        for row, (kind, arrays) in enumerate(kinds):
+            ax = axes[row, col]
+            image = ax.imshow(
+                arrays[col][:, dims],
+                cmap="RdBu_r",
+                vmin=-vmax,
+                vmax=vmax,
+                aspect="auto",
+                interpolation="nearest",
+                extent=(dims.start - 0.5, dims.stop - 0.5, len(labels) - 0.5, -0.5),
+            )
+            ax.set_yticks(range(len(labels)), labels, fontsize=8)
+            ax.set_title(f'"{text}": {kind}', fontsize=9)
+            ax.set_xlabel("dim", fontsize=8)
+    fig.colorbar(image, ax=axes, shrink=0.8, label="value (0 = white)")
+    same = "the same rows, reordered" if shown["same_without_position"] else "different rows"
+    differ = "differ" if not shown["same_with_position"] else "are still the same rows"
+    title = (
+        f"{model_name}, {backend}: without position the two texts are {same}; "
+        f"with {found.position} they {differ} (dims {dims.start}:{dims.stop})"
+    )
+    fig.suptitle(wrap(title, 12), fontsize=10)
+    save(fig, path, show=show)

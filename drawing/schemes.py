@@ -1,0 +1,97 @@
+"""Plots of the positional schemes, drawn under the heatmaps: the sinusoidal table, and the
+RoPE scores that depend only on the distance m - n. Each function returns
+``draw(subfigure)``; nothing is drawn (and matplotlib is not imported) until it is called."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import backends
+from backends import positional
+
+TABLE_POSITIONS = (
+    128  # the classic picture needs a few wavelengths; drawn even if max_seq_len < 128
+)
+MAX_SCORE_POSITIONS = 64  # positions on each axis of the RoPE score plot
+
+
+def sinusoidal(dim: int, layout: str, base: float, max_seq_len: int, start: int, stop: int):
+    """The table (positions x dims) and a few of its columns around the rows that were run
+    (start .. stop - 1, outlined): TABLE_POSITIONS positions, or all that were run if more,
+    ending at the last one run; the end of the layers' table (max_seq_len) is marked when the
+    window reaches past it."""
+    first = max(0, stop - max(TABLE_POSITIONS, stop - start))
+    positions = np.arange(first, first + max(TABLE_POSITIONS, stop - start))
+
+    def draw(subfigure):
+        table = positional.sinusoidal_table(positions[-1] + 1, dim, base=base, layout=layout)
+        table = table[first:]  # (positions, dim)
+        left, right = subfigure.subplots(1, 2, width_ratios=[1.3, 1])
+        extent = (first - 0.5, positions[-1] + 0.5, dim - 0.5, -0.5)
+        image = left.imshow(
+            table.T,
+            cmap="RdBu_r",
+            vmin=-1,
+            vmax=1,
+            aspect="auto",
+            interpolation="nearest",
+            extent=extent,
+        )
+        left.axvspan(start - 0.5, stop - 0.5, fill=False, ec="black", lw=1.5, label="rows run")
+        if max_seq_len <= positions[-1]:
+            left.axvline(max_seq_len - 0.5, color="black", ls="--", lw=1, label="max_seq_len")
+        left.set(
+            xlabel=f"position (the formula at {first}-{positions[-1]}; the layers' table has "
+            f"max_seq_len {max_seq_len})",
+            ylabel="dim",
+            title=f"sinusoidal table, layout {layout!r}, base {base:g}",
+        )
+        left.legend(fontsize=7, loc="upper right", framealpha=0.9)
+        subfigure.colorbar(image, ax=left)
+        for column in range(min(dim, 4)):
+            is_sin = column % 2 == 0 if layout == "interleaved" else column < dim // 2
+            kind = "sin" if is_sin else "cos"
+            right.plot(positions, table[:, column], label=f"dim {column} ({kind})")
+        right.axvspan(start - 0.5, stop - 0.5, color="grey", alpha=0.2)
+        right.set(
+            xlabel="position (shaded: rows run)",
+            ylabel="value",
+            title="a few columns: one frequency per (sin, cos) pair",
+        )
+        right.legend(fontsize=7, loc="lower left")
+
+    return draw
+
+
+def rope(results, token_table, token_ids, layout: str, base: float, num_positions: int):
+    """Scores q(m) . k(n) of two tokens rotated to every pair of the first num_positions
+    positions (at most MAX_SCORE_POSITIONS, to keep the scatter readable): constant along
+    diagonals, because they depend only on m - n."""
+    seq = token_ids if token_ids.ndim == 1 else token_ids[0]
+    q_id, k_id = seq[0], seq[min(1, len(seq) - 1)]
+    positions = np.arange(min(num_positions, MAX_SCORE_POSITIONS))
+
+    def at_every_position(be, token_id):  # (P, dim): the token's row rotated to 0 .. P-1
+        rows = np.repeat(token_table[[token_id]], len(positions), axis=0)
+        rotated = be.apply_rope(rows, positions, base=base, layout=layout)
+        return be.to_numpy(rotated).astype(np.float64)
+
+    def draw(subfigure):
+        left, right = subfigure.subplots(1, 2, width_ratios=[1, 1.4])
+        m, n = np.meshgrid(positions, positions, indexing="ij")
+        for i, r in enumerate(results):
+            be = backends.get(r.backend)
+            scores = at_every_position(be, q_id) @ at_every_position(be, k_id).T  # [m, n]
+            size = 3 + 2 * (len(results) - i)  # later backends drawn smaller, on top
+            right.plot((m - n).ravel(), scores.ravel(), "o", ms=size, alpha=0.5, label=r.backend)
+            if i == 0:
+                top = np.abs(scores).max()
+                image = left.imshow(scores, cmap="RdBu_r", vmin=-top, vmax=top)
+                subfigure.colorbar(image, ax=left)
+                title = f"{r.backend}: q(m) . k(n), token #{q_id} vs #{k_id}"
+                left.set(xlabel="key position n", ylabel="query position m", title=title)
+        title = "every (m, n) pair: one score per distance m - n"
+        right.set(xlabel="m - n", ylabel="score", title=title)
+        right.legend(fontsize=7, loc="upper right")
+
+    return draw

@@ -1,0 +1,38 @@
+"""Plain-text tables, the one formatter for compare.py's parity table and the benchmark's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def text_table(rows: Sequence[Sequence[str]], *, right_from: int | None = None) -> str:
+    """``rows[0]`` is the header; columns padded to their widest cell, a dashed rule under
+    the header. Columns from index ``right_from`` on are right-aligned (numbers)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+
+    def line(row):
+        cells = zip(row, widths, strict=True)
+        padded = [
+            cell.rjust(w) if right_from is not None and i >= right_from else cell.ljust(w)
+            for i, (cell, w) in enumerate(cells)
+        ]
+        return "  ".join(padded).rstrip()
+
+    lines = [line(row) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def parity_table(results) -> str:
+    """One row per backend (jobs.parity.Result): shape, dtype, max |diff| and the verdict,
+    with the tolerance column when the reference is float64 rather than bitwise."""
+    exact = all(r.tolerance == 0 for r in results)
+    if exact:
+        rows = [("backend", "shape", "dtype", "max |diff| vs NumPy", "bit-identical")]
+    else:
+        rows = [("backend", "shape", "dtype", "max |diff| vs float64", "tolerance", "within")]
+    for r in results:
+        row = [r.backend, str(tuple(r.output.shape)), str(r.output.dtype), f"{r.max_abs_diff:.3g}"]
+        row += [] if exact else [f"{r.tolerance:.3g}"]
+        rows.append((*row, "yes" if r.agrees else "NO"))
+    return text_table(rows)

@@ -1,0 +1,107 @@
+"""Two demonstrations on real tables.
+
+- similarity: cosine similarity of raw token-table rows, before any layer has run; training
+  alone put "king" near "queen".
+- order: "dog bites man" and "man bites dog" are the same tokens in another order; without
+  position their input vectors are the same rows, with position they differ.
+
+Defaults suit the tokenizer: a byte-level BPE (GPT-2, SmolLM2) marks the space before a
+word, so its words get that space and place names their capital letter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import backends
+from backends import pretrained
+
+WORDS = ("king", "queen", "man", "woman", "car", "truck", "paris", "france")
+BYTE_LEVEL_WORDS = ("king", "queen", "man", "woman", "car", "truck", "Paris", "France")
+TEXTS = ("dog bites man", "man bites dog")
+
+
+def default_words(tokenizer: pretrained.Tokenizer) -> tuple[str, ...]:
+    return BYTE_LEVEL_WORDS if tokenizer.byte_level else WORDS
+
+
+def default_texts(tokenizer: pretrained.Tokenizer) -> tuple[str, str]:
+    return tuple(" " + t for t in TEXTS) if tokenizer.byte_level else TEXTS
+
+
+@dataclass
+class Similarity:
+    source: str
+    words: list[str]  # the label of each word's token
+    similarity: np.ndarray  # (n, n) cosine similarity, float64
+    nearest: list[list[tuple[str, float]]]  # per word: the 5 closest rows, by label
+
+    def lines(self) -> list[str]:
+        width = max(len(w) for w in self.words)
+        rows = [f"cosine similarity of raw token-table rows, {self.source}"]
+        rows.append(" " * width + "".join(f"{w:>8}" for w in self.words))
+        for word, row in zip(self.words, self.similarity, strict=True):
+            rows.append(f"{word:>{width}}" + "".join(f"{v:8.3f}" for v in row))
+        for word, near in zip(self.words, self.nearest, strict=True):
+            rows.append(f"nearest to {word}: " + ", ".join(f"{lb} {s:.3f}" for lb, s in near))
+        return rows
+
+
+def similarity(model: pretrained.Pretrained, words=None) -> Similarity:
+    """The words' rows compared with each other, and each one's nearest rows in the table."""
+    words = list(words or default_words(model.tokenizer))
+    vocab_size = len(model.token_table)
+    ids = [pretrained.single_token(model.tokenizer, vocab_size, w) for w in words]
+    nearest = [
+        [(model.tokenizer.labels([i])[0], s) for i, s in pretrained.nearest(model.token_table, t)]
+        for t in ids
+    ]
+    matrix = pretrained.cosine_similarities(model.token_table, ids)
+    labels = model.tokenizer.labels(ids)  # the tokens used: "␣king" for " king", say
+    return Similarity(model.metadata.get("source", model.name), labels, matrix, nearest)
+
+
+@dataclass
+class Order:
+    texts: tuple[str, str]
+    position: str  # how position enters: "position" (a table) or "RoPE"
+    found: dict[str, dict]  # backend -> pretrained.order_demo(...)
+
+    def holds(self, name: str) -> bool:
+        found = self.found[name]
+        return found["same_without_position"] and not found["same_with_position"]
+
+    @property
+    def same_tokens(self) -> bool:
+        ids = next(iter(self.found.values()))["ids"]
+        return sorted(ids[0].tolist()) == sorted(ids[1].tolist())
+
+    def lines(self) -> list[str]:
+        rows = []
+        if not self.same_tokens:
+            labels = next(iter(self.found.values()))["labels"]
+            rows.append(
+                "note: the two texts do not tokenize to the same tokens "
+                f"({labels[0]} vs {labels[1]}); with a byte-level BPE, give every word its "
+                "leading space, e.g. ' dog bites man' ' man bites dog'"
+            )
+        for name, found in self.found.items():
+            rows.append(
+                f"{name}: token rows only: {_same(found['same_without_position'])}; "
+                f"token + {self.position}: {_same(found['same_with_position'])}"
+                f"{'' if self.holds(name) else '  <- the claim fails'}"
+            )
+        return rows
+
+
+def order(names, model: pretrained.Pretrained, texts=None) -> Order:
+    """Both texts through every backend, without and with position."""
+    texts = tuple(texts or default_texts(model.tokenizer))
+    found = {name: pretrained.order_demo(backends.get(name), model, *texts) for name in names}
+    return Order(texts, "position" if model.position_table is not None else "RoPE", found)
+
+
+def _same(same: bool) -> str:
+    return "the same rows (reordered)" if same else "different rows"

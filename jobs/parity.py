@@ -1,0 +1,169 @@
+"""Every backend on the same weights, held to one reference.
+
+Learned positions are held bit for bit to the NumPy expression
+``token_table[token_ids] + position_table[start:start + T]``; sinusoidal positions and RoPE
+to a float64 reference within the derived tolerance of ``backends.positional``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import backends
+from backends import positional, validation
+
+
+@dataclass
+class Result:
+    """One backend's output on the shared weights, held to a reference, as NumPy arrays."""
+
+    backend: str
+    panels: dict[str, np.ndarray]  # heading -> (..., T, dim), drawn left to right
+    output: np.ndarray  # (..., T, dim), the array compared with the reference
+    expected: np.ndarray  # the reference: same dtype (learned) or float64 (sinusoidal, rope)
+    tolerance: float = 0.0  # 0: bit-identical required
+    diff: np.ndarray = field(init=False)  # |output - expected|, in float64
+
+    def __post_init__(self):
+        self.diff = np.abs(self.output.astype(np.float64) - self.expected.astype(np.float64))
+
+    @property
+    def max_abs_diff(self) -> float:
+        return float(self.diff.max()) if self.diff.size else 0.0
+
+    @property
+    def bit_identical(self) -> bool:
+        return (
+            self.output.dtype == self.expected.dtype
+            and self.output.shape == self.expected.shape
+            and self.output.tobytes() == self.expected.tobytes()
+        )
+
+    @property
+    def agrees(self) -> bool:
+        return self.bit_identical if self.tolerance == 0 else self.max_abs_diff <= self.tolerance
+
+
+@dataclass
+class Run:
+    """What one parity job computed, with what it takes to print and draw it."""
+
+    results: list[Result]
+    heading: str  # the expression that was run
+    setting: str  # where the tables came from: sizes, dtype, seed or model
+    labels: list[str]  # one per token of the first sequence, e.g. "king @ 2"
+    token_ids: np.ndarray
+    notes: list[str] = field(default_factory=list)  # printed under the setting
+    extras: Callable | None = None  # extras(subfigure) draws scheme plots under the heatmaps
+
+    @property
+    def exact(self) -> bool:
+        """Held bit for bit (to the NumPy expression), rather than within a tolerance."""
+        return all(r.tolerance == 0 for r in self.results)
+
+    @property
+    def reference_name(self) -> str:
+        return "the NumPy expression" if self.exact else "the float64 reference"
+
+    @property
+    def differing(self) -> list[str]:
+        return [r.backend for r in self.results if not r.agrees]
+
+
+def reference(token_table, position_table, token_ids, start: int) -> np.ndarray:
+    """The seed's expression, the oracle every backend is held to."""
+    return token_table[token_ids] + position_table[start : start + token_ids.shape[-1]]
+
+
+def run_learned(names, token_table, position_table, token_ids, start: int = 0) -> list[Result]:
+    """Learned positions: each backend's layer on the same tables and ids, held bitwise."""
+    # The same checks the layers make, so the NumPy expression never wraps a negative id.
+    validation.check_tables(token_table, position_table)
+    validation.check_call(token_ids, start, len(token_table), len(position_table))
+    expected = reference(token_table, position_table, token_ids, start)
+    results = []
+    for name in names:
+        be = backends.get(name)
+        layer = be.TokenPositionEmbedding(token_table, position_table)
+        panels = {
+            "token embeddings": be.to_numpy(layer.token_embeddings(token_ids)),
+            "position embeddings": be.to_numpy(
+                layer.position_embeddings(start, token_ids.shape[-1])
+            ),
+            "token + position": be.to_numpy(layer(token_ids, start=start)),
+        }
+        results.append(Result(name, panels, panels["token + position"], expected))
+    return results
+
+
+def run_sinusoidal(
+    names, token_table, token_ids, start: int, max_seq_len: int, *, layout: str, base: float
+) -> list[Result]:
+    """Sinusoidal positions: each backend builds its own table; held to the float64 sum."""
+    # Built first: the layers check every argument before the reference is formed.
+    options = {
+        "positions": "sinusoidal",
+        "max_seq_len": max_seq_len,
+        "layout": layout,
+        "base": base,
+    }
+    layers = [
+        (name, backends.get(name).TokenPositionEmbedding(token_table, **options)) for name in names
+    ]
+    length = token_ids.shape[-1]
+    validation.check_call(token_ids, start, len(token_table), max_seq_len)
+    table = positional.sinusoidal_table(max_seq_len, token_table.shape[1], base=base, layout=layout)
+    expected = token_table[token_ids].astype(np.float64) + table[start : start + length]
+    tolerance = positional.sum_tolerance(
+        token_table.dtype, start + length - 1, float(np.abs(expected).max(initial=0)), base=base
+    )
+    results = []
+    for name, layer in layers:
+        be = backends.get(name)
+        panels = {
+            "token embeddings": be.to_numpy(layer.token_embeddings(token_ids)),
+            "sinusoidal position embeddings": be.to_numpy(layer.position_embeddings(start, length)),
+            "token + position": be.to_numpy(layer(token_ids, start=start)),
+        }
+        results.append(Result(name, panels, panels["token + position"], expected, tolerance))
+    return results
+
+
+def run_rope(
+    names, token_table, token_ids, start: int, *, layout: str, base: float
+) -> list[Result]:
+    """RoPE: token rows (no position added) rotated at positions start .. start + T - 1."""
+    validation.check_call(token_ids, start, len(token_table), None)
+    validation.check_even_dim(token_table.shape[1], "RoPE")
+    positions = np.arange(start, start + token_ids.shape[-1])
+    rows = token_table[token_ids]
+    expected = positional.apply_rope(rows, positions, base=base, layout=layout)
+    magnitude = 2 * float(np.abs(rows.astype(np.float64)).max(initial=0))  # max |a| + |b|
+    tolerance = positional.tolerance(
+        token_table.dtype, float(positions.max(initial=0)), base=base, magnitude=magnitude
+    )
+    results = []
+    for name in names:
+        be = backends.get(name)
+        layer = be.TokenPositionEmbedding(token_table, positions="none")
+        x = layer(token_ids)  # (..., T, dim): position enters through the rotation
+        rotated = be.to_numpy(be.apply_rope(x, positions, base=base, layout=layout))
+        panels = {"token embeddings": be.to_numpy(x), f"after RoPE ({layout})": rotated}
+        results.append(Result(name, panels, rotated, expected, tolerance))
+    return results
+
+
+def run_tokens(names, token_table, token_ids) -> list[Result]:
+    """A model without a position table (RoPE): each backend's token lookup, held bitwise."""
+    validation.check_token_ids(token_ids, len(token_table))
+    expected = token_table[token_ids]
+    results = []
+    for name in names:
+        be = backends.get(name)
+        layer = be.TokenPositionEmbedding(token_table, positions="none")
+        panels = {"token embeddings": be.to_numpy(layer(token_ids))}
+        results.append(Result(name, panels, panels["token embeddings"], expected))
+    return results

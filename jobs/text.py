@@ -1,0 +1,99 @@
+"""Real text on real tables: a packaged model (``minilm``, ``smollm2``) or your own
+.safetensors/.npz file with a tokenizer, every backend held bit for bit to the NumPy
+expression. Error messages name compare.py's flags."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from backends import pretrained, validation
+from jobs.parity import Run, run_learned, run_tokens
+
+PACKAGED = ("minilm", "smollm2")
+
+
+def load_model(
+    weights: str = "minilm",
+    *,
+    tokenizer: str | None = None,
+    token_key: str | None = None,
+    position_key: str | None = None,
+) -> pretrained.Pretrained:
+    """A packaged model by name, or the tables of a file with the tokenizer named."""
+    if weights in PACKAGED:
+        if tokenizer is not None:
+            raise ValueError(
+                f"{weights} has its own tokenizer: --tokenizer goes with --weights PATH"
+            )
+        if token_key is not None or position_key is not None:
+            raise ValueError(
+                f"--token-key and --position-key go with --weights PATH, not {weights}"
+            )
+        return pretrained.load_pretrained(weights)
+    try:  # the file first: a missing or broken file is the first thing to hear about
+        token_table, position_table = pretrained.load_tables(weights, token_key, position_key)
+    except pretrained.MissingTable as error:
+        raise ValueError(error.message(f"--{error.what}-key")) from None
+    if tokenizer is None:
+        raise ValueError("--weights PATH needs --tokenizer bert or gpt2 to turn the text into ids")
+    loaded = pretrained.load_tokenizer(tokenizer)
+    if loaded.vocab_size != len(token_table):
+        raise ValueError(
+            f"tokenizer {tokenizer} has {loaded.vocab_size} tokens but the token table has "
+            f"{len(token_table)} rows: use the tokenizer the model was trained with"
+        )
+    max_seq_len = len(position_table) if position_table is not None else 2**31
+    return pretrained.Pretrained(
+        os.path.basename(weights), token_table, position_table, max_seq_len, loaded
+    )
+
+
+def run(names, text: str, model: pretrained.Pretrained, *, dtype="float32", truncate=False) -> Run:
+    """Tokenize ``text`` and run every backend on the model's tables (its own positions)."""
+    token_ids = np.array(model.tokenizer.encode(text), dtype=np.int64)  # (T,)
+    count = len(token_ids)
+    notes = []
+    if count > model.max_seq_len:
+        if not truncate:
+            raise ValueError(
+                f"the text is {count} tokens but {model.name} has {model.max_seq_len} "
+                "positions: shorten it or pass --truncate"
+            )
+        notes.append(f"truncated from {count} to {model.max_seq_len} tokens (--truncate)")
+        token_ids = token_ids[: model.max_seq_len]
+    dtype = validation.resolve_dtype(dtype)
+    token_table = model.token_table.astype(dtype, copy=False)
+    quoted = quote(text, count)
+    if model.position_table is not None:
+        position_table = model.position_table.astype(dtype, copy=False)
+        results = run_learned(names, token_table, position_table, token_ids, 0)
+        heading = f"x = token_table[ids] + position_table[0:{len(token_ids)}], text {quoted}"
+    else:
+        results = run_tokens(names, token_table, token_ids)
+        heading = f"x = token_table[ids], text {quoted}"
+        if model.rope:
+            notes.append(
+                f"{model.name} has no position table: position enters later, by RoPE on each "
+                f"attention head's q and k (base {model.rope['base']:g}, "
+                f"head dim {model.rope['head_dim']})"
+            )
+        else:
+            notes.append(f"{model.name} has no position table: token rows only")
+    labels = [f"{label} @ {i}" for i, label in enumerate(model.tokenizer.labels(token_ids))]
+    source = model.metadata.get("source", model.name)
+    setting = (
+        f"{source}: vocab_size {token_table.shape[0]}, dim {token_table.shape[1]}, {dtype.name}"
+    )
+    return Run(results, heading, setting, labels, token_ids, notes)
+
+
+def quote(text: str, tokens: int, *, limit: int = 60) -> str:
+    """The text in quotes; a long one as its first and last words, with its token count."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return f'"{text}"'
+    words = text.split(" ")
+    head, tail = " ".join(words[:5])[: limit // 2], " ".join(words[-3:])[-limit // 2 :]
+    return f'"{head} … {tail}" ({len(words)} words, {tokens} tokens)'
