@@ -35,6 +35,7 @@ MODES = {
     "order": REAL | {"demo", "texts", "dims", "backends"},
 }
 EVERY_MODE = {"out", "show"}
+AT_LEAST = {"seed": 0, "vocab_size": 1, "dim": 1, "max_seq_len": 1, "batch": 1}
 MODE_NAMES = {
     "seed": "the random-table demo (no --text, no --demo)",
     "text": "--text",
@@ -125,7 +126,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         choices=("similarity", "order"),
         help="similarity: cosine similarity of token rows; order: why position matters",
     )
-    real.add_argument("--words", nargs="+", help="words for --demo similarity")
+    real.add_argument(
+        "--words",
+        nargs="+",
+        help=f"words for --demo similarity (default: {' '.join(demos.WORDS)}; Paris and France "
+        "capitalised for a byte-level BPE)",
+    )
     real.add_argument(
         "--texts",
         nargs=2,
@@ -188,7 +194,8 @@ def main(argv=None) -> int:
 
 
 def _check(args) -> str:
-    """The mode; ValueError for a flag the mode does not use, or a value out of range."""
+    """The mode; ValueError for a flag the mode does not use, or a value out of range.
+    Also turns --dims "A:B" into (A, B)."""
     mode = args.demo or ("text" if args.text is not None else "seed")
     allowed = MODES[mode] | EVERY_MODE
     given = [flag for flag, value in vars(args).items() if value is not None]
@@ -201,13 +208,7 @@ def _check(args) -> str:
         )
     if args.scheme in (None, "learned") and (args.layout is not None or args.base is not None):
         raise ValueError("--layout and --base apply to --scheme sinusoidal or rope")
-    for flag, least in (
-        ("seed", 0),
-        ("vocab_size", 1),
-        ("dim", 1),
-        ("max_seq_len", 1),
-        ("batch", 1),
-    ):
+    for flag, least in AT_LEAST.items():
         value = getattr(args, flag)
         if value is not None and value < least:
             raise ValueError(f"{_option(flag)} must be at least {least}, got {value}")
@@ -234,27 +235,17 @@ def _option(flag: str) -> str:
 
 
 def _modes_using(flag: str) -> str:
-    return " or ".join(MODE_NAMES[mode] for mode, flags in MODES.items() if flag in flags)
+    names = [MODE_NAMES[mode] for mode, flags in MODES.items() if flag in flags]
+    if {MODE_NAMES["similarity"], MODE_NAMES["order"]} <= set(names):  # both demos: "--demo"
+        names = [n for n in names if n != MODE_NAMES["order"]]
+        names[names.index(MODE_NAMES["similarity"])] = "--demo"
+    return " or ".join(names)
 
 
 def _seed_settings(args) -> dict:
-    given = {
-        flag: getattr(args, flag)
-        for flag in (
-            "vocab_size",
-            "dim",
-            "max_seq_len",
-            "start",
-            "batch",
-            "seed",
-            "dtype",
-            "scheme",
-            "layout",
-            "base",
-        )
-        if getattr(args, flag) is not None
-    }
-    return {"tokens": args.tokens or seed.SEED_TOKENS, **given}
+    """The random-table flags given, as seed.run's keywords; the rest keep its defaults."""
+    given = {flag: getattr(args, flag) for flag in MODES["seed"] - {"dims", "backends"}}
+    return {flag: value for flag, value in given.items() if value is not None}
 
 
 def _check_out_path(path: str) -> None:

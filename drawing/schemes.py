@@ -58,7 +58,7 @@ def sinusoidal(dim: int, layout: str, base: float, max_seq_len: int, start: int,
             ylabel="value",
             title="a few columns: one frequency per (sin, cos) pair",
         )
-        right.legend(fontsize=7, loc="lower left")
+        right.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # off the curves
 
     return draw
 
@@ -92,6 +92,6 @@ def rope(results, token_table, token_ids, layout: str, base: float, num_position
                 left.set(xlabel="key position n", ylabel="query position m", title=title)
         title = "every (m, n) pair: one score per distance m - n"
         right.set(xlabel="m - n", ylabel="score", title=title)
-        right.legend(fontsize=7, loc="upper right")
+        right.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # off the points
 
     return draw

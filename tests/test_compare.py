@@ -126,7 +126,7 @@ def test_a_differing_backend_exits_1(tmp_path, capsys, monkeypatch):
         (["--seed", "-1"], "--seed must be at least 0, got -1"),
         (["--words", "king"], "--words goes with --demo similarity, not the random-table"),
         (["--save-arrays", "a.npz"], "--save-arrays goes with --text, not the random-table"),
-        (["--weights", "minilm"], "--weights goes with --text or --demo similarity or --demo"),
+        (["--weights", "minilm"], "--weights goes with --text or --demo, not the random-table demo"),
         (["--weights", "/no/such/file.safetensors"], "--weights goes with --text or"),
         (["--text", "hi", "--tokens", "1"], "--tokens goes with the random-table demo (no --text"),
         (["--text", "hi", "--start", "0"], "--start goes with the random-table demo"),

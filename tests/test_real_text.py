@@ -170,6 +170,21 @@ def test_dims_picks_the_drawn_columns_only(tmp_path, capsys, minilm):
 # --- rough edges: files that are not what they claim, flags that name themselves ----------
 
 
+def run_on_file(capsys, tmp_path, path):
+    """compare.py --text hi on the tables of ``path``, with the BERT tokenizer."""
+    return run_cli(
+        capsys,
+        "--text",
+        "hi",
+        "--weights",
+        str(path),
+        "--tokenizer",
+        "bert",
+        "--out",
+        str(tmp_path / "x.png"),
+    )
+
+
 def test_truncated_text_is_quoted_by_its_ends(tmp_path, capsys, minilm):
     long_text = "first " + "word " * 600 + "last"
     code, printed, _ = run_cli(
@@ -194,17 +209,7 @@ def test_truncated_text_is_quoted_by_its_ends(tmp_path, capsys, minilm):
 def test_a_malformed_safetensors_file_is_one_line_and_exit_2(tmp_path, capsys, content, expected):
     path = tmp_path / "broken.safetensors"
     path.write_bytes(content)
-    code, out, err = run_cli(
-        capsys,
-        "--text",
-        "hi",
-        "--weights",
-        str(path),
-        "--tokenizer",
-        "bert",
-        "--out",
-        str(tmp_path / "x.png"),
-    )
+    code, out, err = run_on_file(capsys, tmp_path, path)
     assert code == 2 and out == ""
     [line] = err.splitlines()
     assert line.startswith("compare.py: error: ") and str(path) in line and expected in line
@@ -213,17 +218,7 @@ def test_a_malformed_safetensors_file_is_one_line_and_exit_2(tmp_path, capsys, c
 def test_a_file_that_is_not_a_zip_is_not_a_valid_npz(tmp_path, capsys):
     path = tmp_path / "tables.npz"
     path.write_text("token_table = [[1.0, 2.0]]")
-    code, _, err = run_cli(
-        capsys,
-        "--text",
-        "hi",
-        "--weights",
-        str(path),
-        "--tokenizer",
-        "bert",
-        "--out",
-        str(tmp_path / "x.png"),
-    )
+    code, _, err = run_on_file(capsys, tmp_path, path)
     [line] = err.splitlines()
     assert code == 2 and f"{path} is not a valid .npz archive (not a zip file)" in line
     assert "pickle" not in line
@@ -239,17 +234,7 @@ def test_the_weights_file_is_checked_before_the_tokenizer(tmp_path, capsys):
 def test_a_missing_table_names_the_flag(tmp_path, capsys):
     path = tmp_path / "odd.npz"
     np.savez(path, embeddings=np.ones((30522, 4), np.float32))
-    code, _, err = run_cli(
-        capsys,
-        "--text",
-        "hi",
-        "--weights",
-        str(path),
-        "--tokenizer",
-        "bert",
-        "--out",
-        str(tmp_path / "x.png"),
-    )
+    code, _, err = run_on_file(capsys, tmp_path, path)
     assert code == 2 and "pass --token-key one of: embeddings" in err
     assert "token_key=" not in err
 
