@@ -304,12 +304,17 @@ def load_tables(path: str, token_key: str | None = None, position_key: str | Non
 
 def _member(path, archive, key) -> np.ndarray:
     try:
-        return archive[key]
-    except ValueError:  # NumPy refuses an object array when allow_pickle=False
-        raise ValueError(
+        array = archive[key]
+    except ValueError as error:
+        if "allow_pickle" not in str(error):  # a damaged .npy header, say
+            raise ValueError(f"{path}: {key!r} is not a valid .npy array: {error}") from None
+        raise ValueError(  # NumPy refuses an object array when allow_pickle=False
             f"{path}: {key!r} holds Python objects, stored as a pickle, which the suite never "
             "loads: save the table as a plain numeric array"
         ) from None
+    if not isinstance(array, np.ndarray):  # NpzFile returns a non-.npy member as raw bytes
+        raise ValueError(f"{path}: {key!r} is not a .npy array inside the archive")
+    return array
 
 
 def _checked(path, token_table, position_table):

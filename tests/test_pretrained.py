@@ -214,3 +214,13 @@ def test_rope_rows_are_rotated_head_by_head(smollm2):
     np.testing.assert_array_equal(
         found["positioned"][0][0], found["tokens"][0][0]
     )  # position 0: identity
+
+
+def test_an_archive_member_that_is_not_npy_is_refused(tmp_path):
+    import zipfile
+
+    path = tmp_path / "fake.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("token_table.npy", "hello, not a .npy array")
+    with pytest.raises(ValueError, match="'token_table' is not a .npy array inside the archive"):
+        pretrained.load_tables(str(path))
