@@ -17,6 +17,7 @@ prints and draws what it returns (``drawing/``) and maps the outcome to an exit 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -164,8 +165,9 @@ def main(argv=None) -> int:
     try:
         mode = _check(args)
         names = args.backends or backends.names()
-        for name in names:
-            backends.get(name)  # unknown or missing frameworks fail here, before any work
+        if "backends" in MODES[mode]:
+            for name in names:
+                backends.get(name)  # unknown or missing frameworks fail here, before any work
         if mode == "seed":
             return _report(args, seed.run(names, **_seed_settings(args)))
         model = text.load_model(
@@ -189,13 +191,15 @@ def main(argv=None) -> int:
         print(f"compare.py: error: {error}", file=sys.stderr)
         return 2
     except OSError as error:  # an unwritable --out, say
-        print(f"compare.py: error: cannot write: {error}", file=sys.stderr)
+        print(f"compare.py: error: {error}", file=sys.stderr)
         return 2
 
 
 def _check(args) -> str:
     """The mode; ValueError for a flag the mode does not use, or a value out of range.
     Also turns --dims "A:B" into (A, B)."""
+    if args.demo is not None and args.text is not None:
+        raise ValueError("--text and --demo are two modes: give one of them")
     mode = args.demo or ("text" if args.text is not None else "seed")
     allowed = MODES[mode] | EVERY_MODE
     given = [flag for flag, value in vars(args).items() if value is not None]
@@ -208,6 +212,8 @@ def _check(args) -> str:
         )
     if args.scheme in (None, "learned") and (args.layout is not None or args.base is not None):
         raise ValueError("--layout and --base apply to --scheme sinusoidal or rope")
+    if args.base is not None and not (math.isfinite(args.base) and args.base > 0):
+        raise ValueError(f"--base must be positive and finite, got {args.base:g}")
     for flag, least in AT_LEAST.items():
         value = getattr(args, flag)
         if value is not None and value < least:

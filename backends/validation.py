@@ -149,15 +149,17 @@ def check_positions(start, length: int, max_seq_len: int | None) -> int:
     if length < 0:
         raise ValueError(f"the number of positions must be at least 0, got {length}")
     if start < 0:
-        raise ValueError(
-            f"start {start} is negative (T {length}, max_seq_len {max_seq_len}): "
-            "positions count from 0"
-        )
+        raise ValueError(f"start {start} is negative: positions count from 0")
     if max_seq_len is not None and start + length > max_seq_len:
+        room = max_seq_len - start
+        fix = (
+            f"use at most {room} token{'' if room == 1 else 's'} from start {start}"
+            if room > 0
+            else f"start below {max_seq_len}"
+        )
         raise ValueError(
             f"start {start} + T {length} = {start + length} exceeds max_seq_len {max_seq_len}: "
-            f"use at most {max(max_seq_len - start, 0)} tokens from start {start}, "
-            "or a longer position table"
+            f"{fix}, or a longer position table"
         )
     return start
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from drawing import pyplot, save, wrap
+from drawing import pyplot, save, schemes, wrap
 from jobs.parity import Run
 
 MAX_DRAWN_TOKENS = 32  # rows per heatmap at most; parity is checked on every token
@@ -59,7 +59,8 @@ def plot(done: Run, path: str, *, dims: slice, show: bool = False) -> None:
     """
     plt = pyplot(show)
     results, n_panels = done.results, len(done.results[0].panels)
-    extras_height = EXTRAS_INCHES if done.extras else 0.0
+    extras = schemes.plots(done)
+    extras_height = EXTRAS_INCHES if extras else 0.0
     drawn, row_height = rows_drawn(len(results), done.token_ids.shape[-1], extras_height)
     labels = done.labels[:drawn]
     extent = (dims.start - 0.5, dims.stop - 0.5, drawn - 0.5, -0.5)  # x axis: real dim numbers
@@ -73,7 +74,7 @@ def plot(done: Run, path: str, *, dims: slice, show: bool = False) -> None:
     )
     grid, below = (
         fig.subfigures(2, 1, height_ratios=[len(results) * row_height, extras_height])
-        if done.extras
+        if extras
         else (fig, None)
     )
     axes = grid.subplots(
@@ -106,8 +107,8 @@ def plot(done: Run, path: str, *, dims: slice, show: bool = False) -> None:
         scale = f"value; scale clipped at ±{vmax:.3g},\nthe 99th percentile of |value| (× beyond)"
     grid.colorbar(image, ax=axes[:, :n_panels], label=scale, shrink=0.9)
     fig.suptitle(wrap(title(done, drawn, dims), width), fontsize=10)
-    if done.extras:
-        done.extras(below)
+    if extras:
+        extras(below)
     save(fig, path, show=show)
 
 
@@ -161,6 +162,7 @@ def _difference(grid, ax, r, first, extent, drawn, reference_name):
         first(r.diff),
         cmap="magma",
         vmin=0,
+        vmax=r.max_abs_diff or None,  # over every token, drawn or not, as the label says
         aspect="auto",
         interpolation="nearest",
         extent=extent,

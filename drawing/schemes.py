@@ -1,6 +1,6 @@
 """Plots of the positional schemes, drawn under the heatmaps: the sinusoidal table, and the
-RoPE scores that depend only on the distance m - n. Each function returns
-``draw(subfigure)``; nothing is drawn (and matplotlib is not imported) until it is called."""
+RoPE scores that depend only on the distance m - n. ``plots(done)`` returns
+``draw(subfigure)`` for a run's scheme, or None for learned positions."""
 
 from __future__ import annotations
 
@@ -9,10 +9,34 @@ import numpy as np
 import backends
 from backends import positional
 
-TABLE_POSITIONS = (
-    128  # the classic picture needs a few wavelengths; drawn even if max_seq_len < 128
-)
+# The classic picture needs a few wavelengths: 128 positions, drawn even if max_seq_len < 128.
+TABLE_POSITIONS = 128
 MAX_SCORE_POSITIONS = 64  # positions on each axis of the RoPE score plot
+
+
+def plots(done):
+    """draw(subfigure) for the scheme of ``done`` (a jobs.parity.Run), or None."""
+    scheme = done.scheme
+    if scheme.get("name") == "sinusoidal":
+        dim = done.results[0].output.shape[-1]
+        return sinusoidal(
+            dim,
+            scheme["layout"],
+            scheme["base"],
+            scheme["max_seq_len"],
+            scheme["start"],
+            scheme["stop"],
+        )
+    if scheme.get("name") == "rope":
+        return rope(
+            done.results,
+            scheme["token_table"],
+            done.token_ids,
+            scheme["layout"],
+            scheme["base"],
+            scheme["max_seq_len"],
+        )
+    return None
 
 
 def sinusoidal(dim: int, layout: str, base: float, max_seq_len: int, start: int, stop: int):

@@ -1,6 +1,6 @@
 """The jobs compare.py runs, one module each. A job takes plain values (never the parsed
 command line), returns what it computed and raises ValueError, TypeError or IndexError for
-bad input; printing, drawing and exit codes are compare.py's.
+bad input. Pictures are drawing/'s; printing and exit codes are compare.py's.
 
 - ``parity``: every backend on the same weights, held to one reference (the core of all jobs).
 - ``seed``: the seed demo and its variations, on random tables.

@@ -40,10 +40,11 @@ class Similarity:
 
     def lines(self) -> list[str]:
         width = max(len(w) for w in self.words)
+        cell = max(8, width + 2)  # room for "-0.123" and for the longest word, with a gap
         rows = [f"cosine similarity of raw token-table rows, {self.source}"]
-        rows.append(" " * width + "".join(f"{w:>8}" for w in self.words))
+        rows.append(" " * width + "".join(f"{w:>{cell}}" for w in self.words))
         for word, row in zip(self.words, self.similarity, strict=True):
-            rows.append(f"{word:>{width}}" + "".join(f"{v:8.3f}" for v in row))
+            rows.append(f"{word:>{width}}" + "".join(f"{v:{cell}.3f}" for v in row))
         for word, near in zip(self.words, self.nearest, strict=True):
             rows.append(f"nearest to {word}: " + ", ".join(f"{lb} {s:.3f}" for lb, s in near))
         return rows
@@ -52,6 +53,9 @@ class Similarity:
 def similarity(model: pretrained.Pretrained, words=None) -> Similarity:
     """The words' rows compared with each other, and each one's nearest rows in the table."""
     words = list(words or default_words(model.tokenizer))
+    for i, word in enumerate(words, 1):
+        if not word.strip():
+            raise ValueError(f"--words: word {i} of {len(words)} is empty")
     vocab_size = len(model.token_table)
     ids = [pretrained.single_token(model.tokenizer, vocab_size, w) for w in words]
     nearest = [
@@ -68,6 +72,7 @@ class Order:
     texts: tuple[str, str]
     position: str  # how position enters: "position" (a table) or "RoPE"
     found: dict[str, dict]  # backend -> pretrained.order_demo(...)
+    byte_level: bool  # the tokenizer keeps a word's leading space in its token
 
     def holds(self, name: str) -> bool:
         found = self.found[name]
@@ -82,10 +87,15 @@ class Order:
         rows = []
         if not self.same_tokens:
             labels = next(iter(self.found.values()))["labels"]
+            hint = (
+                "; with a byte-level BPE, give every word its leading space, "
+                "e.g. ' dog bites man' ' man bites dog'"
+                if self.byte_level
+                else ": give the same words in another order"
+            )
             rows.append(
                 "note: the two texts do not tokenize to the same tokens "
-                f"({labels[0]} vs {labels[1]}); with a byte-level BPE, give every word its "
-                "leading space, e.g. ' dog bites man' ' man bites dog'"
+                f"({labels[0]} vs {labels[1]}), so the claim cannot hold{hint}"
             )
         for name, found in self.found.items():
             rows.append(
@@ -99,8 +109,25 @@ class Order:
 def order(names, model: pretrained.Pretrained, texts=None) -> Order:
     """Both texts through every backend, without and with position."""
     texts = tuple(texts or default_texts(model.tokenizer))
+    if model.position_table is None and model.rope is None:
+        raise ValueError(
+            f"--demo order needs position, but {model.name} has no position table (and a file "
+            "carries no RoPE parameters): use a file with a position table, or --weights smollm2"
+        )
+    for i, text in enumerate(texts, 1):
+        if not text.strip():
+            raise ValueError(f"--texts: text {i} is empty")
+        length = len(model.tokenizer.encode(text))
+        if length > model.max_seq_len:
+            raise ValueError(
+                f"--texts: text {i} is {length} tokens but {model.name} has "
+                f"{model.max_seq_len} positions: shorten it"
+            )
+    if texts[0] == texts[1]:
+        raise ValueError("--texts gives the same text twice: give the same words in two orders")
     found = {name: pretrained.order_demo(backends.get(name), model, *texts) for name in names}
-    return Order(texts, "position" if model.position_table is not None else "RoPE", found)
+    position = "position" if model.position_table is not None else "RoPE"
+    return Order(texts, position, found, model.tokenizer.byte_level)
 
 
 def _same(same: bool) -> str:

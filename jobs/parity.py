@@ -7,7 +7,6 @@ to a float64 reference within the derived tolerance of ``backends.positional``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,7 +56,7 @@ class Run:
     labels: list[str]  # one per token of the first sequence, e.g. "king @ 2"
     token_ids: np.ndarray
     notes: list[str] = field(default_factory=list)  # printed under the setting
-    extras: Callable | None = None  # extras(subfigure) draws scheme plots under the heatmaps
+    scheme: dict = field(default_factory=dict)  # sinusoidal/RoPE settings, for their plots
 
     @property
     def exact(self) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import backends
-from drawing import schemes
+from backends import validation
 from jobs.parity import Run, run_learned, run_rope, run_sinusoidal
 
 SEED_TOKENS = (5, 10, 7, 21)
@@ -30,40 +30,43 @@ def run(
     base: float = 10000.0,
 ) -> Run:
     """Tables from ``backends.shared_weights(..., seed=seed)``; ``tokens`` as one sequence,
-    or with ``batch`` a random (batch, len(tokens)) batch drawn with the same seed."""
+    or with ``batch`` a random (batch, len(tokens)) batch drawn with the same seed (the
+    tokens then give T, and are still checked against the vocabulary)."""
     token_table, position_table = backends.shared_weights(
         vocab_size, dim, max_seq_len, seed=seed, dtype=dtype
     )
-    token_ids = np.array(tokens, dtype=np.int64)  # (T,)
+    token_ids = validation.check_token_ids(np.array(tokens, dtype=np.int64), vocab_size)  # (T,)
     if batch is not None:
         rng = np.random.default_rng(seed)
         token_ids = rng.integers(0, vocab_size, size=(batch, len(tokens)))  # (B, T)
     stop = start + token_ids.shape[-1]
-    extras = None
+    layout = layout or LAYOUTS.get(scheme)
     if scheme == "learned":
         results = run_learned(names, token_table, position_table, token_ids, start)
         heading = f"x = token_table[token_ids] + position_table[{start}:{stop}]"
     elif scheme == "sinusoidal":
-        layout = layout or LAYOUTS[scheme]
         results = run_sinusoidal(
             names, token_table, token_ids, start, max_seq_len, layout=layout, base=base
         )
-        heading = (
-            f"x = token_table[token_ids] + sinusoidal_table[{start}:{stop}]"
-            f"  (layout {layout}, base {base:g})"
-        )
-        extras = schemes.sinusoidal(dim, layout, base, max_seq_len, start, stop)
+        heading = f"x = token_table[token_ids] + sinusoidal_table[{start}:{stop}]"
     elif scheme == "rope":
-        layout = layout or LAYOUTS[scheme]
         results = run_rope(names, token_table, token_ids, start, layout=layout, base=base)
-        heading = (
-            f"x = rope(token_table[token_ids], positions {start}..{stop - 1})"
-            f"  (layout {layout}, base {base:g})"
-        )
-        extras = schemes.rope(results, token_table, token_ids, layout, base, max_seq_len)
+        heading = f"x = rope(token_table[token_ids], positions {start}..{stop - 1})"
     else:
         raise ValueError(f"unknown scheme {scheme!r}: use one of {', '.join(SCHEMES)}")
+    settings = {}
+    if scheme != "learned":
+        heading += f"  (layout {layout}, base {base:g})"
+        settings = {
+            "name": scheme,
+            "layout": layout,
+            "base": base,
+            "max_seq_len": max_seq_len,
+            "start": start,
+            "stop": stop,
+            "token_table": token_table,
+        }
     setting = f"vocab_size {vocab_size}, dim {dim}, max_seq_len {max_seq_len}, {dtype}, seed {seed}"
     first = token_ids if token_ids.ndim == 1 else token_ids[0]
     labels = [f"token #{t} @ pos {start + i}" for i, t in enumerate(first)]
-    return Run(results, heading, setting, labels, token_ids, extras=extras)
+    return Run(results, heading, setting, labels, token_ids, scheme=settings)

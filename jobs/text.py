@@ -11,8 +11,6 @@ import numpy as np
 from backends import pretrained, validation
 from jobs.parity import Run, run_learned, run_tokens
 
-PACKAGED = ("minilm", "smollm2")
-
 
 def load_model(
     weights: str = "minilm",
@@ -22,7 +20,7 @@ def load_model(
     position_key: str | None = None,
 ) -> pretrained.Pretrained:
     """A packaged model by name, or the tables of a file with the tokenizer named."""
-    if weights in PACKAGED:
+    if weights in pretrained.MODELS:
         if tokenizer is not None:
             raise ValueError(
                 f"{weights} has its own tokenizer: --tokenizer goes with --weights PATH"
@@ -65,7 +63,7 @@ def run(names, text: str, model: pretrained.Pretrained, *, dtype="float32", trun
         token_ids = token_ids[: model.max_seq_len]
     dtype = validation.resolve_dtype(dtype)
     token_table = model.token_table.astype(dtype, copy=False)
-    quoted = quote(text, count)
+    quoted = quote(text, count, embedded=len(token_ids))
     if model.position_table is not None:
         position_table = model.position_table.astype(dtype, copy=False)
         results = run_learned(names, token_table, position_table, token_ids, 0)
@@ -89,11 +87,13 @@ def run(names, text: str, model: pretrained.Pretrained, *, dtype="float32", trun
     return Run(results, heading, setting, labels, token_ids, notes)
 
 
-def quote(text: str, tokens: int, *, limit: int = 60) -> str:
-    """The text in quotes; a long one as its first and last words, with its token count."""
+def quote(text: str, tokens: int, *, embedded: int | None = None, limit: int = 60) -> str:
+    """The text in quotes; a long one as its first and last words, with its token count and,
+    when it was cut, how many of its tokens were embedded."""
     text = " ".join(text.split())
+    cut = "" if embedded in (None, tokens) else f", the first {embedded} embedded"
     if len(text) <= limit:
-        return f'"{text}"'
+        return f'"{text}"' + (f" ({tokens} tokens{cut})" if cut else "")
     words = text.split(" ")
     head, tail = " ".join(words[:5])[: limit // 2], " ".join(words[-3:])[-limit // 2 :]
-    return f'"{head} … {tail}" ({len(words)} words, {tokens} tokens)'
+    return f'"{head} … {tail}" ({len(words)} words, {tokens} tokens{cut})'

@@ -126,7 +126,10 @@ def test_a_differing_backend_exits_1(tmp_path, capsys, monkeypatch):
         (["--seed", "-1"], "--seed must be at least 0, got -1"),
         (["--words", "king"], "--words goes with --demo similarity, not the random-table"),
         (["--save-arrays", "a.npz"], "--save-arrays goes with --text, not the random-table"),
-        (["--weights", "minilm"], "--weights goes with --text or --demo, not the random-table demo"),
+        (
+            ["--weights", "minilm"],
+            "--weights goes with --text or --demo, not the random-table demo",
+        ),
         (["--weights", "/no/such/file.safetensors"], "--weights goes with --text or"),
         (["--text", "hi", "--tokens", "1"], "--tokens goes with the random-table demo (no --text"),
         (["--text", "hi", "--start", "0"], "--start goes with the random-table demo"),
@@ -137,7 +140,6 @@ def test_a_differing_backend_exits_1(tmp_path, capsys, monkeypatch):
         (["--demo", "similarity", "--dims", "0:8"], "--dims goes with"),
         (["--demo", "order", "--truncate"], "--truncate goes with --text, not --demo order"),
         (["--demo", "similarity", "--texts", "a", "b"], "--texts goes with --demo order"),
-        (["--demo", "order", "--text", "hi"], "--text goes with --text, not --demo order"),
         (["--tokenizer", "bert"], "--tokenizer goes with --text or --demo"),
         (["--dims", "abc"], "--dims must look like 0:32, got 'abc'"),
         (["--vocab-size", "0"], "--vocab-size must be at least 1, got 0"),
@@ -186,3 +188,18 @@ def test_right_bytes_in_the_wrong_dtype_differ(tmp_path, capsys, monkeypatch):
     row = next(line.split() for line in printed.splitlines() if line.startswith(name + " "))
     assert row[3] == "float16" and row[-1] == "NO"
     assert f"DIFFERS from the NumPy expression: {name}" in printed
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--text", "hi", "--demo", "order"], "--text and --demo are two modes: give one of them"),
+        (["--scheme", "rope", "--base", "0"], "--base must be positive and finite, got 0"),
+        (["--batch", "2", "--tokens", "200", "--vocab-size", "5"], "token id 200 at token_ids[0]"),
+        (["--start", "20"], "exceeds max_seq_len 16: start below 16"),
+    ],
+)
+def test_more_bad_arguments_exit_2_with_one_line(capsys, argv, expected):
+    assert compare.main(argv) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert expected in line

@@ -106,10 +106,11 @@ def test_ids_must_be_1d_or_2d(backend, tables, shape):
 @pytest.mark.parametrize(
     "start, length, expected",
     [
-        (-1, 4, "start -1 is negative (T 4, max_seq_len 16)"),
-        (13, 4, "start 13 + T 4 = 17 exceeds max_seq_len 16"),
+        (-1, 4, "start -1 is negative: positions count from 0"),
+        (13, 4, "start 13 + T 4 = 17 exceeds max_seq_len 16: use at most 3 tokens from start 13"),
+        (15, 2, "start 15 + T 2 = 17 exceeds max_seq_len 16: use at most 1 token from start 15"),
         (0, 17, "start 0 + T 17 = 17 exceeds max_seq_len 16"),
-        (17, 0, "start 17 + T 0 = 17 exceeds max_seq_len 16"),
+        (17, 0, "start 17 + T 0 = 17 exceeds max_seq_len 16: start below 16"),
     ],
 )
 def test_positions_outside_the_table_are_a_value_error(backend, tables, start, length, expected):

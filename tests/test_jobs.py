@@ -110,3 +110,18 @@ def test_labels_show_spaces():
     labels = {0: " king", 1: "king", 2: "\n"}
     tokenizer = Tokenizer("t", None, labels.__getitem__, 3, byte_level=True)
     assert tokenizer.labels([0, 1, 2]) == ["␣king", "king", "↵"]
+
+
+def test_a_cut_text_says_how_much_was_embedded():
+    assert (
+        text.quote("dog bites man", 600, embedded=512)
+        == '"dog bites man" (600 tokens, the first 512 embedded)'
+    )
+    assert text.quote("dog bites man", 5, embedded=5) == '"dog bites man"'
+
+
+def test_the_similarity_table_fits_long_labels():
+    found = demos.Similarity("src", ["␣king", "␣butterfly"], np.eye(2), [[], []])
+    header, first, second = found.lines()[1:4]
+    assert header.split() == ["␣king", "␣butterfly"]
+    assert first.split() == ["␣king", "1.000", "0.000"] and second.split()[0] == "␣butterfly"

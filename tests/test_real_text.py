@@ -193,7 +193,7 @@ def test_truncated_text_is_quoted_by_its_ends(tmp_path, capsys, minilm):
     heading = printed.splitlines()[0]
     assert code == 0 and len(heading) < 150
     assert heading.endswith(
-        'text "first word word word word … word word last" (602 words, 604 tokens)'
+        'text "first word word word word … word word last" (602 words, 604 tokens, the first 512 embedded)'
     )
 
 
@@ -256,3 +256,89 @@ def test_the_order_demo_holds_on_a_rope_model_by_default(tmp_path, capsys, smoll
     assert printed.count(
         "token rows only: the same rows (reordered); token + RoPE: different rows"
     ) == len(NAMES)
+
+
+def test_the_order_demo_needs_position(tmp_path, capsys, minilm):
+    path = tmp_path / "tokens-only.npz"
+    np.savez(path, token_table=minilm.token_table)
+    code, _, err = run_cli(
+        capsys,
+        "--demo",
+        "order",
+        "--weights",
+        str(path),
+        "--tokenizer",
+        "bert",
+        "--out",
+        str(tmp_path / "o.png"),
+    )
+    [line] = err.splitlines()
+    assert code == 2 and "--demo order needs position, but tokens-only.npz has no position" in line
+
+
+@pytest.mark.parametrize(
+    "texts, expected",
+    [
+        (["", "dog"], "--texts: text 1 is empty"),
+        (["dog bites man", "dog bites man"], "--texts gives the same text twice"),
+        (["word " * 600, "dog"], "--texts: text 1 is 602 tokens but minilm has 512 positions"),
+    ],
+    ids=["empty", "same", "too-long"],
+)
+def test_bad_texts_name_the_flag(tmp_path, capsys, minilm, texts, expected):
+    code, _, err = run_cli(
+        capsys, "--demo", "order", "--texts", *texts, "--out", str(tmp_path / "o.png")
+    )
+    assert code == 2 and expected in err
+
+
+def test_an_empty_word_names_the_flag(tmp_path, capsys, minilm):
+    code, _, err = run_cli(
+        capsys, "--demo", "similarity", "--words", "king", " ", "--out", str(tmp_path / "s.png")
+    )
+    assert code == 2 and "--words: word 2 of 2 is empty" in err
+
+
+def test_texts_of_other_words_get_a_note_that_suits_the_tokenizer(tmp_path, capsys, minilm):
+    code, printed, _ = run_cli(
+        capsys,
+        "--demo",
+        "order",
+        "--texts",
+        "dog bites man",
+        "cat eats fish",
+        "--out",
+        str(tmp_path / "o.png"),
+    )
+    assert code == 1 and "so the claim cannot hold: give the same words in another order" in printed
+    assert "byte-level" not in printed
+
+
+def test_the_similarity_demo_runs_no_backend(tmp_path, capsys, minilm, monkeypatch):
+    def refuse(name):
+        raise AssertionError(f"imported backend {name}")
+
+    monkeypatch.setattr(backends, "get", refuse)
+    code, _, _ = run_cli(capsys, "--demo", "similarity", "--out", str(tmp_path / "s.png"))
+    assert code == 0
+
+
+def test_demo_pictures_stay_a_readable_size(tmp_path, capsys, minilm):
+    from drawing import pyplot
+    from drawing.heatmaps import MAX_HEIGHT
+
+    words = ["king", "queen", "man", "woman", "car", "truck", "paris", "france"] * 10
+    run_cli(capsys, "--demo", "similarity", "--words", *words, "--out", str(tmp_path / "s.png"))
+    long_a, long_b = " ".join(["dog bites man"] * 60), " ".join(["man bites dog"] * 60)
+    code, _, _ = run_cli(
+        capsys, "--demo", "order", "--texts", long_a, long_b, "--out", str(tmp_path / "o.png")
+    )
+    assert code == 0
+    for name in ("s.png", "o.png"):
+        height, width = pyplot().imread(tmp_path / name).shape[:2]
+        assert height <= MAX_HEIGHT * 110 + 1 and width <= 2000, (name, height, width)
+
+
+def test_a_folder_is_not_a_weights_file(tmp_path, capsys):
+    code, _, err = run_on_file(capsys, tmp_path, tmp_path)
+    assert code == 2 and f"{tmp_path} is not a file" in err
