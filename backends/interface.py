@@ -6,13 +6,28 @@ A backend is a module (``backends.numpy_backend``, ``backends.torch_backend``,
 ``name``
     The framework's import name: ``"numpy"``, ``"torch"`` or ``"jax"``.
 ``TokenPositionEmbedding(token_table, position_table=None, *, positions="learned",
-max_seq_len=None, base=10000.0, layout="interleaved")``
+max_seq_len=None, base=10000.0, layout="interleaved", padding_idx=None,
+scale_grad_by_freq=False)``
     The input layer of a transformer. ``token_table`` is (vocab_size, dim) and
     ``position_table`` (max_seq_len, dim): NumPy arrays of one dtype out of
     float64, float32, float16 and bfloat16 (``ml_dtypes.bfloat16``). The layer
     holds copies as the framework's own parameters. ``positions="sinusoidal"``
     builds the table natively instead (max_seq_len rows, ``base``, ``layout``);
     ``positions="none"`` adds no position at all (RoPE applies it later).
+    ``padding_idx`` and ``scale_grad_by_freq`` mean what they mean for
+    ``torch.nn.Embedding``: the padding row is returned as stored and never
+    learns; each token row's gradient is divided by its id's count in the input.
+``gradients(layer, token_ids, upstream, start=0, *, sparse=False)``
+    The backward pass: {"token_table": ..., "position_table": ...} (the second
+    only for learned positions), d(loss)/d(table) for upstream = d(loss)/d(output)
+    of the output's shape and dtype, as the framework's arrays. NumPy by hand
+    (``np.add.at``), torch by autograd, JAX by ``jax.vjp``. With sparse=True the
+    token gradient is (indices (K,), rows (K, dim)): the distinct ids, ascending,
+    and each one's summed row. Row v of the token gradient is the sum of
+    upstream[..., t, :] over every position with id v; row start + t of the
+    position gradient is the sum over the batch. Bit-identical across backends
+    where a row has at most two terms; beyond that the frameworks sum in their own
+    order and agree within n * eps * sum(|terms|) (tests/test_gradients.py).
 ``sinusoidal_table(num_positions, dim, *, base, layout, dtype)``
     The fixed (num_positions, dim) table, layout "interleaved" or "concat".
 ``apply_rope(x, positions, *, base, layout, scaling)``
@@ -60,6 +75,8 @@ class Layer(Protocol):
     dim: int
     max_seq_len: int | None  # None for positions="none": no table, no limit
     dtype: np.dtype
+    padding_idx: int | None  # in [0, vocab_size), or None
+    scale_grad_by_freq: bool
 
     def __call__(self, token_ids: Any, start: int = 0, *, out: Any = None) -> Any: ...
 
@@ -74,5 +91,9 @@ class Backend(Protocol):
     def TokenPositionEmbedding(
         self, token_table: np.ndarray, position_table: np.ndarray
     ) -> Layer: ...
+
+    def gradients(
+        self, layer: Layer, token_ids: Any, upstream: Any, start: int = 0, *, sparse: bool = False
+    ) -> dict[str, Any]: ...
 
     def to_numpy(self, array: Any) -> np.ndarray: ...

@@ -74,7 +74,8 @@ class TokenPositionEmbedding:
 
     positions="learned": ``params`` holds both tables; "sinusoidal": ``params`` holds the
     token table and the fixed sinusoidal table sits beside it in ``constants``; "none":
-    token rows only.
+    token rows only. padding_idx and scale_grad_by_freq shape the gradient only (see
+    gradients).
     """
 
     def __init__(
@@ -86,6 +87,8 @@ class TokenPositionEmbedding:
         max_seq_len: int | None = None,
         base: float = 10000.0,
         layout: str = "interleaved",
+        padding_idx: int | None = None,
+        scale_grad_by_freq: bool = False,
     ):
         token_table, position_table, self.max_seq_len = validation.check_layer(
             token_table, position_table, positions, max_seq_len, base, layout
@@ -93,6 +96,10 @@ class TokenPositionEmbedding:
         self.positions = positions
         self.vocab_size, self.dim = token_table.shape
         self.dtype = token_table.dtype
+        self.padding_idx = validation.check_embedding_options(
+            padding_idx, scale_grad_by_freq, self.vocab_size
+        )
+        self.scale_grad_by_freq = bool(scale_grad_by_freq)
         self.params = {"token_table": _to_device(token_table)}
         self.constants = {}
         if positions == "learned":
@@ -147,6 +154,69 @@ class TokenPositionEmbedding:
 
     def _tables(self) -> dict[str, jax.Array]:
         return {**self.params, **self.constants} if self.constants else self.params
+
+
+def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = False) -> dict:
+    """``jax.vjp`` of the pure forward function with respect to ``layer.params``.
+
+    {"token_table": (vocab_size, dim), "position_table": (max_seq_len, dim) when positions
+    are learned}, as JAX arrays. The vjp of a gather is a scatter-add; padding_idx then
+    zeroes its row and scale_grad_by_freq divides each row by its id's count. With
+    sparse=True the token gradient is (indices (K,), rows (K, dim)), summed with
+    ``jax.ops.segment_sum`` over the distinct ids, which the host finds (shapes are static).
+    """
+    validation.check_gradients_call(sparse, layer.scale_grad_by_freq)
+    host_ids, start = validation.check_call(
+        validation.as_host(token_ids), start, layer.vocab_size, layer.max_seq_len
+    )
+    if not isinstance(upstream, jax.Array):
+        upstream = np.asarray(upstream)
+    validation.check_upstream(
+        upstream.shape, np.dtype(upstream.dtype).name, (*host_ids.shape, layer.dim), layer.dtype
+    )
+    ids = _device_ids(token_ids, host_ids)
+    flat = host_ids.reshape(-1)
+    with _precision(layer.dtype):
+        if sparse:
+            keep = flat != layer.padding_idx  # all True without padding
+            indices, inverse = np.unique(flat[keep], return_inverse=True)
+            rows = jnp.asarray(upstream).reshape(-1, layer.dim)[keep]  # (N', dim)
+            summed = _segment_sum(rows, inverse, len(indices))
+            grads = {"token_table": (jnp.asarray(indices.astype(np.int32)), summed)}
+            if layer.positions == "learned":
+                grads["position_table"] = _vjp(layer, ids, start, upstream)["position_table"]
+            return grads
+        grads = _vjp(layer, ids, start, upstream)
+        token = grads["token_table"]
+        if layer.scale_grad_by_freq:
+            counts = validation.id_counts(flat, layer.vocab_size)
+            token = token / np.maximum(counts, 1)[:, None].astype(layer.dtype)
+        if layer.padding_idx is not None:
+            token = token.at[layer.padding_idx].set(0)
+        return {**grads, "token_table": token}
+
+
+def _vjp(layer, ids, start, upstream) -> dict[str, jax.Array]:
+    with_positions = layer.positions != "none"
+    return _backward(layer.params, layer.constants, ids, start, upstream, with_positions)
+
+
+@partial(jax.jit, static_argnames="with_positions")
+def _backward(params, constants, token_ids, start, upstream, with_positions: bool):
+    def forward(params):  # the layer's output as a pure function of its trainable tables
+        tables = {**params, **constants}
+        if with_positions:
+            return embed(tables, token_ids, start)
+        return embed_tokens(tables, token_ids)
+
+    _, pullback = jax.vjp(forward, params)
+    (grads,) = pullback(upstream)
+    return grads
+
+
+@partial(jax.jit, static_argnames="num_segments")
+def _segment_sum(rows, segment_ids, num_segments: int) -> jax.Array:
+    return jax.ops.segment_sum(rows, segment_ids, num_segments=num_segments)
 
 
 def sinusoidal_table(

@@ -16,6 +16,7 @@ class TokenPositionEmbedding:
 
     positions="learned": position_table (max_seq_len, dim) is given; "sinusoidal": the
     table is built here from max_seq_len, base and layout; "none": token rows only.
+    padding_idx and scale_grad_by_freq shape the gradient only (see gradients).
     """
 
     def __init__(
@@ -27,6 +28,8 @@ class TokenPositionEmbedding:
         max_seq_len: int | None = None,
         base: float = 10000.0,
         layout: str = "interleaved",
+        padding_idx: int | None = None,
+        scale_grad_by_freq: bool = False,
     ):
         token_table, position_table, self.max_seq_len = validation.check_layer(
             token_table, position_table, positions, max_seq_len, base, layout
@@ -34,6 +37,10 @@ class TokenPositionEmbedding:
         self.positions = positions
         self.vocab_size, self.dim = token_table.shape
         self.dtype = token_table.dtype
+        self.padding_idx = validation.check_embedding_options(
+            padding_idx, scale_grad_by_freq, self.vocab_size
+        )
+        self.scale_grad_by_freq = bool(scale_grad_by_freq)
         # Copies the layer owns, as the torch and JAX layers own theirs.
         self.token_table = token_table.copy()
         if positions == "sinusoidal":
@@ -95,6 +102,47 @@ class TokenPositionEmbedding:
         # mode="clip" writes straight into the result, where the default mode="raise"
         # buffers a copy; it never clips, because the ids were checked first.
         return np.take(self.token_table, token_ids, axis=0, mode="clip", out=out)
+
+
+def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = False) -> dict:
+    """The backward pass, by hand: d(loss)/d(table) for each trainable table, given
+    upstream = d(loss)/d(output), of the output's shape and dtype.
+
+    {"token_table": (vocab_size, dim), "position_table": (max_seq_len, dim) when positions
+    are learned}. With sparse=True the token gradient is (indices (K,), rows (K, dim)): the
+    distinct ids in ascending order and each one's summed row.
+    """
+    validation.check_gradients_call(sparse, layer.scale_grad_by_freq)
+    token_ids, start = validation.check_call(
+        validation.as_host(token_ids), start, layer.vocab_size, layer.max_seq_len
+    )
+    upstream = np.asarray(upstream)
+    validation.check_upstream(
+        upstream.shape, upstream.dtype, token_ids.shape + (layer.dim,), layer.dtype
+    )
+    ids, rows = token_ids.reshape(-1), upstream.reshape(-1, layer.dim)  # (N,), (N, dim)
+    if layer.scale_grad_by_freq:  # each term divided by its id's count, as torch does
+        counts = validation.id_counts(ids, layer.vocab_size)[ids]
+        rows = (rows / counts[:, None].astype(rows.dtype)).astype(layer.dtype)
+    if layer.padding_idx is not None:  # the padding row never learns
+        keep = ids != layer.padding_idx
+        ids, rows = ids[keep], rows[keep]
+    # A scatter-add: np.add.at adds every term, in order. `grad[ids] += rows` would not:
+    # with a repeated id it keeps only the last row.
+    if sparse:
+        indices, inverse = np.unique(ids, return_inverse=True)  # sorted distinct ids
+        summed = np.zeros((len(indices), layer.dim), layer.dtype)
+        np.add.at(summed, inverse, rows)
+        grads = {"token_table": (indices, summed)}
+    else:
+        grads = {"token_table": np.zeros((layer.vocab_size, layer.dim), layer.dtype)}
+        np.add.at(grads["token_table"], ids, rows)
+    if layer.positions == "learned":  # position row start + t gets the batch's sum at t
+        position = np.zeros((layer.max_seq_len, layer.dim), layer.dtype)
+        length = token_ids.shape[-1]
+        position[start : start + length] = upstream.sum(axis=0) if upstream.ndim == 3 else upstream
+        grads["position_table"] = position
+    return grads
 
 
 def sinusoidal_table(

@@ -30,7 +30,8 @@ class TokenPositionEmbedding(nn.Module):
 
     positions="learned": two trainable nn.Embedding tables; "sinusoidal": a trainable
     token nn.Embedding and a fixed sinusoidal buffer built here from max_seq_len, base
-    and layout; "none": the token nn.Embedding only.
+    and layout; "none": the token nn.Embedding only. padding_idx and scale_grad_by_freq are
+    nn.Embedding's own options on the token table.
     """
 
     def __init__(
@@ -42,6 +43,8 @@ class TokenPositionEmbedding(nn.Module):
         max_seq_len: int | None = None,
         base: float = 10000.0,
         layout: str = "interleaved",
+        padding_idx: int | None = None,
+        scale_grad_by_freq: bool = False,
     ):
         super().__init__()
         token_table, position_table, self.max_seq_len = validation.check_layer(
@@ -49,8 +52,17 @@ class TokenPositionEmbedding(nn.Module):
         )
         self.positions = positions
         self.vocab_size, self.dim = token_table.shape
-        # Trainable (freeze=False), like a model's own embeddings.
-        self.token = nn.Embedding.from_pretrained(_from_numpy(token_table), freeze=False)
+        padding_idx = validation.check_embedding_options(
+            padding_idx, scale_grad_by_freq, self.vocab_size
+        )
+        # Trainable (freeze=False), like a model's own embeddings. from_pretrained keeps the
+        # padding row as stored; nn.Embedding's backward keeps its gradient at zero.
+        self.token = nn.Embedding.from_pretrained(
+            _from_numpy(token_table),
+            freeze=False,
+            padding_idx=padding_idx,
+            scale_grad_by_freq=bool(scale_grad_by_freq),
+        )
         if positions == "learned":
             self.position = nn.Embedding.from_pretrained(_from_numpy(position_table), freeze=False)
         elif positions == "sinusoidal":
@@ -58,6 +70,14 @@ class TokenPositionEmbedding(nn.Module):
                 self.max_seq_len, self.dim, base=base, layout=layout, dtype=token_table.dtype
             )
             self.register_buffer("position_table", table, persistent=False)  # fixed, not trained
+
+    @property
+    def padding_idx(self) -> int | None:
+        return self.token.padding_idx
+
+    @property
+    def scale_grad_by_freq(self) -> bool:
+        return self.token.scale_grad_by_freq
 
     @property
     def dtype(self) -> np.dtype:
@@ -138,6 +158,50 @@ class TokenPositionEmbedding(nn.Module):
             host_ids = host_ids.astype(np.int64)  # the checked ids fit
         ids = _as_tensor(host_ids)
         return ids if device.type == "cpu" else ids.to(device)
+
+
+def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = False) -> dict:
+    """Autograd: the module's output, then ``backward(upstream)``; the tables' ``.grad``.
+
+    {"token_table": (vocab_size, dim), "position_table": (max_seq_len, dim) when positions
+    are learned}, as tensors. With sparse=True the token table is looked up as
+    nn.Embedding(sparse=True) does, and its sparse COO gradient, coalesced, is returned as
+    (indices (K,), rows (K, dim)).
+    """
+    validation.check_gradients_call(sparse, layer.scale_grad_by_freq)
+    host_ids, start = validation.check_call(
+        _host_ints(token_ids), start, layer.vocab_size, layer.max_seq_len
+    )
+    weight = layer.token.weight
+    if not isinstance(upstream, torch.Tensor):
+        upstream = _as_tensor(np.asarray(upstream))
+    dtype_name = str(upstream.dtype).removeprefix("torch.")
+    validation.check_upstream(
+        upstream.shape,
+        validation.DTYPES.get(dtype_name, dtype_name),  # bfloat16 has no NumPy name of its own
+        (*host_ids.shape, layer.dim),
+        layer.dtype,
+    )
+    tables = [p for p in layer.parameters() if p.requires_grad]
+    for table in tables:
+        table.grad = None  # a fresh gradient, not one accumulated over earlier calls
+    layer.token.sparse = sparse  # read by nn.Embedding.forward on each call
+    try:
+        with torch.enable_grad():
+            layer(token_ids, start).backward(upstream.to(weight.device))
+    finally:
+        layer.token.sparse = False
+    grads = {}
+    if sparse:
+        grad = weight.grad.coalesce()  # sums the rows of a repeated id, sorts the ids
+        grads["token_table"] = (grad.indices()[0], grad.values())
+    else:
+        grads["token_table"] = weight.grad
+    if layer.positions == "learned":
+        grads["position_table"] = layer.position.weight.grad
+    for table in tables:
+        table.grad = None
+    return grads
 
 
 def sinusoidal_table(

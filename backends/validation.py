@@ -345,3 +345,57 @@ def check_has_positions(positions: str) -> None:
             'this layer was built with positions="none": it has no position table '
             "(position enters later, e.g. through apply_rope)"
         )
+
+
+# --- gradients ----------------------------------------------------------------------
+
+
+def check_embedding_options(padding_idx, scale_grad_by_freq, vocab_size: int) -> int | None:
+    """``padding_idx`` and ``scale_grad_by_freq`` with torch.nn.Embedding's meaning.
+
+    padding_idx: None, or an integer in [-vocab_size, vocab_size), negative counting from
+    the end as torch does; returned in [0, vocab_size). Raises TypeError or ValueError.
+    """
+    if not isinstance(scale_grad_by_freq, bool | np.bool_):
+        raise TypeError(f"scale_grad_by_freq must be True or False, got {scale_grad_by_freq!r}")
+    if padding_idx is None:
+        return None
+    padding_idx = _integer(padding_idx, "padding_idx")
+    if not -vocab_size <= padding_idx < vocab_size:
+        raise ValueError(
+            f"padding_idx {padding_idx} is out of range for vocab_size {vocab_size}: "
+            f"use an id in [0, {vocab_size - 1}] (or [-{vocab_size}, -1] from the end), or None"
+        )
+    return padding_idx % vocab_size
+
+
+def check_gradients_call(sparse, scale_grad_by_freq: bool) -> None:
+    """gradients(..., sparse=): a bool, and not with scale_grad_by_freq (torch refuses the
+    pair: "scale_grad_by_freq not supported with sparse gradients"), the same everywhere."""
+    if not isinstance(sparse, bool | np.bool_):
+        raise TypeError(f"sparse must be True or False, got {sparse!r}")
+    if sparse and scale_grad_by_freq:
+        raise ValueError(
+            "sparse=True cannot be combined with scale_grad_by_freq (torch.nn.Embedding "
+            "refuses it): use the dense gradient, or build the layer without scale_grad_by_freq"
+        )
+
+
+def check_upstream(shape: tuple, dtype, expected_shape: tuple, expected_dtype) -> None:
+    """The upstream gradient has the output's shape and dtype (dtypes as NumPy names them)."""
+    if tuple(shape) != tuple(expected_shape):
+        raise ValueError(
+            f"upstream has shape {tuple(shape)}, but the layer's output for these ids has shape "
+            f"{tuple(expected_shape)}: pass dL/d(output), one row per token"
+        )
+    if str(dtype) != np.dtype(expected_dtype).name:
+        raise TypeError(
+            f"upstream is {dtype}, but the layer's tables are "
+            f"{np.dtype(expected_dtype)}: cast upstream to the tables' dtype"
+        )
+
+
+def id_counts(token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
+    """How often each id occurs in the whole input, (vocab_size,) int64 (for
+    scale_grad_by_freq: each row's gradient is divided by its id's count)."""
+    return np.bincount(token_ids.reshape(-1), minlength=vocab_size)

@@ -65,8 +65,10 @@ def test_every_backend_has_the_interface(backend):
     token_table, position_table = backends.shared_weights(7, 3, 5)
     layer = backend.TokenPositionEmbedding(token_table, position_table)
     assert (layer.vocab_size, layer.dim, layer.max_seq_len, layer.dtype) == (7, 3, 5, np.float32)
+    assert (layer.padding_idx, layer.scale_grad_by_freq) == (None, False)
     for method in ("token_embeddings", "position_embeddings"):
         assert callable(getattr(layer, method))
+    assert callable(backend.gradients)
     assert isinstance(backend.to_numpy(layer([1])), np.ndarray)
 
 

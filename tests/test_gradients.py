@@ -1,0 +1,187 @@
+"""The backward pass on every backend: the scatter-add of the token gradient, the batch sum of
+the position gradient, torch.nn.Embedding's padding_idx and scale_grad_by_freq, dense and
+sparse, held to a float64 oracle; and the same errors for bad options everywhere."""
+
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import backends
+from tests.conftest import native
+
+DTYPES = list(backends.DTYPES)
+VOCAB, DIM, MAX_SEQ_LEN = 12, 5, 8
+
+# ids of each case; "exact": no row of either gradient sums more than two terms
+CASES = {
+    "distinct": (np.array([3, 1, 4]), True),
+    "pairs": (np.array([[1, 2, 1], [2, 5, 5]]), True),
+    "repeated": (np.array([[7, 7, 7, 7], [7, 2, 7, 2], [2, 2, 2, 9]]), False),
+    "all-equal": (np.full((1, 6), 4), False),
+    "empty": (np.zeros((2, 0), dtype=np.int64), True),
+}
+OPTIONS = {  # (padding_idx, scale_grad_by_freq); 7 and 2 are repeated ids above, 4 as well
+    "plain": (None, False),
+    "padding": (7, False),
+    "scaled": (None, True),
+    "padding-scaled": (2, True),
+}
+
+
+def oracle(ids, upstream, start, padding_idx, scale):
+    """float64 gradients, and per element the sum of |terms| and the number of terms."""
+    flat, rows = ids.reshape(-1), upstream.reshape(-1, DIM).astype(np.float64)
+    if scale:
+        rows = rows / np.bincount(flat, minlength=VOCAB)[flat][:, None]
+    keep = flat != padding_idx
+    token, absolute = np.zeros((VOCAB, DIM)), np.zeros((VOCAB, DIM))
+    np.add.at(token, flat[keep], rows[keep])
+    np.add.at(absolute, flat[keep], np.abs(rows[keep]))
+    terms = np.bincount(flat[keep], minlength=VOCAB)[:, None]
+    position, position_abs = np.zeros((MAX_SEQ_LEN, DIM)), np.zeros((MAX_SEQ_LEN, DIM))
+    batch = (upstream if upstream.ndim == 3 else upstream[None]).astype(np.float64)  # (B, T, dim)
+    position[start : start + ids.shape[-1]] = batch.sum(axis=0)
+    position_abs[start : start + ids.shape[-1]] = np.abs(batch).sum(axis=0)
+    return (token, absolute, terms), (position, position_abs, len(batch))
+
+
+def bound(dtype, terms, absolute):
+    """How far a sum of n terms, each addition rounded to ``dtype``, may land from the exact
+    sum, in any order: (n - 1) * eps * sum(|terms|) to first order (recursive summation,
+    Higham, Accuracy and Stability of Numerical Algorithms, 4.2), plus one more eps per
+    term where scale_grad_by_freq rounds each term before it is added: n * eps * sum(|terms|).
+    """
+    eps = float(ml_dtypes.finfo(np.dtype(dtype)).eps)
+    return terms * eps * absolute
+
+
+def check(result, expected, exact, dtype):
+    value, absolute, terms = expected
+    if exact:  # one rounding of an exact sum: correctly rounded, whatever the order
+        np.testing.assert_array_equal(result, value.astype(dtype))
+    else:
+        assert result.dtype == np.dtype(dtype)
+        error = np.abs(result.astype(np.float64) - value)
+        assert np.all(error <= bound(dtype, terms, absolute)), error.max()
+
+
+def scatter(indices, rows, dtype):
+    dense = np.zeros((VOCAB, DIM), dtype)
+    dense[indices] = rows
+    return dense
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", list(CASES))
+def test_gradients_are_the_scatter_add_and_the_batch_sum(backend, case, dtype):
+    ids, exact = CASES[case]
+    token_table, position_table = backends.shared_weights(VOCAB, DIM, MAX_SEQ_LEN, dtype=dtype)
+    upstream = np.random.default_rng(1).standard_normal((*ids.shape, DIM)).astype(dtype)
+    start = 1
+    for option, (padding_idx, scale) in OPTIONS.items():
+        layer = backend.TokenPositionEmbedding(
+            token_table, position_table, padding_idx=padding_idx, scale_grad_by_freq=scale
+        )
+        token, position = oracle(ids, upstream, start, padding_idx, scale)
+        grads = backend.gradients(layer, ids, upstream, start)
+        assert set(grads) == {"token_table", "position_table"}, option
+        dense = backend.to_numpy(grads["token_table"])
+        check(dense, token, exact, dtype)
+        check(backend.to_numpy(grads["position_table"]), position, exact, dtype)
+        if padding_idx is not None:
+            assert not dense[padding_idx].any()  # the padding row never learns
+        if scale:
+            continue  # torch refuses sparse with scale_grad_by_freq; so does every backend
+        indices, rows = (
+            backend.to_numpy(a)
+            for a in backend.gradients(layer, native(backend, ids), upstream, start, sparse=True)[
+                "token_table"
+            ]
+        )
+        present = np.unique(ids[ids != padding_idx]) if padding_idx is not None else np.unique(ids)
+        np.testing.assert_array_equal(indices, present)  # the distinct ids, ascending
+        assert rows.shape == (len(present), DIM) and rows.dtype == np.dtype(dtype)
+        check(scatter(indices, rows, dtype), token, exact, dtype)
+
+
+def test_backends_agree_bitwise_where_rows_have_two_terms(backend):
+    ids = np.array([[0, 3, 3, 1], [1, 2, 0, 2]])  # every id twice, B = 2
+    token_table, position_table = backends.shared_weights(VOCAB, DIM, MAX_SEQ_LEN)
+    upstream = np.random.default_rng(2).standard_normal((2, 4, DIM)).astype(np.float32)
+    reference = backends.get("numpy")
+    expected = reference.gradients(
+        reference.TokenPositionEmbedding(token_table, position_table), ids, upstream
+    )
+    grads = backend.gradients(
+        backend.TokenPositionEmbedding(token_table, position_table), native(backend, ids), upstream
+    )
+    for name in ("token_table", "position_table"):
+        np.testing.assert_array_equal(backend.to_numpy(grads[name]), expected[name])
+
+
+def test_learned_positions_only_get_a_position_gradient(backend):
+    token_table, _ = backends.shared_weights(VOCAB, 4, 1)  # even dim, for the sinusoidal table
+    upstream = np.ones((3, 4), np.float32)
+    sinusoidal = backend.TokenPositionEmbedding(token_table, positions="sinusoidal", max_seq_len=8)
+    none = backend.TokenPositionEmbedding(token_table, positions="none")
+    for layer in (sinusoidal, none):
+        grads = backend.gradients(layer, [1, 1, 2], upstream)
+        assert list(grads) == ["token_table"]
+        np.testing.assert_array_equal(backend.to_numpy(grads["token_table"])[1], np.full(4, 2.0))
+
+
+def test_the_padding_row_is_returned_as_stored(backend):
+    token_table, position_table = backends.shared_weights(VOCAB, DIM, MAX_SEQ_LEN)
+    layer = backend.TokenPositionEmbedding(token_table, position_table, padding_idx=-1)
+    assert layer.padding_idx == VOCAB - 1  # counted from the end, as torch does
+    y = backend.to_numpy(layer([VOCAB - 1, 0]))
+    np.testing.assert_array_equal(y, token_table[[VOCAB - 1, 0]] + position_table[:2])
+
+
+@pytest.mark.parametrize(
+    "options, error, message",
+    [
+        ({"padding_idx": VOCAB}, ValueError, "padding_idx 12 is out of range for vocab_size 12"),
+        ({"padding_idx": -VOCAB - 1}, ValueError, "padding_idx -13 is out of range"),
+        ({"padding_idx": 1.0}, TypeError, "padding_idx must be an integer, got 1.0"),
+        ({"padding_idx": True}, TypeError, "padding_idx must be an integer, got True"),
+        ({"scale_grad_by_freq": 1}, TypeError, "scale_grad_by_freq must be True or False"),
+    ],
+)
+def test_bad_options_are_refused_the_same_way(backend, options, error, message):
+    token_table, position_table = backends.shared_weights(VOCAB, DIM, MAX_SEQ_LEN)
+    with pytest.raises(error, match=message):
+        backend.TokenPositionEmbedding(token_table, position_table, **options)
+
+
+@pytest.mark.parametrize(
+    "upstream, sparse, error, message",
+    [
+        (np.ones((3, DIM), np.float32), False, ValueError, "upstream has shape (3, 5)"),
+        (np.ones((2, DIM), np.float64), False, TypeError, "upstream is float64"),
+        (np.ones((2, DIM), np.float32), "yes", TypeError, "sparse must be True or False"),
+    ],
+)
+def test_bad_gradient_calls_are_refused_the_same_way(backend, upstream, sparse, error, message):
+    token_table, position_table = backends.shared_weights(VOCAB, DIM, MAX_SEQ_LEN)
+    layer = backend.TokenPositionEmbedding(token_table, position_table)
+    with pytest.raises(error, match=re.escape(message)):
+        backend.gradients(layer, [1, 2], upstream, sparse=sparse)
+
+
+def test_sparse_with_scale_grad_by_freq_is_refused_everywhere(backend):
+    token_table, position_table = backends.shared_weights(VOCAB, DIM, MAX_SEQ_LEN)
+    layer = backend.TokenPositionEmbedding(token_table, position_table, scale_grad_by_freq=True)
+    with pytest.raises(ValueError, match="sparse=True cannot be combined with scale_grad_by_freq"):
+        backend.gradients(layer, [1, 2], np.ones((2, DIM), np.float32), sparse=True)
+
+
+def test_bad_ids_raise_before_any_gradient(backend):
+    token_table, position_table = backends.shared_weights(VOCAB, DIM, MAX_SEQ_LEN)
+    layer = backend.TokenPositionEmbedding(token_table, position_table)
+    with pytest.raises(IndexError, match="token id 12 at token_ids\\[1\\]"):
+        backend.gradients(layer, [1, 12], np.ones((2, DIM), np.float32))
+    with pytest.raises(ValueError, match="exceeds max_seq_len 8"):
+        backend.gradients(layer, [1, 2], np.ones((2, DIM), np.float32), start=7)
