@@ -6,6 +6,7 @@
     python compare.py --scheme rope
     python compare.py --text "the king and the queen drove a car"     # real tables (MiniLM)
     python compare.py --demo similarity                               # or --demo order
+    python compare.py train --dtype float64                           # learning the tables
 
 Prints a parity table and writes a picture. This file only parses the command line,
 checks that every flag given belongs to the chosen mode, dispatches to a job (``jobs/``),
@@ -21,6 +22,8 @@ import math
 import os
 import sys
 
+import numpy as np
+
 import backends
 from backends import pretrained
 from jobs import demos, parity, seed, text
@@ -30,7 +33,7 @@ SCHEME = {"scheme", "layout", "base"}
 RANDOM = {"tokens", "vocab_size", "dim", "max_seq_len", "start", "batch", "seed"}
 REAL = {"weights", "tokenizer", "token_key", "position_key"}
 MODES = {
-    "seed": SCHEME | RANDOM | {"dtype", "dims", "backends"},
+    "seed": SCHEME | RANDOM | {"dtype", "dims", "backends", "weights", "token_key", "position_key"},
     "text": REAL | {"text", "truncate", "save_arrays", "dtype", "dims", "backends"},
     "similarity": REAL | {"demo", "words"},
     "order": REAL | {"demo", "texts", "dims", "backends"},
@@ -38,7 +41,7 @@ MODES = {
 EVERY_MODE = {"out", "show"}
 AT_LEAST = {"seed": 0, "vocab_size": 1, "dim": 1, "max_seq_len": 1, "batch": 1}
 MODE_NAMES = {
-    "seed": "the random-table demo (no --text, no --demo)",
+    "seed": "the seed demo (no --text, no --demo)",
     "text": "--text",
     "similarity": "--demo similarity",
     "order": "--demo order",
@@ -161,6 +164,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["train"]:
+        return _train(argv[1:])
     args = parse_args(argv)
     try:
         mode = _check(args)
@@ -210,6 +216,19 @@ def _check(args) -> str:
                 f"{_option(f)} goes with {_modes_using(f)}, not {MODE_NAMES[mode]}" for f in stray
             )
         )
+    if args.weights is not None and mode == "seed":
+        chosen = [
+            f
+            for f in ("scheme", "layout", "base", "vocab_size", "dim", "max_seq_len")
+            if getattr(args, f) is not None
+        ]
+        if chosen:
+            raise ValueError(
+                f"{_option(chosen[0])} does not go with --weights: the tables come from the "
+                "file, with their own sizes and learned positions (or none)"
+            )
+    if (args.token_key is not None or args.position_key is not None) and args.weights is None:
+        raise ValueError("--token-key and --position-key go with --weights PATH")
     if args.scheme in (None, "learned") and (args.layout is not None or args.base is not None):
         raise ValueError("--layout and --base apply to --scheme sinusoidal or rope")
     if args.base is not None and not (math.isfinite(args.base) and args.base > 0):
@@ -249,9 +268,22 @@ def _modes_using(flag: str) -> str:
 
 
 def _seed_settings(args) -> dict:
-    """The random-table flags given, as seed.run's keywords; the rest keep its defaults."""
-    given = {flag: getattr(args, flag) for flag in MODES["seed"] - {"dims", "backends"}}
-    return {flag: value for flag, value in given.items() if value is not None}
+    """The seed-mode flags given, as seed.run's keywords; the rest keep its defaults. With
+    --weights, the tables come from it (a packaged model or a file) instead of --seed."""
+    flags = MODES["seed"] - {"dims", "backends", "weights", "token_key", "position_key"}
+    given = {flag: getattr(args, flag) for flag in flags if getattr(args, flag) is not None}
+    if args.weights is None:
+        return given
+    if args.weights in pretrained.MODELS:
+        if args.token_key is not None or args.position_key is not None:
+            raise ValueError(
+                f"--token-key and --position-key go with --weights PATH, not {args.weights}"
+            )
+        model = pretrained.load_pretrained(args.weights)
+        tables = (model.token_table, model.position_table)
+    else:
+        tables = text.load_tables(args.weights, args.token_key, args.position_key)
+    return {**given, "tables": tables, "source": os.path.basename(args.weights)}
 
 
 def _check_out_path(path: str) -> None:
@@ -312,6 +344,121 @@ def _order(args, names, model) -> int:
     pictures.order(found, model.name, names[0], dims, args.out, show=_show(args))
     print(f"picture: {os.path.abspath(args.out)}")
     return 0 if all(found.holds(name) for name in names) else 1
+
+
+def parse_train_args(argv) -> argparse.Namespace:
+    from jobs.train import DEFAULTS
+    from training.task import SCHEMES
+
+    parser = argparse.ArgumentParser(
+        prog="compare.py train",
+        description="Train the same tiny model (token + position embedding, one attention "
+        "head, mean, linear readout) in every backend from the same weights on the same "
+        "batches: which schemes learn word order, and how far the backends drift apart.",
+        epilog="Exit status: 0 done (float64: every backend's loss within the tolerance), "
+        "1 float64 losses beyond the tolerance, 2 bad arguments.",
+    )
+    add = parser.add_argument
+    add("--scheme", nargs="+", choices=SCHEMES, default=list(SCHEMES), help="default: all")
+    add("--backends", nargs="+", metavar="NAME", help="default: every installed one")
+    add("--dtype", choices=("float64", "float32"), default="float32", help="default: float32")
+    for flag, kind in (
+        ("steps", int),
+        ("batch_size", int),
+        ("lr", float),
+        ("dim", int),
+        ("head_dim", int),
+        ("seed", int),
+    ):
+        add(
+            "--" + flag.replace("_", "-"),
+            type=kind,
+            default=DEFAULTS[flag],
+            help="default: %(default)s",
+        )
+    add("--json", metavar="PATH", help="write every curve and the settings as JSON")
+    add("--save", metavar="PATH.safetensors", help="write the trained tables")
+    add(
+        "--out",
+        default="train.png",
+        help="the curves picture (default: %(default)s); "
+        "with the learned scheme also OUT-positions.png",
+    )
+    add("--show", action="store_true", help="also open the pictures, if there is a display")
+    return parser.parse_args(argv)
+
+
+def _train(argv) -> int:
+    """compare.py train: 1 if float64 losses drift beyond the tolerance."""
+    from drawing import table
+    from drawing import training as pictures
+    from jobs import train
+
+    args = parse_train_args(argv)
+    try:
+        names = args.backends or backends.names()
+        if len(set(names)) != len(names):
+            raise ValueError(f"--backends lists a backend twice: {' '.join(names)}")
+        for name in names:
+            backends.get(name)
+        _check_out_path(args.out)
+        for flag, path, ending in (
+            ("--json", args.json, ".json"),
+            ("--save", args.save, ".safetensors"),
+        ):
+            if path is not None and not path.endswith(ending):
+                raise ValueError(f"{flag} {path!r} must end in {ending}")
+            if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+                raise ValueError(f"{flag} {path!r}: its folder does not exist")
+        settings = {k: getattr(args, k) for k in train.DEFAULTS}
+        done = train.run(
+            names, tuple(dict.fromkeys(args.scheme)), dtype=args.dtype, progress=True, **settings
+        )
+        rows = [("scheme", "backend", "final loss", "batch accuracy", "test accuracy")]
+        rows += [
+            (
+                c.scheme,
+                c.backend,
+                f"{c.loss[-1]:.4g}",
+                f"{c.accuracy[-1]:.3f}",
+                f"{c.test_accuracy[-1]:.3f}",
+            )
+            for c in done.curves
+        ]
+        print(table.text_table(rows, right_from=2))
+        tolerance = done.tolerance()
+        for scheme, drift in done.drift.items():
+            worst = float(drift.max())
+            if tolerance is None:
+                late = np.flatnonzero(drift > 1e-6)
+                when = f", above 1e-6 from step {late[0] + 1}" if len(late) else ""
+                print(f"{scheme}: losses drift apart by at most {worst:.3g} (relative){when}")
+            else:
+                verdict = "within" if worst <= tolerance else "BEYOND"
+                print(
+                    f"{scheme}: losses agree to {worst:.3g} (relative), {verdict} {tolerance:.3g}"
+                )
+        show = _show(args)
+        pictures.curves(done, args.out, show=show)
+        print(f"picture: {os.path.abspath(args.out)}")
+        if "learned" in done.drift:
+            stem, extension = os.path.splitext(args.out)
+            pictures.positions(done, f"{stem}-positions{extension}", show=show)
+            print(f"picture: {os.path.abspath(f'{stem}-positions{extension}')}")
+        if args.json:
+            train.save_json(done, args.json)
+            print(f"curves: {os.path.abspath(args.json)}")
+        if args.save:
+            scheme, backend = train.save_tables(done, args.save)
+            print(f"tables ({scheme}, {backend}): {os.path.abspath(args.save)}")
+    except (ValueError, TypeError, ImportError) as error:
+        print(f"compare.py train: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"compare.py train: error: {error}", file=sys.stderr)
+        return 2
+    beyond = tolerance is not None and any(d.max() > tolerance for d in done.drift.values())
+    return 1 if beyond else 0
 
 
 def _show(args) -> bool:

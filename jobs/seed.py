@@ -7,7 +7,7 @@ import numpy as np
 
 import backends
 from backends import validation
-from jobs.parity import Run, run_learned, run_rope, run_sinusoidal
+from jobs.parity import Run, run_learned, run_rope, run_sinusoidal, run_tokens
 
 SEED_TOKENS = (5, 10, 7, 21)
 SCHEMES = ("learned", "sinusoidal", "rope")
@@ -28,10 +28,21 @@ def run(
     scheme: str = "learned",
     layout: str | None = None,
     base: float = 10000.0,
+    tables: tuple | None = None,
+    source: str | None = None,
 ) -> Run:
     """Tables from ``backends.shared_weights(..., seed=seed)``; ``tokens`` as one sequence,
     or with ``batch`` a random (batch, len(tokens)) batch drawn with the same seed (the
-    tokens then give T, and are still checked against the vocabulary)."""
+    tokens then give T, and are still checked against the vocabulary).
+
+    ``tables``: (token_table, position_table or None) to run instead of random ones (a
+    trained or downloaded pair, from ``source``), cast to ``dtype``; learned positions only,
+    or the token rows alone when there is no position table.
+    """
+    if tables is not None:
+        return _run_tables(
+            names, tokens, tables, source, start=start, batch=batch, seed=seed, dtype=dtype
+        )
     token_table, position_table = backends.shared_weights(
         vocab_size, dim, max_seq_len, seed=seed, dtype=dtype
     )
@@ -70,3 +81,28 @@ def run(
     first = token_ids if token_ids.ndim == 1 else token_ids[0]
     labels = [f"token #{t} @ pos {start + i}" for i, t in enumerate(first)]
     return Run(results, heading, setting, labels, token_ids, scheme=settings)
+
+
+def _run_tables(names, tokens, tables, source, *, start, batch, seed, dtype) -> Run:
+    dtype = validation.resolve_dtype(dtype)
+    token_table = tables[0].astype(dtype, copy=False)
+    position_table = None if tables[1] is None else tables[1].astype(dtype, copy=False)
+    vocab_size = len(token_table)
+    token_ids = validation.check_token_ids(np.array(tokens, dtype=np.int64), vocab_size)  # (T,)
+    if batch is not None:
+        rng = np.random.default_rng(seed)
+        token_ids = rng.integers(0, vocab_size, size=(batch, len(tokens)))  # (B, T)
+    stop = start + token_ids.shape[-1]
+    setting = f"{source}: vocab_size {vocab_size}, dim {token_table.shape[1]}"
+    if position_table is None:
+        if start:
+            raise ValueError(f"{source} has no position table, so no --start: leave it out")
+        results = run_tokens(names, token_table, token_ids)
+        heading = "x = token_table[token_ids]  (the file has no position table)"
+    else:
+        results = run_learned(names, token_table, position_table, token_ids, start)
+        heading = f"x = token_table[token_ids] + position_table[{start}:{stop}]"
+        setting += f", max_seq_len {len(position_table)}"
+    first = token_ids if token_ids.ndim == 1 else token_ids[0]
+    labels = [f"token #{t} @ pos {start + i}" for i, t in enumerate(first)]
+    return Run(results, heading, f"{setting}, {dtype.name}", labels, token_ids)

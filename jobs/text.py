@@ -30,10 +30,8 @@ def load_model(
                 f"--token-key and --position-key go with --weights PATH, not {weights}"
             )
         return pretrained.load_pretrained(weights)
-    try:  # the file first: a missing or broken file is the first thing to hear about
-        token_table, position_table = pretrained.load_tables(weights, token_key, position_key)
-    except pretrained.MissingTable as error:
-        raise ValueError(error.message(f"--{error.what}-key")) from None
+    # the file first: a missing or broken file is the first thing to hear about
+    token_table, position_table = load_tables(weights, token_key, position_key)
     if tokenizer is None:
         raise ValueError("--weights PATH needs --tokenizer bert or gpt2 to turn the text into ids")
     loaded = pretrained.load_tokenizer(tokenizer)
@@ -46,6 +44,15 @@ def load_model(
     return pretrained.Pretrained(
         os.path.basename(weights), token_table, position_table, max_seq_len, loaded
     )
+
+
+def load_tables(path: str, token_key=None, position_key=None):
+    """(token_table, position_table or None) of a .safetensors/.npz file, with messages
+    that name compare.py's flags."""
+    try:
+        return pretrained.load_tables(path, token_key, position_key)
+    except pretrained.MissingTable as error:
+        raise ValueError(error.message(f"--{error.what}-key")) from None
 
 
 def run(names, text: str, model: pretrained.Pretrained, *, dtype="float32", truncate=False) -> Run:

@@ -101,7 +101,7 @@ def test_compare_text_errors_and_truncation(tmp_path, capsys, minilm):
     code, printed, _ = run_cli(capsys, "--text", long_text, "--truncate", "--out", png)
     assert code == 0 and "truncated from 602 to 512 tokens" in printed
     code, _, err = run_cli(capsys, "--text", "dog", "--scheme", "rope", "--out", png)
-    assert code == 2 and "--scheme goes with the random-table demo" in err
+    assert code == 2 and "--scheme goes with the seed demo" in err
 
 
 def test_compare_demos(tmp_path, capsys, minilm):

@@ -1,0 +1,100 @@
+"""Pictures of the train job: loss, test accuracy and drift per scheme and backend; and the
+learned position table before and after training."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from drawing import pyplot, save
+from jobs.train import Training
+
+COLOURS = {"numpy": "tab:blue", "torch": "tab:orange", "jax": "tab:green"}
+
+
+def curves(training: Training, path: str, *, show: bool = False) -> None:
+    """One column per scheme: loss (log), test accuracy, and the loss drift between backends."""
+    plt = pyplot(show)
+    schemes = list(training.drift)
+    fig, axes = plt.subplots(
+        3,
+        len(schemes),
+        figsize=(4.2 * len(schemes), 9.5),
+        sharex=True,
+        squeeze=False,
+        layout="constrained",
+    )
+    tolerance = training.tolerance()
+    for col, scheme in enumerate(schemes):
+        loss_ax, test_ax, drift_ax = axes[:, col]
+        runs = [c for c in training.curves if c.scheme == scheme]
+        steps = np.arange(1, len(runs[0].loss) + 1)
+        for i, c in enumerate(runs):  # later backends drawn thinner, on top
+            style = {"color": COLOURS.get(c.backend), "label": c.backend, "lw": 3 - i}
+            loss_ax.plot(steps, c.loss, **style)
+            test_ax.plot(steps, c.test_accuracy, **style)
+            if i:  # relative to the first backend; a bit-identical step leaves a gap
+                drift = np.abs(c.loss - runs[0].loss) / np.abs(runs[0].loss)
+                drift_ax.plot(steps, np.where(drift > 0, drift, np.nan), **{**style, "lw": 1})
+        loss_ax.set(title=f"position: {scheme}", yscale="log", ylabel="training loss")
+        test_ax.set(ylim=(-0.02, 1.02), ylabel="test accuracy (unseen pairs)")
+        test_ax.axhline(0.5, color="grey", ls=":", lw=1, label="chance between 2 nouns")
+        drift_ax.set(yscale="log", xlabel="step", ylabel=f"|loss - {runs[0].backend}'s| / loss")
+        if tolerance is not None:
+            drift_ax.axhline(tolerance, color="red", ls="--", lw=1, label="tolerance")
+        drift_ax.legend(fontsize=7, loc="lower right")
+    axes[0, -1].legend(fontsize=8, loc="upper right")
+    axes[1, -1].legend(fontsize=8, loc="lower right")
+    s = training.settings
+    fig.suptitle(
+        f"the same model, weights and batches in every backend: {s['dtype']}, {s['steps']} "
+        f"steps of Adam (lr {s['lr']:g}), batch {s['batch_size']}, dim {s['dim']}, "
+        f"head {s['head_dim']} (where the curves agree they lie on top of each other)",
+        fontsize=10,
+    )
+    save(fig, path, show=show)
+
+
+def positions(training: Training, path: str, *, show: bool = False) -> None:
+    """The learned position table before and after training (first backend), what training
+    changed, and the cosine similarity of its rows."""
+    plt = pyplot(show)
+    learned = next(c for c in training.curves if c.scheme == "learned")
+    before = training.initial["position_table"].astype(np.float64)
+    after = learned.tables["position_table"].astype(np.float64)
+    fig, axes = plt.subplots(
+        3, 2, figsize=(12, 7), width_ratios=[3, 1.4], layout="constrained", squeeze=False
+    )
+    top = float(max(np.abs(before).max(), np.abs(after).max()))
+    for row, (when, table) in enumerate((("before", before), ("after", after))):
+        image = axes[row, 0].imshow(
+            table, cmap="RdBu_r", vmin=-top, vmax=top, aspect="auto", interpolation="nearest"
+        )
+        axes[row, 0].set(
+            title=f"learned position table {when} training ({learned.backend})",
+            ylabel="position",
+            yticks=range(len(table)),
+        )
+        unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+        similarity = unit @ unit.T
+        shown = axes[row, 1].imshow(similarity, cmap="RdBu_r", vmin=-1, vmax=1)
+        for (r, c), v in np.ndenumerate(similarity):
+            axes[row, 1].text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=8)
+        axes[row, 1].set(
+            title=f"cosine of rows, {when}", xticks=range(len(table)), yticks=range(len(table))
+        )
+    fig.colorbar(image, ax=axes[:2, 0], label="value")
+    fig.colorbar(shown, ax=axes[:2, 1], label="cosine")
+    change = after - before
+    edge = float(np.abs(change).max()) or 1.0
+    moved = axes[2, 0].imshow(
+        change, cmap="PuOr_r", vmin=-edge, vmax=edge, aspect="auto", interpolation="nearest"
+    )
+    axes[2, 0].set(
+        title="what training changed: after - before (its own scale)",
+        xlabel="dim",
+        ylabel="position",
+        yticks=range(len(change)),
+    )
+    fig.colorbar(moved, ax=axes[2, 0], label="change")
+    axes[2, 1].set_axis_off()
+    save(fig, path, show=show)

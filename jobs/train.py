@@ -1,0 +1,159 @@
+"""The train job: the same tiny model (training/) in every backend, from the same initial
+weights on the same batches, under each positional scheme; losses, accuracies and how far
+the backends' loss curves drift apart."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from backends import validation
+from training import task as tasks
+
+DEFAULTS = {"steps": 300, "batch_size": 32, "lr": 0.01, "dim": 32, "head_dim": 16, "seed": 0}
+
+
+@dataclass
+class Curve:
+    scheme: str
+    backend: str
+    loss: np.ndarray  # (steps,) the batch's loss before each update
+    accuracy: np.ndarray  # (steps,) the batch's accuracy before each update
+    test_accuracy: np.ndarray  # (steps,) on the held-out pairs, after each update
+    tables: dict  # the trained token (and learned position) tables
+
+
+@dataclass
+class Training:
+    settings: dict
+    curves: list[Curve]
+    initial: dict  # the shared initial weights
+    words: tuple[str, ...]
+    drift: dict = field(default_factory=dict)  # scheme -> (steps,) max relative loss difference
+
+    def tolerance(self) -> float | None:
+        """For float64: how far the backends' losses may drift apart, relative to the loss.
+
+        Every loss is a chain of sums no longer than n = dim + head_dim + T + head_dim +
+        classes + batch_size terms, so one step's rounding error is about n * eps relative
+        (first order); the weights then carry each step's difference into the next, so after
+        S steps the losses may differ by about S * n * eps. float32 gets no tolerance: its
+        drift is measured and drawn instead.
+        """
+        s = self.settings
+        if s["dtype"] != "float64":
+            return None
+        n = s["dim"] + 2 * s["head_dim"] + tasks.LENGTH + len(tasks.NOUNS) + s["batch_size"]
+        return s["steps"] * n * float(np.finfo(np.float64).eps)
+
+    def curve(self, scheme: str, backend: str) -> Curve:
+        return next(c for c in self.curves if (c.scheme, c.backend) == (scheme, backend))
+
+
+def run(
+    names,
+    schemes=tasks.SCHEMES,
+    *,
+    dtype: str = "float32",
+    progress: bool = False,
+    **settings,
+) -> Training:
+    """Train every (scheme, backend) pair; settings override DEFAULTS."""
+    settings = {**DEFAULTS, **settings, "dtype": validation.resolve_dtype(dtype).name}
+    if settings["dtype"] not in ("float64", "float32"):
+        raise ValueError(f"train runs in float64 or float32, got {dtype}")
+    for key in ("steps", "batch_size", "dim", "head_dim"):
+        if settings[key] < 1:
+            raise ValueError(f"--{key.replace('_', '-')} must be at least 1, got {settings[key]}")
+    if settings["head_dim"] % 2:
+        raise ValueError(
+            f"--head-dim must be even (RoPE pairs dimensions), got {settings['head_dim']}"
+        )
+    if not settings["lr"] > 0:
+        raise ValueError(f"--lr must be positive, got {settings['lr']}")
+    task = tasks.make_task(seed=settings["seed"])
+    if settings["batch_size"] > len(task.train_ids):
+        raise ValueError(
+            f"--batch-size {settings['batch_size']} exceeds the {len(task.train_ids)} training sequences"
+        )
+    weights = tasks.initial_weights(
+        settings["dim"], settings["head_dim"], seed=settings["seed"], dtype=settings["dtype"]
+    )
+    batches = tasks.batches(task, settings["steps"], settings["batch_size"], seed=settings["seed"])
+    curves = []
+    with _bar(len(schemes) * len(names) * settings["steps"], progress) as bar:
+        for scheme in schemes:
+            for name in names:
+                curves.append(_train(name, scheme, weights, task, batches, settings, bar))
+    training = Training(settings, curves, weights, task.words)
+    for scheme in schemes:
+        losses = np.stack([training.curve(scheme, n).loss for n in names])  # (backends, steps)
+        training.drift[scheme] = (np.abs(losses - losses[0]) / np.abs(losses[0])).max(axis=0)
+    return training
+
+
+def _train(name, scheme, weights, task, batches, settings, bar) -> Curve:
+    model_module = importlib.import_module(f"training.{name}_model")
+    with _precision(name, settings["dtype"]):
+        model = model_module.Model(weights, scheme, lr=settings["lr"])
+        loss, accuracy, test = (np.empty(len(batches)) for _ in range(3))
+        for step, rows in enumerate(batches):
+            targets = task.train_targets[rows]
+            loss[step], logits = model.step(task.train_ids[rows], targets)
+            accuracy[step] = (logits.argmax(axis=1) == targets).mean()
+            test[step] = (model.logits(task.test_ids).argmax(axis=1) == task.test_targets).mean()
+            bar.update()
+        return Curve(scheme, name, loss, accuracy, test, model.tables())
+
+
+def _precision(name: str, dtype: str):
+    """JAX computes in 32 bits unless x64 is on: on for this run only, as the layer does."""
+    if name == "jax" and dtype == "float64":
+        import jax
+
+        return jax.enable_x64(True)
+    return contextlib.nullcontext()
+
+
+def _bar(total: int, progress: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="steps", disable=not (progress and sys.stderr.isatty()))
+
+
+def save_json(training: Training, path: str) -> None:
+    import json
+
+    record = {
+        "settings": training.settings,
+        "tolerance": training.tolerance(),
+        "runs": [
+            {
+                "scheme": c.scheme,
+                "backend": c.backend,
+                "loss": c.loss.tolist(),
+                "accuracy": c.accuracy.tolist(),
+                "test_accuracy": c.test_accuracy.tolist(),
+                "final_test_accuracy": float(c.test_accuracy[-1]),
+            }
+            for c in training.curves
+        ],
+        "drift": {scheme: d.tolist() for scheme, d in training.drift.items()},
+    }
+    with open(path, "w") as out:
+        json.dump(record, out, indent=1)
+
+
+def save_tables(training: Training, path: str) -> tuple[str, str]:
+    """The trained tables as .safetensors (keys token_table, position_table), from the first
+    backend's run of the learned scheme (or the first scheme run); returns (scheme, backend)."""
+    from safetensors.numpy import save_file
+
+    schemes = [c.scheme for c in training.curves]
+    curve = training.curves[schemes.index("learned") if "learned" in schemes else 0]
+    save_file({k: np.ascontiguousarray(v) for k, v in curve.tables.items()}, path)
+    return curve.scheme, curve.backend

@@ -1,0 +1,72 @@
+"""The task: sequences <noun_a> <verb> <noun_b>, the target is the subject noun_a.
+
+Without position the model sees the same multiset of rows for "a bites b" and "b bites a",
+so on the test pairs (noun pairs never seen in training, each in both orders) it cannot
+beat 50 %. Every backend starts from the same weights and sees the same batches.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from backends import validation
+
+NOUNS = ("dog", "man", "cat", "woman", "bird", "child", "horse", "teacher", "fox", "king")
+VERBS = ("bites", "sees", "follows", "helps")
+SCHEMES = ("none", "learned", "sinusoidal", "rope")
+LENGTH = 3  # tokens per sequence
+
+
+@dataclass
+class Task:
+    words: tuple[str, ...]  # id -> word: the nouns, then the verbs
+    train_ids: np.ndarray  # (n, 3) int64
+    train_targets: np.ndarray  # (n,) the subject's id, which is also its class
+    test_ids: np.ndarray  # (m, 3): held-out noun pairs, each in both orders
+    test_targets: np.ndarray
+
+
+def make_task(held_out_pairs: int = 9, seed: int = 0) -> Task:
+    """Every ordered pair of different nouns with every verb; ``held_out_pairs`` unordered
+    noun pairs (both orders, every verb) form the test set."""
+    pairs = list(itertools.combinations(range(len(NOUNS)), 2))
+    held = set(map(tuple, np.random.default_rng(seed).permutation(pairs)[:held_out_pairs]))
+    train, test = [], []
+    for a, b in itertools.permutations(range(len(NOUNS)), 2):
+        for verb in range(len(NOUNS), len(NOUNS) + len(VERBS)):
+            (test if (min(a, b), max(a, b)) in held else train).append((a, verb, b))
+    train_ids, test_ids = np.array(train), np.array(test)
+    return Task(NOUNS + VERBS, train_ids, train_ids[:, 0], test_ids, test_ids[:, 0])
+
+
+def initial_weights(dim: int, head_dim: int, *, seed: int = 0, dtype="float32") -> dict:
+    """The model's weights, drawn once with NumPy's seeded generator and handed to every
+    backend: token_table (vocab, dim), position_table (3, dim), wq/wk/wv (dim, head_dim),
+    wo (head_dim, classes), bo (classes,). Scaled so that a fresh model's logits are small."""
+    dtype = validation.resolve_dtype(dtype)
+    rng = np.random.default_rng(seed)
+    vocab, classes = len(NOUNS) + len(VERBS), len(NOUNS)
+    shapes = {
+        "token_table": ((vocab, dim), 1.0),
+        "position_table": ((LENGTH, dim), 1.0),
+        "wq": ((dim, head_dim), dim**-0.5),
+        "wk": ((dim, head_dim), dim**-0.5),
+        "wv": ((dim, head_dim), dim**-0.5),
+        "wo": ((head_dim, classes), head_dim**-0.5),
+    }
+    weights = {
+        k: (rng.standard_normal(s) * scale).astype(dtype) for k, (s, scale) in shapes.items()
+    }
+    weights["bo"] = np.zeros(classes, dtype)
+    return weights
+
+
+def batches(task: Task, steps: int, batch_size: int, *, seed: int = 0) -> np.ndarray:
+    """(steps, batch_size) row numbers of the training set: the same batches for everyone."""
+    rng = np.random.default_rng(seed + 1)
+    return np.stack(
+        [rng.choice(len(task.train_ids), batch_size, replace=False) for _ in range(steps)]
+    )
