@@ -7,7 +7,7 @@ REQUIRED_BACKENDS ?= numpy,torch,jax
 # Model packages whose absence fails the test run (see tests/test_pretrained.py).
 REQUIRED_MODELS ?= minilm,smollm2,gpt2
 
-.PHONY: install compare test bench clean
+.PHONY: install compare test bench bench-backward train clean
 
 install: $(VENV)/.installed
 
@@ -29,5 +29,15 @@ bench: install
 	MPLBACKEND=Agg $(PY) -m benchmarks --threads $(THREADS) \
 		--json docs/bench-$(THREADS)thread.json --png docs/bench-$(THREADS)thread.png
 
+# The backward pass and update of the token table, dense against row-sparse (gpt2 shape).
+bench-backward: install
+	$(PY) -m benchmarks.backward --threads $(THREADS) --json docs/bench-backward.json
+
+# Training in lockstep: every scheme in every backend (under a minute); pictures under docs/.
+DTYPE ?= float32
+train: install
+	MPLBACKEND=Agg $(PY) compare.py train --dtype $(DTYPE) --out docs/train-$(DTYPE).png \
+		--json docs/train-$(DTYPE).json
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis compare.png
+	rm -rf $(VENV) .pytest_cache .hypothesis compare.png train.png train-positions.png

@@ -119,3 +119,48 @@ def test_records_follow_their_definitions(quick_run):
         )
         assert r["gbps"] == pytest.approx(moved / (r["median_us"] * 1e-6) / 1e9, rel=1e-9)
         assert r["faults_per_call"] >= 0 and r["iqr_us"] >= 0
+
+
+def test_backward_benchmark_checks_and_records_every_variant(tmp_path):
+    from benchmarks import backward
+
+    out = tmp_path / "backward.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.backward",
+            "--shape",
+            "small",
+            "--repeats",
+            "1",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    records = json.loads(out.read_text())["records"]
+    expected = {
+        "numpy": {"dense", "sparse_add_at", "sparse_reduceat", "sparse_passes"},
+        "torch": {"dense", "sparse", "sparse_adam"},
+        "jax": {"dense", "sparse"},
+    }
+    for name in backends.names():
+        mine = [r for r in records if r["backend"] == name]
+        assert {r["variant"] for r in mine} == expected[name]
+        assert all(r["median_ms"] > 0 and r["bytes_touched"] > 0 for r in mine)
+    shape = lookup_add.SHAPES["small"]
+    assert backward.bytes_touched("sparse", shape) < backward.bytes_touched("dense", shape)
+
+
+def test_a_wrong_backward_step_is_refused():
+    from benchmarks import backward
+
+    table = np.zeros((4, 2), np.float32)
+    ids, upstream = np.array([[1, 1]]), np.ones((1, 2, 2), np.float32)
+    with pytest.raises(RuntimeError, match="is not the float64 step"):
+        backward.check("numpy/wrong", table, table, ids, upstream)  # no step taken
