@@ -164,3 +164,11 @@ def test_a_wrong_backward_step_is_refused():
     ids, upstream = np.array([[1, 1]]), np.ones((1, 2, 2), np.float32)
     with pytest.raises(RuntimeError, match="is not the float64 step"):
         backward.check("numpy/wrong", table, table, ids, upstream)  # no step taken
+
+
+def test_gradient_agreement_measures_every_gradient():
+    from benchmarks import gradient_agreement
+
+    found = gradient_agreement.differences("float64")
+    assert set(found) == {"token", "token, scaled", "position"}
+    assert all(0 <= d < 1e-12 and n in backends.names() for d, n in found.values())
