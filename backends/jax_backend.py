@@ -157,13 +157,14 @@ class TokenPositionEmbedding:
 
 
 def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = False) -> dict:
-    """``jax.vjp`` of the pure forward function with respect to ``layer.params``.
+    """``jax.vjp`` of the pure forward function with respect to the layer's tables.
 
     {"token_table": (vocab_size, dim), "position_table": (max_seq_len, dim) when positions
-    are learned}, as JAX arrays. The vjp of a gather is a scatter-add; padding_idx then
-    zeroes its row and scale_grad_by_freq divides each row by its id's count. With
-    sparse=True the token gradient is (indices (K,), rows (K, dim)), summed with
-    ``jax.ops.segment_sum`` over the distinct ids, which the host finds (shapes are static).
+    are learned}, as JAX arrays. The vjp of a gather is a scatter-add. scale_grad_by_freq
+    divides each upstream row by its id's count before the vjp adds it, as torch scales each
+    term; padding_idx zeroes its row. With sparse=True the token gradient is (indices (K,),
+    rows (K, dim)), summed with ``jax.ops.segment_sum`` over the distinct ids, which the host
+    finds (shapes are static), and no (vocab_size, dim) array is formed.
     """
     validation.check_gradients_call(sparse, layer.scale_grad_by_freq)
     host_ids, start = validation.check_call(
@@ -175,43 +176,53 @@ def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = Fals
         upstream.shape, np.dtype(upstream.dtype).name, (*host_ids.shape, layer.dim), layer.dtype
     )
     ids = _device_ids(token_ids, host_ids)
-    flat = host_ids.reshape(-1)
     with _precision(layer.dtype):
+        upstream = jnp.asarray(upstream)
+        grads = {}
+        if layer.positions == "learned":  # the position table alone: no token gradient formed
+            grads["position_table"] = _vjp(layer, "position_table", ids, start, upstream)
+        if layer.scale_grad_by_freq:
+            counts = validation.id_counts(host_ids, layer.vocab_size)[host_ids]  # (..., T)
+            upstream = _divide_rows(upstream, counts.astype(np.float32))
         if sparse:
+            flat = host_ids.reshape(-1)
             keep = flat != layer.padding_idx  # all True without padding
             indices, inverse = np.unique(flat[keep], return_inverse=True)
-            rows = jnp.asarray(upstream).reshape(-1, layer.dim)[keep]  # (N', dim)
-            summed = _segment_sum(rows, inverse, len(indices))
-            grads = {"token_table": (jnp.asarray(indices.astype(np.int32)), summed)}
-            if layer.positions == "learned":
-                grads["position_table"] = _vjp(layer, ids, start, upstream)["position_table"]
-            return grads
-        grads = _vjp(layer, ids, start, upstream)
-        token = grads["token_table"]
-        if layer.scale_grad_by_freq:
-            counts = validation.id_counts(flat, layer.vocab_size)
-            token = token / np.maximum(counts, 1)[:, None].astype(layer.dtype)
-        if layer.padding_idx is not None:
-            token = token.at[layer.padding_idx].set(0)
-        return {**grads, "token_table": token}
+            rows = upstream.reshape(-1, layer.dim)[keep]  # (N', dim)
+            token = (jnp.asarray(indices, jnp.int32), _segment_sum(rows, inverse, len(indices)))
+        else:
+            token = _vjp(layer, "token_table", ids, start, upstream)
+            if layer.padding_idx is not None:
+                token = token.at[layer.padding_idx].set(0)
+        return {"token_table": token, **grads}
 
 
-def _vjp(layer, ids, start, upstream) -> dict[str, jax.Array]:
+def _vjp(layer, table: str, ids, start, upstream) -> jax.Array:
+    """The gradient of one of the layer's tables; the others are held fixed."""
+    fixed = {k: v for k, v in layer._tables().items() if k != table}
     with_positions = layer.positions != "none"
-    return _backward(layer.params, layer.constants, ids, start, upstream, with_positions)
+    return _backward({table: layer.params[table]}, fixed, ids, start, upstream, with_positions)
 
 
 @partial(jax.jit, static_argnames="with_positions")
-def _backward(params, constants, token_ids, start, upstream, with_positions: bool):
-    def forward(params):  # the layer's output as a pure function of its trainable tables
-        tables = {**params, **constants}
+def _backward(params, fixed, token_ids, start, upstream, with_positions: bool):
+    def forward(params):  # the layer's output as a pure function of the tables differentiated
+        tables = {**params, **fixed}
         if with_positions:
             return embed(tables, token_ids, start)
         return embed_tokens(tables, token_ids)
 
     _, pullback = jax.vjp(forward, params)
     (grads,) = pullback(upstream)
-    return grads
+    return next(iter(grads.values()))
+
+
+@jax.jit
+def _divide_rows(upstream: jax.Array, counts: jax.Array) -> jax.Array:
+    """upstream[..., t, :] / counts[..., t], in float32 (float64 for float64) and rounded once
+    to upstream's dtype: counts above 256 are not all exact in bfloat16."""
+    compute = jnp.promote_types(upstream.dtype, jnp.float32)
+    return (upstream.astype(compute) / counts.astype(compute)[..., None]).astype(upstream.dtype)
 
 
 @partial(jax.jit, static_argnames="num_segments")

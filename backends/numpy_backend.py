@@ -123,7 +123,8 @@ def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = Fals
     ids, rows = token_ids.reshape(-1), upstream.reshape(-1, layer.dim)  # (N,), (N, dim)
     if layer.scale_grad_by_freq:  # each term divided by its id's count, as torch does
         counts = validation.id_counts(ids, layer.vocab_size)[ids]
-        rows = (rows / counts[:, None].astype(rows.dtype)).astype(layer.dtype)
+        compute = np.promote_types(rows.dtype, np.float32)  # counts above 256: not in bfloat16
+        rows = (rows.astype(compute) / counts[:, None]).astype(layer.dtype)
     if layer.padding_idx is not None:  # the padding row never learns
         keep = ids != layer.padding_idx
         ids, rows = ids[keep], rows[keep]

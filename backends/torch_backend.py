@@ -166,7 +166,8 @@ def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = Fals
     {"token_table": (vocab_size, dim), "position_table": (max_seq_len, dim) when positions
     are learned}, as tensors. With sparse=True the token table is looked up as
     nn.Embedding(sparse=True) does, and its sparse COO gradient, coalesced, is returned as
-    (indices (K,), rows (K, dim)).
+    (indices (K,), rows (K, dim)). Frozen tables (requires_grad=False) get no entry. The
+    layer is left as it was: its sparse flag, and any .grad a caller has accumulated.
     """
     validation.check_gradients_call(sparse, layer.scale_grad_by_freq)
     host_ids, start = validation.check_call(
@@ -182,25 +183,29 @@ def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = Fals
         (*host_ids.shape, layer.dim),
         layer.dtype,
     )
-    tables = [p for p in layer.parameters() if p.requires_grad]
-    for table in tables:
-        table.grad = None  # a fresh gradient, not one accumulated over earlier calls
+    tables = {"token_table": weight}
+    if layer.positions == "learned":
+        tables["position_table"] = layer.position.weight
+    tables = {k: t for k, t in tables.items() if t.requires_grad}  # frozen tables have none
+    if not tables:
+        raise ValueError("every table of this layer is frozen (requires_grad=False): no gradients")
+    saved = {k: t.grad for k, t in tables.items()}  # a caller's accumulated .grad, kept
+    was_sparse = layer.token.sparse
     layer.token.sparse = sparse  # read by nn.Embedding.forward on each call
     try:
-        with torch.enable_grad():
+        for t in tables.values():
+            t.grad = None
+        # inference_mode(False): a caller's torch.inference_mode() would forbid the graph.
+        with torch.inference_mode(False), torch.enable_grad():
             layer(token_ids, start).backward(upstream.to(weight.device))
+        grads = {k: t.grad for k, t in tables.items()}
     finally:
-        layer.token.sparse = False
-    grads = {}
-    if sparse:
-        grad = weight.grad.coalesce()  # sums the rows of a repeated id, sorts the ids
-        grads["token_table"] = (grad.indices()[0], grad.values())
-    else:
-        grads["token_table"] = weight.grad
-    if layer.positions == "learned":
-        grads["position_table"] = layer.position.weight.grad
-    for table in tables:
-        table.grad = None
+        layer.token.sparse = was_sparse
+        for k, t in tables.items():
+            t.grad = saved[k]
+    if sparse and "token_table" in grads:
+        coalesced = grads["token_table"].coalesce()  # sums a repeated id's rows, sorts the ids
+        grads["token_table"] = (coalesced.indices()[0], coalesced.values())
     return grads
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 import sys
 from dataclasses import dataclass, field
 
@@ -41,14 +42,23 @@ class Training:
         Every loss is a chain of sums no longer than n = dim + head_dim + T + head_dim +
         classes + batch_size terms, so one step's rounding error is about n * eps relative
         (first order); the weights then carry each step's difference into the next, so after
-        S steps the losses may differ by about S * n * eps. float32 gets no tolerance: its
-        drift is measured and drawn instead.
+        S steps the losses may differ by about S * n * eps. That assumes differences grow
+        about linearly, which holds at the default settings (measured: 10x below it); a
+        larger learning rate or many more steps can amplify them faster. float32 gets no
+        tolerance: its drift is measured and drawn instead.
         """
         s = self.settings
         if s["dtype"] != "float64":
             return None
         n = s["dim"] + 2 * s["head_dim"] + tasks.LENGTH + len(tasks.NOUNS) + s["batch_size"]
         return s["steps"] * n * float(np.finfo(np.float64).eps)
+
+    def beyond(self) -> list[str]:
+        """The schemes whose float64 losses drift past the tolerance (a NaN counts)."""
+        tolerance = self.tolerance()
+        if tolerance is None:
+            return []
+        return [s for s, d in self.drift.items() if not np.all(d <= tolerance)]
 
     def curve(self, scheme: str, backend: str) -> Curve:
         return next(c for c in self.curves if (c.scheme, c.backend) == (scheme, backend))
@@ -63,23 +73,8 @@ def run(
     **settings,
 ) -> Training:
     """Train every (scheme, backend) pair; settings override DEFAULTS."""
-    settings = {**DEFAULTS, **settings, "dtype": validation.resolve_dtype(dtype).name}
-    if settings["dtype"] not in ("float64", "float32"):
-        raise ValueError(f"train runs in float64 or float32, got {dtype}")
-    for key in ("steps", "batch_size", "dim", "head_dim"):
-        if settings[key] < 1:
-            raise ValueError(f"--{key.replace('_', '-')} must be at least 1, got {settings[key]}")
-    if settings["head_dim"] % 2:
-        raise ValueError(
-            f"--head-dim must be even (RoPE pairs dimensions), got {settings['head_dim']}"
-        )
-    if not settings["lr"] > 0:
-        raise ValueError(f"--lr must be positive, got {settings['lr']}")
+    settings = check_settings(dtype, **settings)
     task = tasks.make_task(seed=settings["seed"])
-    if settings["batch_size"] > len(task.train_ids):
-        raise ValueError(
-            f"--batch-size {settings['batch_size']} exceeds the {len(task.train_ids)} training sequences"
-        )
     weights = tasks.initial_weights(
         settings["dim"], settings["head_dim"], seed=settings["seed"], dtype=settings["dtype"]
     )
@@ -94,6 +89,30 @@ def run(
         losses = np.stack([training.curve(scheme, n).loss for n in names])  # (backends, steps)
         training.drift[scheme] = (np.abs(losses - losses[0]) / np.abs(losses[0])).max(axis=0)
     return training
+
+
+def check_settings(dtype: str = "float32", **settings) -> dict:
+    """DEFAULTS overridden by ``settings``, checked; ValueError names the train flag."""
+    settings = {**DEFAULTS, **settings, "dtype": validation.resolve_dtype(dtype).name}
+    if settings["dtype"] not in ("float64", "float32"):
+        raise ValueError(f"train runs in float64 or float32, got {dtype}")
+    for key in ("steps", "batch_size", "dim", "head_dim"):
+        if settings[key] < 1:
+            raise ValueError(f"--{key.replace('_', '-')} must be at least 1, got {settings[key]}")
+    if settings["head_dim"] % 2:
+        raise ValueError(
+            f"--head-dim must be even (RoPE pairs dimensions), got {settings['head_dim']}"
+        )
+    if not (math.isfinite(settings["lr"]) and settings["lr"] > 0):
+        raise ValueError(f"--lr must be positive and finite, got {settings['lr']}")
+    if settings["seed"] < 0:
+        raise ValueError(f"--seed must be at least 0, got {settings['seed']}")
+    sequences = len(tasks.make_task(seed=settings["seed"]).train_ids)
+    if settings["batch_size"] > sequences:
+        raise ValueError(
+            f"--batch-size {settings['batch_size']} exceeds the {sequences} training sequences"
+        )
+    return settings
 
 
 def _train(name, scheme, weights, task, batches, settings, bar) -> Curve:

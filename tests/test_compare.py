@@ -126,7 +126,7 @@ def test_a_differing_backend_exits_1(tmp_path, capsys, monkeypatch):
         (["--seed", "-1"], "--seed must be at least 0, got -1"),
         (["--words", "king"], "--words goes with --demo similarity, not the seed demo"),
         (["--save-arrays", "a.npz"], "--save-arrays goes with --text, not the seed demo"),
-        (["--weights", "/no/such/file.safetensors"], "no such file: /no/such/file.safetensors"),
+        (["--weights", "/no/such/file.safetensors", "--tokens", "1"], "no such file: /no/such/"),
         (["--weights", "minilm", "--dim", "4"], "--dim does not go with --weights"),
         (["--weights", "minilm", "--scheme", "rope"], "--scheme does not go with --weights"),
         (["--token-key", "k"], "--token-key and --position-key go with --weights PATH"),

@@ -185,3 +185,52 @@ def test_bad_ids_raise_before_any_gradient(backend):
         backend.gradients(layer, [1, 12], np.ones((2, DIM), np.float32))
     with pytest.raises(ValueError, match="exceeds max_seq_len 8"):
         backend.gradients(layer, [1, 2], np.ones((2, DIM), np.float32), start=7)
+
+
+def test_scaled_gradients_of_a_frequent_id_are_not_lost_in_low_precision(backend):
+    # 300 occurrences of one id, each upstream row 1: each term 1/300, the row's sum 1.
+    # Summing first and dividing after would saturate: bfloat16 holds no integer above 256
+    # with a unit step, so the sum of 300 ones is not 300.
+    token_table, position_table = backends.shared_weights(VOCAB, DIM, 300, dtype="bfloat16")
+    layer = backend.TokenPositionEmbedding(token_table, position_table, scale_grad_by_freq=True)
+    ids = np.full(300, 2)
+    grads = backend.gradients(layer, ids, np.ones((300, DIM), token_table.dtype))
+    np.testing.assert_allclose(
+        backend.to_numpy(grads["token_table"])[2].astype(float), 1, rtol=0.02
+    )
+
+
+def test_torch_gradients_leave_the_layer_as_they_found_it():
+    import torch
+
+    if "torch" not in backends.names():
+        pytest.skip("torch is not installed (CI requires it: test_required_backends_are_installed)")
+    be = backends.get("torch")
+    token_table, position_table = backends.shared_weights(VOCAB, DIM, MAX_SEQ_LEN)
+    layer = be.TokenPositionEmbedding(token_table, position_table)
+    layer.token.sparse = True
+    layer([1, 2]).sum().backward()  # a caller's own accumulated gradient
+    kept = layer.token.weight.grad.to_dense().clone()
+    with torch.inference_mode():  # a caller's inference mode does not stop the backward pass
+        grads = be.gradients(layer, [3, 3], np.ones((2, DIM), np.float32))
+    assert torch.equal(grads["token_table"][3], torch.full((DIM,), 2.0))
+    assert layer.token.sparse is True
+    assert torch.equal(layer.token.weight.grad.to_dense(), kept)
+    layer.position.weight.requires_grad_(False)  # frozen: no entry, not None
+    assert list(be.gradients(layer, [3], np.ones((1, DIM), np.float32))) == ["token_table"]
+    layer.token.weight.requires_grad_(False)
+    with pytest.raises(ValueError, match="every table of this layer is frozen"):
+        be.gradients(layer, [3], np.ones((1, DIM), np.float32))
+
+
+@pytest.mark.parametrize("positions", ["sinusoidal", "none"])
+def test_sparse_gradients_without_learned_positions(backend, positions):
+    token_table, _ = backends.shared_weights(VOCAB, 4, 1)
+    options = {"max_seq_len": 8} if positions == "sinusoidal" else {}
+    layer = backend.TokenPositionEmbedding(token_table, positions=positions, **options)
+    grads = backend.gradients(
+        layer, native(backend, np.array([5, 1, 5])), np.ones((3, 4), np.float32), sparse=True
+    )
+    indices, rows = (backend.to_numpy(a) for a in grads["token_table"])
+    np.testing.assert_array_equal(indices, [1, 5])
+    np.testing.assert_array_equal(rows, [[1.0] * 4, [2.0] * 4])

@@ -108,3 +108,39 @@ def test_bad_train_arguments_exit_2_with_one_line(capsys, argv, expected):
     assert compare.main(["train", *argv]) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("compare.py train: error: ") and expected in line
+
+
+def test_a_float64_run_that_diverges_exits_1(tmp_path, capsys):
+    # An absurd learning rate makes the losses NaN: not "agreeing", whatever NaN compares to.
+    argv = ["train", "--dtype", "float64", "--lr", "1e300", "--steps", "2", "--scheme", "learned"]
+    with np.errstate(all="ignore"):
+        assert compare.main([*argv, "--out", str(tmp_path / "t.png")]) == 1
+    assert "BEYOND the tolerance" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--seed", "-1"], "--seed must be at least 0, got -1"),
+        (["--lr", "inf"], "--lr must be positive and finite, got inf"),
+    ],
+)
+def test_more_bad_train_arguments(capsys, argv, expected):
+    assert compare.main(["train", *argv]) == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_tables_from_a_file_need_ids(capsys, tmp_path):
+    from safetensors.numpy import save_file
+
+    path = tmp_path / "tables.safetensors"
+    save_file({"token_table": np.ones((4, 2), np.float32)}, str(path))
+    assert compare.main(["--weights", str(path)]) == 2
+    assert "--weights in the seed demo needs --tokens" in capsys.readouterr().err
+    assert (
+        compare.main(
+            ["--weights", str(path), "--tokens", "3", "1", "--out", str(tmp_path / "x.png")]
+        )
+        == 0
+    )
+    assert "(the file has no position table)" in capsys.readouterr().out

@@ -57,7 +57,7 @@ def _logits(params, constants, ids, scheme: str) -> jax.Array:
         x = backend.embed_tokens(tables, ids)
     q, k, v = x @ params["wq"], x @ params["wk"], x @ params["wv"]  # (B, T, h) each
     if scheme == "rope":
-        q, k = backend.apply_rope(q, POSITIONS), backend.apply_rope(k, POSITIONS)
+        q, k = backend.apply_rope(q, POSITIONS, layout="half"), backend.apply_rope(k, POSITIONS, layout="half")
     attention = jax.nn.softmax(q @ k.transpose(0, 2, 1) * q.shape[-1] ** -0.5, axis=-1)
     return (attention @ v).mean(axis=1) @ params["wo"] + params["bo"]  # (B, classes)
 

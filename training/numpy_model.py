@@ -44,7 +44,7 @@ class Model:
         x = self.embedding(ids)  # (B, T, dim): token rows (+ position rows)
         q, k, v = x @ p["wq"], x @ p["wk"], x @ p["wv"]  # (B, T, h) each
         if self.scheme == "rope":
-            q, k = backend.apply_rope(q, POSITIONS), backend.apply_rope(k, POSITIONS)
+            q, k = backend.apply_rope(q, POSITIONS, layout="half"), backend.apply_rope(k, POSITIONS, layout="half")
         scale = np.asarray(q.shape[-1] ** -0.5, q.dtype)
         attention = _softmax(q @ k.transpose(0, 2, 1) * scale)  # (B, T, T)
         pooled = (attention @ v).mean(axis=1)  # (B, h)
@@ -123,4 +123,4 @@ def _rope_transpose(g: np.ndarray) -> np.ndarray:
     (a rotation by -theta), exactly, with the suite's own apply_rope."""
     half = g.shape[-1] // 2
     flip = np.concatenate([np.ones(half, g.dtype), -np.ones(half, g.dtype)])
-    return backend.apply_rope(g * flip, POSITIONS) * flip
+    return backend.apply_rope(g * flip, POSITIONS, layout="half") * flip

@@ -26,7 +26,7 @@ class Net(nn.Module):
         x = self.embedding(ids)  # (B, T, dim)
         q, k, v = x @ self.wq, x @ self.wk, x @ self.wv  # (B, T, h) each
         if self.scheme == "rope":
-            q, k = backend.apply_rope(q, POSITIONS), backend.apply_rope(k, POSITIONS)
+            q, k = backend.apply_rope(q, POSITIONS, layout="half"), backend.apply_rope(k, POSITIONS, layout="half")
         attention = torch.softmax(q @ k.transpose(1, 2) * q.shape[-1] ** -0.5, dim=-1)
         return (attention @ v).mean(dim=1) @ self.wo + self.bo  # (B, classes)
 
