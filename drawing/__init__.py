@@ -5,6 +5,7 @@ picture is drawn, with the Agg backend unless a window was asked for.
 - ``heatmaps``: one row of heatmaps per backend, with the difference from the reference.
 - ``schemes``: the sinusoidal table and RoPE's scores, drawn under the heatmaps.
 - ``demos``: the similarity matrix and the word-order picture.
+- ``training``: loss, accuracy and drift curves; the position table before and after training.
 """
 
 from __future__ import annotations

@@ -7,4 +7,5 @@ bad input. Pictures are drawing/'s; printing and exit codes are compare.py's.
 - ``text``: real text on real tables (packaged models or your own file).
 - ``demos``: the similarity and word-order demonstrations.
 - ``arrays``: saving every backend's arrays as one .npz.
+- ``train``: the same tiny model (``training/``) trained in lockstep in every backend.
 """
