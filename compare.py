@@ -22,8 +22,6 @@ import math
 import os
 import sys
 
-import numpy as np
-
 import backends
 from backends import pretrained
 from jobs import demos, parity, seed, text
@@ -53,7 +51,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Run the token + position embedding in every installed backend on the same "
         "weights, print a parity table against a reference and draw the embeddings. Three "
-        "modes: random tables (the default), --text on real tables, and --demo.",
+        "modes: random tables (the default), --text on real tables, and --demo; and a job, "
+        "`compare.py train` (see compare.py train --help).",
         epilog="Exit status: 0 all backends agree, 1 a backend differs (or a demonstration's "
         "claim fails), 2 bad arguments or input. A flag that the chosen mode does not use is "
         "an error, never ignored.",
@@ -366,19 +365,19 @@ def parse_train_args(argv) -> argparse.Namespace:
     add("--scheme", nargs="+", choices=SCHEMES, default=list(SCHEMES), help="default: all")
     add("--backends", nargs="+", metavar="NAME", help="default: every installed one")
     add("--dtype", choices=("float64", "float32"), default="float32", help="default: float32")
-    for flag, kind in (
-        ("steps", int),
-        ("batch_size", int),
-        ("lr", float),
-        ("dim", int),
-        ("head_dim", int),
-        ("seed", int),
+    for flag, kind, what in (
+        ("steps", int, "Adam steps"),
+        ("batch_size", int, "training sequences per step"),
+        ("lr", float, "Adam's learning rate"),
+        ("dim", int, "embedding width"),
+        ("head_dim", int, "width of q, k and v (even: RoPE pairs them)"),
+        ("seed", int, "seed of the weights, the batches and the held-out pairs"),
     ):
         add(
             "--" + flag.replace("_", "-"),
             type=kind,
             default=DEFAULTS[flag],
-            help="default: %(default)s",
+            help=f"{what} (default: %(default)s)",
         )
     add("--json", metavar="PATH", help="write every curve and the settings as JSON")
     add("--save", metavar="PATH.safetensors", help="write the trained tables")
@@ -394,7 +393,6 @@ def parse_train_args(argv) -> argparse.Namespace:
 
 def _train(argv) -> int:
     """compare.py train: 1 if float64 losses drift beyond the tolerance."""
-    from drawing import table
     from drawing import training as pictures
     from jobs import train
 
@@ -423,34 +421,7 @@ def _train(argv) -> int:
     done = train.run(
         names, tuple(dict.fromkeys(args.scheme)), dtype=args.dtype, progress=True, **settings
     )
-    rows = [("scheme", "backend", "final loss", "batch accuracy", "test accuracy")]
-    rows += [
-        (
-            c.scheme,
-            c.backend,
-            f"{c.loss[-1]:.4g}",
-            f"{c.accuracy[-1]:.3f}",
-            f"{c.test_accuracy[-1]:.3f}",
-        )
-        for c in done.curves
-    ]
-    print(table.text_table(rows, right_from=2))
-    tolerance = done.tolerance()
-    for scheme, drift in done.drift.items():
-        worst = float(drift.max())
-        if tolerance is None:
-            late = np.flatnonzero(drift > 1e-6)
-            when = f", above 1e-6 from step {late[0] + 1}" if len(late) else ""
-            print(f"{scheme}: losses drift apart by at most {worst:.3g} (relative){when}")
-        else:
-            verdict = "BEYOND" if scheme in done.beyond() else "within"
-            print(f"{scheme}: losses agree to {worst:.3g} (relative), {verdict} {tolerance:.3g}")
-    if done.beyond():
-        print(
-            "BEYOND the tolerance: a backend computes differently, or these settings amplify "
-            "rounding differences faster than the estimate assumes (a larger --lr, many more "
-            "--steps); the defaults stay 10x inside it"
-        )
+    print("\n".join(pictures.summary(done)))
     try:
         show = _show(args)
         pictures.curves(done, args.out, show=show)

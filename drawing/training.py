@@ -6,9 +6,46 @@ from __future__ import annotations
 import numpy as np
 
 from drawing import pyplot, save
+from drawing.table import text_table
 from jobs.train import Training
 
 COLOURS = {"numpy": "tab:blue", "torch": "tab:orange", "jax": "tab:green"}
+
+
+def summary(training: Training) -> list[str]:
+    """The lines compare.py train prints: the final numbers per run, then how far the
+    backends' losses drift apart per scheme (against the tolerance, in float64)."""
+    rows = [("scheme", "backend", "final loss", "batch accuracy", "test accuracy")]
+    rows += [
+        (
+            c.scheme,
+            c.backend,
+            f"{c.loss[-1]:.4g}",
+            f"{c.accuracy[-1]:.3f}",
+            f"{c.test_accuracy[-1]:.3f}",
+        )
+        for c in training.curves
+    ]
+    lines = text_table(rows, right_from=2).splitlines()
+    tolerance, beyond = training.tolerance(), training.beyond()
+    for scheme, drift in training.drift.items():
+        worst = float(drift.max())
+        if tolerance is None:
+            late = np.flatnonzero(drift > 1e-6)
+            when = f", above 1e-6 from step {late[0] + 1}" if len(late) else ""
+            lines.append(f"{scheme}: losses drift apart by at most {worst:.3g} (relative){when}")
+        else:
+            verdict = "BEYOND" if scheme in beyond else "within"
+            lines.append(
+                f"{scheme}: losses agree to {worst:.3g} (relative), {verdict} {tolerance:.3g}"
+            )
+    if beyond:
+        lines.append(
+            "BEYOND the tolerance: a backend computes differently, or these settings amplify "
+            "rounding differences faster than the estimate assumes (a larger --lr, many more "
+            "--steps); the defaults stay 10x inside it"
+        )
+    return lines
 
 
 def curves(training: Training, path: str, *, show: bool = False) -> None:
