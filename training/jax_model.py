@@ -11,7 +11,7 @@ import numpy as np
 import optax
 
 from backends import jax_backend as backend
-from training.task import LENGTH
+from training.task import LENGTH, embedding_layer
 
 POSITIONS = np.arange(LENGTH)
 
@@ -19,7 +19,7 @@ POSITIONS = np.arange(LENGTH)
 class Model:
     def __init__(self, weights: dict, scheme: str, *, lr: float, betas=(0.9, 0.999), eps=1e-8):
         self.scheme = scheme
-        layer = _embedding(weights, scheme)
+        layer = embedding_layer(backend, weights, scheme)
         self.constants = layer.constants  # the fixed sinusoidal table, if any
         self.params = {
             **layer.params,
@@ -42,12 +42,6 @@ class Model:
         return {k: np.asarray(v) for k, v in self.params.items() if k.endswith("_table")}
 
 
-def _embedding(weights, scheme):
-    from training.numpy_model import _embedding as layer_for
-
-    return layer_for(backend, weights, scheme)
-
-
 @partial(jax.jit, static_argnames="scheme")
 def _logits(params, constants, ids, scheme: str) -> jax.Array:
     tables = {**params, **constants}
@@ -57,7 +51,10 @@ def _logits(params, constants, ids, scheme: str) -> jax.Array:
         x = backend.embed_tokens(tables, ids)
     q, k, v = x @ params["wq"], x @ params["wk"], x @ params["wv"]  # (B, T, h) each
     if scheme == "rope":
-        q, k = backend.apply_rope(q, POSITIONS, layout="half"), backend.apply_rope(k, POSITIONS, layout="half")
+        q, k = (
+            backend.apply_rope(q, POSITIONS, layout="half"),
+            backend.apply_rope(k, POSITIONS, layout="half"),
+        )
     attention = jax.nn.softmax(q @ k.transpose(0, 2, 1) * q.shape[-1] ** -0.5, axis=-1)
     return (attention @ v).mean(axis=1) @ params["wo"] + params["bo"]  # (B, classes)
 

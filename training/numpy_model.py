@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from backends import numpy_backend as backend
-from training.task import LENGTH
+from training.task import LENGTH, embedding_layer
 
 POSITIONS = np.arange(LENGTH)
 
@@ -17,7 +17,7 @@ class Model:
 
     def __init__(self, weights: dict, scheme: str, *, lr: float, betas=(0.9, 0.999), eps=1e-8):
         self.scheme = scheme
-        self.embedding = _embedding(backend, weights, scheme)
+        self.embedding = embedding_layer(backend, weights, scheme)
         self.params = {k: weights[k].copy() for k in ("wq", "wk", "wv", "wo", "bo")}
         self.params["token_table"] = self.embedding.token_table  # the layer's own, updated in place
         if scheme == "learned":
@@ -44,7 +44,10 @@ class Model:
         x = self.embedding(ids)  # (B, T, dim): token rows (+ position rows)
         q, k, v = x @ p["wq"], x @ p["wk"], x @ p["wv"]  # (B, T, h) each
         if self.scheme == "rope":
-            q, k = backend.apply_rope(q, POSITIONS, layout="half"), backend.apply_rope(k, POSITIONS, layout="half")
+            q, k = (
+                backend.apply_rope(q, POSITIONS, layout="half"),
+                backend.apply_rope(k, POSITIONS, layout="half"),
+            )
         scale = np.asarray(q.shape[-1] ** -0.5, q.dtype)
         attention = _softmax(q @ k.transpose(0, 2, 1) * scale)  # (B, T, T)
         pooled = (attention @ v).mean(axis=1)  # (B, h)
@@ -91,17 +94,6 @@ def adam_update(params, grads, state, *, lr, b1, b2, eps) -> None:
         v += (1 - b2) * g * g
         m_hat, v_hat = m / (1 - b1**t), v / (1 - b2**t)
         params[name] -= (lr * m_hat / (np.sqrt(v_hat) + eps)).astype(params[name].dtype)
-
-
-def _embedding(backend, weights, scheme):
-    """The suite's layer for a scheme (RoPE adds nothing here: it rotates q and k)."""
-    if scheme == "learned":
-        return backend.TokenPositionEmbedding(weights["token_table"], weights["position_table"])
-    if scheme == "sinusoidal":
-        return backend.TokenPositionEmbedding(
-            weights["token_table"], positions="sinusoidal", max_seq_len=LENGTH
-        )
-    return backend.TokenPositionEmbedding(weights["token_table"], positions="none")
 
 
 def _softmax(scores: np.ndarray) -> np.ndarray:

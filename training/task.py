@@ -70,3 +70,15 @@ def batches(task: Task, steps: int, batch_size: int, *, seed: int = 0) -> np.nda
     return np.stack(
         [rng.choice(len(task.train_ids), batch_size, replace=False) for _ in range(steps)]
     )
+
+
+def embedding_layer(backend, weights: dict, scheme: str):
+    """The suite's layer for a scheme, in ``backend`` (RoPE adds nothing here: the models
+    rotate q and k)."""
+    if scheme == "learned":
+        return backend.TokenPositionEmbedding(weights["token_table"], weights["position_table"])
+    if scheme == "sinusoidal":
+        return backend.TokenPositionEmbedding(
+            weights["token_table"], positions="sinusoidal", max_seq_len=LENGTH
+        )
+    return backend.TokenPositionEmbedding(weights["token_table"], positions="none")

@@ -8,8 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from backends import torch_backend as backend
-from training.numpy_model import _embedding
-from training.task import LENGTH
+from training.task import LENGTH, embedding_layer
 
 POSITIONS = np.arange(LENGTH)
 
@@ -18,7 +17,7 @@ class Net(nn.Module):
     def __init__(self, weights: dict, scheme: str):
         super().__init__()
         self.scheme = scheme
-        self.embedding = _embedding(backend, weights, scheme)  # an nn.Module itself
+        self.embedding = embedding_layer(backend, weights, scheme)  # an nn.Module itself
         for name in ("wq", "wk", "wv", "wo", "bo"):  # x @ w, as in the other two
             self.register_parameter(name, nn.Parameter(torch.from_numpy(weights[name].copy())))
 
@@ -26,7 +25,10 @@ class Net(nn.Module):
         x = self.embedding(ids)  # (B, T, dim)
         q, k, v = x @ self.wq, x @ self.wk, x @ self.wv  # (B, T, h) each
         if self.scheme == "rope":
-            q, k = backend.apply_rope(q, POSITIONS, layout="half"), backend.apply_rope(k, POSITIONS, layout="half")
+            q, k = (
+                backend.apply_rope(q, POSITIONS, layout="half"),
+                backend.apply_rope(k, POSITIONS, layout="half"),
+            )
         attention = torch.softmax(q @ k.transpose(1, 2) * q.shape[-1] ** -0.5, dim=-1)
         return (attention @ v).mean(dim=1) @ self.wo + self.bo  # (B, classes)
 
