@@ -277,15 +277,7 @@ def _seed_settings(args) -> dict:
     given = {flag: getattr(args, flag) for flag in flags if getattr(args, flag) is not None}
     if args.weights is None:
         return given
-    if args.weights in pretrained.MODELS:
-        if args.token_key is not None or args.position_key is not None:
-            raise ValueError(
-                f"--token-key and --position-key go with --weights PATH, not {args.weights}"
-            )
-        model = pretrained.load_pretrained(args.weights)
-        tables = (model.token_table, model.position_table)
-    else:
-        tables = text.load_tables(args.weights, args.token_key, args.position_key)
+    tables = text.load_tables(args.weights, args.token_key, args.position_key)
     return {**given, "tables": tables, "source": os.path.basename(args.weights)}
 
 

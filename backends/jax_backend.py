@@ -166,14 +166,15 @@ def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = Fals
     rows (K, dim)), summed with ``jax.ops.segment_sum`` over the distinct ids, which the host
     finds (shapes are static), and no (vocab_size, dim) array is formed.
     """
-    validation.check_gradients_call(sparse, layer.scale_grad_by_freq)
-    host_ids, start = validation.check_call(
-        validation.as_host(token_ids), start, layer.vocab_size, layer.max_seq_len
-    )
     if not isinstance(upstream, jax.Array):
         upstream = np.asarray(upstream)
-    validation.check_upstream(
-        upstream.shape, np.dtype(upstream.dtype).name, (*host_ids.shape, layer.dim), layer.dtype
+    host_ids, start = validation.check_gradients(
+        layer,
+        validation.as_host(token_ids),
+        start,
+        upstream.shape,
+        np.dtype(upstream.dtype).name,
+        sparse,
     )
     ids = _device_ids(token_ids, host_ids)
     with _precision(layer.dtype):

@@ -112,13 +112,9 @@ def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = Fals
     are learned}. With sparse=True the token gradient is (indices (K,), rows (K, dim)): the
     distinct ids in ascending order and each one's summed row.
     """
-    validation.check_gradients_call(sparse, layer.scale_grad_by_freq)
-    token_ids, start = validation.check_call(
-        validation.as_host(token_ids), start, layer.vocab_size, layer.max_seq_len
-    )
     upstream = np.asarray(upstream)
-    validation.check_upstream(
-        upstream.shape, upstream.dtype, token_ids.shape + (layer.dim,), layer.dtype
+    token_ids, start = validation.check_gradients(
+        layer, validation.as_host(token_ids), start, upstream.shape, upstream.dtype, sparse
     )
     ids, rows = token_ids.reshape(-1), upstream.reshape(-1, layer.dim)  # (N,), (N, dim)
     if layer.scale_grad_by_freq:  # each term divided by its id's count, as torch does

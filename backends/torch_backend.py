@@ -169,20 +169,17 @@ def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = Fals
     (indices (K,), rows (K, dim)). Frozen tables (requires_grad=False) get no entry. The
     layer is left as it was: its sparse flag, and any .grad a caller has accumulated.
     """
-    validation.check_gradients_call(sparse, layer.scale_grad_by_freq)
-    host_ids, start = validation.check_call(
-        _host_ints(token_ids), start, layer.vocab_size, layer.max_seq_len
-    )
-    weight = layer.token.weight
     if not isinstance(upstream, torch.Tensor):
         upstream = _as_tensor(np.asarray(upstream))
-    dtype_name = str(upstream.dtype).removeprefix("torch.")
-    validation.check_upstream(
+    _, start = validation.check_gradients(
+        layer,
+        _host_ints(token_ids),
+        start,
         upstream.shape,
-        validation.DTYPES.get(dtype_name, dtype_name),  # bfloat16 has no NumPy name of its own
-        (*host_ids.shape, layer.dim),
-        layer.dtype,
+        str(upstream.dtype).removeprefix("torch."),  # torch's names are NumPy's, bfloat16 too
+        sparse,
     )
+    weight = layer.token.weight
     tables = {"token_table": weight}
     if layer.positions == "learned":
         tables["position_table"] = layer.position.weight

@@ -369,30 +369,31 @@ def check_embedding_options(padding_idx, scale_grad_by_freq, vocab_size: int) ->
     return padding_idx % vocab_size
 
 
-def check_gradients_call(sparse, scale_grad_by_freq: bool) -> None:
-    """gradients(..., sparse=): a bool, and not with scale_grad_by_freq (torch refuses the
-    pair: "scale_grad_by_freq not supported with sparse gradients"), the same everywhere."""
+def check_gradients(layer, token_ids: np.ndarray, start, upstream_shape, upstream_dtype, sparse):
+    """Everything a gradients() call checks, in this order: ``sparse`` (a bool, and not
+    with scale_grad_by_freq, which torch refuses: "scale_grad_by_freq not supported with
+    sparse gradients"), the ids and start as for a call, then upstream's shape and dtype
+    (the output's; dtype as NumPy names it). Returns (token_ids, start as int)."""
     if not isinstance(sparse, bool | np.bool_):
         raise TypeError(f"sparse must be True or False, got {sparse!r}")
-    if sparse and scale_grad_by_freq:
+    if sparse and layer.scale_grad_by_freq:
         raise ValueError(
             "sparse=True cannot be combined with scale_grad_by_freq (torch.nn.Embedding "
             "refuses it): use the dense gradient, or build the layer without scale_grad_by_freq"
         )
-
-
-def check_upstream(shape: tuple, dtype, expected_shape: tuple, expected_dtype) -> None:
-    """The upstream gradient has the output's shape and dtype (dtypes as NumPy names them)."""
-    if tuple(shape) != tuple(expected_shape):
+    token_ids, start = check_call(token_ids, start, layer.vocab_size, layer.max_seq_len)
+    expected = (*token_ids.shape, layer.dim)
+    if tuple(upstream_shape) != expected:
         raise ValueError(
-            f"upstream has shape {tuple(shape)}, but the layer's output for these ids has shape "
-            f"{tuple(expected_shape)}: pass dL/d(output), one row per token"
+            f"upstream has shape {tuple(upstream_shape)}, but the layer's output for these ids "
+            f"has shape {expected}: pass dL/d(output), one row per token"
         )
-    if str(dtype) != np.dtype(expected_dtype).name:
+    if str(upstream_dtype) != np.dtype(layer.dtype).name:
         raise TypeError(
-            f"upstream is {dtype}, but the layer's tables are "
-            f"{np.dtype(expected_dtype)}: cast upstream to the tables' dtype"
+            f"upstream is {upstream_dtype}, but the layer's tables are "
+            f"{np.dtype(layer.dtype)}: cast upstream to the tables' dtype"
         )
+    return token_ids, start
 
 
 def id_counts(token_ids: np.ndarray, vocab_size: int) -> np.ndarray:

@@ -46,10 +46,7 @@ def run(
     token_table, position_table = backends.shared_weights(
         vocab_size, dim, max_seq_len, seed=seed, dtype=dtype
     )
-    token_ids = validation.check_token_ids(np.array(tokens, dtype=np.int64), vocab_size)  # (T,)
-    if batch is not None:
-        rng = np.random.default_rng(seed)
-        token_ids = rng.integers(0, vocab_size, size=(batch, len(tokens)))  # (B, T)
+    token_ids = _token_ids(tokens, vocab_size, batch, seed)
     stop = start + token_ids.shape[-1]
     layout = layout or LAYOUTS.get(scheme)
     if scheme == "learned":
@@ -78,9 +75,7 @@ def run(
             "token_table": token_table,
         }
     setting = f"vocab_size {vocab_size}, dim {dim}, max_seq_len {max_seq_len}, {dtype}, seed {seed}"
-    first = token_ids if token_ids.ndim == 1 else token_ids[0]
-    labels = [f"token #{t} @ pos {start + i}" for i, t in enumerate(first)]
-    return Run(results, heading, setting, labels, token_ids, scheme=settings)
+    return Run(results, heading, setting, _labels(token_ids, start), token_ids, scheme=settings)
 
 
 def _run_tables(names, tokens, tables, source, *, start, batch, seed, dtype) -> Run:
@@ -88,10 +83,7 @@ def _run_tables(names, tokens, tables, source, *, start, batch, seed, dtype) -> 
     token_table = tables[0].astype(dtype, copy=False)
     position_table = None if tables[1] is None else tables[1].astype(dtype, copy=False)
     vocab_size = len(token_table)
-    token_ids = validation.check_token_ids(np.array(tokens, dtype=np.int64), vocab_size)  # (T,)
-    if batch is not None:
-        rng = np.random.default_rng(seed)
-        token_ids = rng.integers(0, vocab_size, size=(batch, len(tokens)))  # (B, T)
+    token_ids = _token_ids(tokens, vocab_size, batch, seed)
     stop = start + token_ids.shape[-1]
     setting = f"{source}: vocab_size {vocab_size}, dim {token_table.shape[1]}"
     if position_table is None:
@@ -103,6 +95,18 @@ def _run_tables(names, tokens, tables, source, *, start, batch, seed, dtype) -> 
         results = run_learned(names, token_table, position_table, token_ids, start)
         heading = f"x = token_table[token_ids] + position_table[{start}:{stop}]"
         setting += f", max_seq_len {len(position_table)}"
+    return Run(results, heading, f"{setting}, {dtype.name}", _labels(token_ids, start), token_ids)
+
+
+def _token_ids(tokens, vocab_size: int, batch: int | None, seed: int) -> np.ndarray:
+    """``tokens`` as one sequence (T,), checked; or a random (batch, T) batch from ``seed``
+    (the tokens then give T, and are still checked against the vocabulary)."""
+    token_ids = validation.check_token_ids(np.array(tokens, dtype=np.int64), vocab_size)
+    if batch is None:
+        return token_ids
+    return np.random.default_rng(seed).integers(0, vocab_size, size=(batch, len(tokens)))
+
+
+def _labels(token_ids: np.ndarray, start: int) -> list[str]:
     first = token_ids if token_ids.ndim == 1 else token_ids[0]
-    labels = [f"token #{t} @ pos {start + i}" for i, t in enumerate(first)]
-    return Run(results, heading, f"{setting}, {dtype.name}", labels, token_ids)
+    return [f"token #{t} @ pos {start + i}" for i, t in enumerate(first)]

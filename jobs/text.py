@@ -25,10 +25,7 @@ def load_model(
             raise ValueError(
                 f"{weights} has its own tokenizer: --tokenizer goes with --weights PATH"
             )
-        if token_key is not None or position_key is not None:
-            raise ValueError(
-                f"--token-key and --position-key go with --weights PATH, not {weights}"
-            )
+        _no_keys(weights, token_key, position_key)
         return pretrained.load_pretrained(weights)
     # the file first: a missing or broken file is the first thing to hear about
     token_table, position_table = load_tables(weights, token_key, position_key)
@@ -46,13 +43,22 @@ def load_model(
     )
 
 
-def load_tables(path: str, token_key=None, position_key=None):
-    """(token_table, position_table or None) of a .safetensors/.npz file, with messages
-    that name compare.py's flags."""
+def load_tables(weights: str, token_key=None, position_key=None):
+    """(token_table, position_table or None) of a packaged model or a .safetensors/.npz
+    file, with messages that name compare.py's flags."""
+    if weights in pretrained.MODELS:
+        _no_keys(weights, token_key, position_key)
+        model = pretrained.load_pretrained(weights)
+        return model.token_table, model.position_table
     try:
-        return pretrained.load_tables(path, token_key, position_key)
+        return pretrained.load_tables(weights, token_key, position_key)
     except pretrained.MissingTable as error:
         raise ValueError(error.message(f"--{error.what}-key")) from None
+
+
+def _no_keys(weights: str, token_key, position_key) -> None:
+    if token_key is not None or position_key is not None:
+        raise ValueError(f"--token-key and --position-key go with --weights PATH, not {weights}")
 
 
 def run(names, text: str, model: pretrained.Pretrained, *, dtype="float32", truncate=False) -> Run:
