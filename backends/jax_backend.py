@@ -100,6 +100,8 @@ class TokenPositionEmbedding:
             padding_idx, scale_grad_by_freq, self.vocab_size
         )
         self.scale_grad_by_freq = bool(scale_grad_by_freq)
+        # Most calls need neither x64 mode nor a choice of function (see __call__).
+        self._plain = positions != "none" and self.dtype != np.float64
         self.params = {"token_table": _to_device(token_table)}
         self.constants = {}
         if positions == "learned":
@@ -117,9 +119,11 @@ class TokenPositionEmbedding:
         invalid. Write ``y = layer(ids, out=y)``.
         """
         host_ids, start = validation.check_call(
-            validation.as_host(token_ids), start, self.vocab_size, self.max_seq_len
+            token_ids, start, self.vocab_size, self.max_seq_len
         )
         ids = _device_ids(token_ids, host_ids)
+        if out is None and self._plain:
+            return embed(self._tables(), ids, start)  # the common case, without the context
         with _precision(self.dtype):
             if out is not None:
                 if not isinstance(out, jax.Array):
@@ -320,7 +324,7 @@ def _to_device(table: np.ndarray) -> jax.Array:
 
 def _device_ids(token_ids, host_ids: np.ndarray):
     """Checked ids as int32, keeping a JAX array that is already int32 where it is."""
-    if isinstance(token_ids, jax.Array) and token_ids.dtype == jnp.int32:
+    if isinstance(token_ids, jax.Array) and token_ids.dtype == np.int32:
         return token_ids
     # Convert on the host: without x64 JAX would truncate int64 ids to int32 with only a warning.
     return host_ids.astype(np.int32)

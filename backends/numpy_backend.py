@@ -9,6 +9,7 @@ from backends import positional, validation
 name = "numpy"
 
 _CHUNK_BYTES = 1 << 20  # see __call__; 1 MiB measured best here among 64 KiB .. 4 MiB
+_FEW_ROWS = 64  # see __call__
 
 
 class TokenPositionEmbedding:
@@ -56,8 +57,13 @@ class TokenPositionEmbedding:
         that repeated calls allocate nothing.
         """
         token_ids, start = validation.check_call(
-            validation.as_host(token_ids), start, self.vocab_size, self.max_seq_len
+            token_ids, start, self.vocab_size, self.max_seq_len
         )
+        if out is None and self.position_table is not None and token_ids.size <= _FEW_ROWS:
+            # A decode step's few rows: the gather allocates the result, the add is in place.
+            out = self.token_table.take(token_ids, 0)
+            out += self.position_table[start : start + token_ids.shape[-1]]
+            return out
         shape = token_ids.shape + (self.dim,)
         if out is None:
             out = np.empty(shape, self.dtype)
@@ -100,8 +106,9 @@ class TokenPositionEmbedding:
 
     def _gather(self, token_ids: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         # mode="clip" writes straight into the result, where the default mode="raise"
-        # buffers a copy; it never clips, because the ids were checked first.
-        return np.take(self.token_table, token_ids, axis=0, mode="clip", out=out)
+        # buffers a copy; it never clips, because the ids were checked first. The method
+        # ndarray.take skips np.take's Python wrapper: 0.16 µs against 0.7 µs for 4 rows.
+        return self.token_table.take(token_ids, 0, out, "clip")
 
 
 def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = False) -> dict:
