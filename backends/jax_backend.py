@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.experimental import checkify
 
 from backends import positional, validation
 
@@ -67,6 +68,74 @@ def embed_into(out, params, token_ids, start, *, with_positions: bool = True) ->
     """
     x = embed(params, token_ids, start) if with_positions else embed_tokens(params, token_ids)
     return lax.dynamic_update_slice(out, x, (0,) * out.ndim)
+
+
+# --- the checks inside a jitted step (jax.experimental.checkify) ----------------------
+
+_ID_CHECK_PREFIX = validation.id_out_of_range("{}", "{}", 1).args[0].split(" at ")[0]
+_START_CHECK = (
+    "start {} + T {} does not fit a position table of max_seq_len {} rows "
+    "(checked inside jit by embed_checked)"
+)
+
+
+def embed_checked(tables, token_ids, start) -> jax.Array:
+    """embed() (or embed_tokens() without a position table) with the layer's checks inside
+    the computation, for a step the caller jits under ``checkify.checkify``.
+
+    The eager layer reads the ids on the host to check them: on an accelerator that is a
+    copy and a synchronisation per call. Here the checks are device ops, the step runs
+    with no host transfer, and a bad id or start is reported once per step, when the
+    caller throws the step's error::
+
+        step = jax.jit(checkify.checkify(my_step))    # my_step calls embed_checked
+        err, y = step(layer.tables, ids, start)       # ids, start: device arrays
+        jax_backend.throw(err)                        # IndexError / ValueError, as eagerly
+
+    While the error is pending, y holds clamped rows, as JAX indexing always does: throw
+    before using it. Dtype and shape are static, so a float or 3-D token_ids raises at
+    trace time, as does a Python int start outside the table.
+    """
+    if not jnp.issubdtype(token_ids.dtype, jnp.integer):
+        raise validation.ids_dtype_error(token_ids.dtype)
+    validation.check_ids_shape(token_ids.shape)
+    vocab_size = tables["token_table"].shape[0]
+    if token_ids.size:
+        flat = token_ids.reshape(-1)
+        in_range = (flat >= 0) & (flat < vocab_size)
+        first = jnp.argmin(in_range)  # the first bad id (0 when there is none)
+        where = jnp.unravel_index(first, token_ids.shape)
+        message = validation.id_out_of_range(
+            "{}", ", ".join("{}" for _ in where), vocab_size
+        ).args[0]
+        checkify.check(jnp.all(in_range), message, flat[first], *where)
+    if "position_table" not in tables:
+        return embed_tokens(tables, token_ids)
+    length, max_seq_len = token_ids.shape[-1], tables["position_table"].shape[0]
+    if isinstance(start, int):  # concrete: checked now, as the eager layer does
+        validation.check_positions(start, length, max_seq_len)
+    else:
+        fits = (start >= 0) & (start <= max_seq_len - length)
+        limits = jnp.asarray(length), jnp.asarray(max_seq_len)  # check takes arrays only
+        checkify.check(fits, _START_CHECK, start, *limits)
+    return embed(tables, token_ids, start)
+
+
+def throw(error: checkify.Error) -> None:
+    """``error.throw()``, except that a failed check of embed_checked raises what the eager
+    layer raises for the same input: IndexError for an id, ValueError for a start, with
+    the same message. Any other error is thrown as checkify throws it; no error, nothing.
+    Reading the error is a transfer to the host: do it once per step."""
+    exception = error.get_exception()
+    if exception is None:
+        return
+    fmt = getattr(exception, "fmt_string", "")
+    values = [int(v) for v in getattr(exception, "args", ())]
+    if fmt == _START_CHECK:
+        validation.check_positions(*values)  # raises the eager layer's ValueError
+    elif fmt.startswith(_ID_CHECK_PREFIX):
+        raise IndexError(fmt.format(*values)) from None
+    error.throw()
 
 
 class TokenPositionEmbedding:
@@ -123,7 +192,7 @@ class TokenPositionEmbedding:
         )
         ids = _device_ids(token_ids, host_ids)
         if out is None and self._plain:
-            return embed(self._tables(), ids, start)  # the common case, without the context
+            return embed(self.tables, ids, start)  # the common case, without the context
         with _precision(self.dtype):
             if out is not None:
                 if not isinstance(out, jax.Array):
@@ -138,10 +207,10 @@ class TokenPositionEmbedding:
                 shape = (*host_ids.shape, self.dim)
                 validation.check_out(out, np.dtype(out.dtype), True, shape, self.dtype)
                 with_positions = self.positions != "none"
-                return embed_into(out, self._tables(), ids, start, with_positions=with_positions)
+                return embed_into(out, self.tables, ids, start, with_positions=with_positions)
             if self.positions == "none":
                 return embed_tokens(self.params, ids)
-            return embed(self._tables(), ids, start)
+            return embed(self.tables, ids, start)
 
     def token_embeddings(self, token_ids) -> jax.Array:
         """(..., T) ids -> (..., T, dim) rows of the token table."""
@@ -154,9 +223,11 @@ class TokenPositionEmbedding:
         validation.check_has_positions(self.positions)
         start = validation.check_positions(start, length, self.max_seq_len)
         with _precision(self.dtype):
-            return embed_positions(self._tables(), start, length)
+            return embed_positions(self.tables, start, length)
 
-    def _tables(self) -> dict[str, jax.Array]:
+    @property
+    def tables(self) -> dict[str, jax.Array]:
+        """What the pure functions take: ``params`` plus any fixed table (sinusoidal)."""
         return {**self.params, **self.constants} if self.constants else self.params
 
 
@@ -204,7 +275,7 @@ def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = Fals
 
 def _vjp(layer, table: str, ids, start, upstream) -> jax.Array:
     """The gradient of one of the layer's tables; the others are held fixed."""
-    fixed = {k: v for k, v in layer._tables().items() if k != table}
+    fixed = {k: v for k, v in layer.tables.items() if k != table}
     with_positions = layer.positions != "none"
     return _backward({table: layer.params[table]}, fixed, ids, start, upstream, with_positions)
 

@@ -42,6 +42,7 @@ class TokenPositionEmbedding:
             padding_idx, scale_grad_by_freq, self.vocab_size
         )
         self.scale_grad_by_freq = bool(scale_grad_by_freq)
+        self._chunk_rows = max(1, _CHUNK_BYTES // max(self.dim * self.dtype.itemsize, 1))
         # Copies the layer owns, as the torch and JAX layers own theirs.
         self.token_table = token_table.copy()
         if positions == "sinusoidal":
@@ -64,26 +65,29 @@ class TokenPositionEmbedding:
             out = self.token_table.take(token_ids, 0)
             out += self.position_table[start : start + token_ids.shape[-1]]
             return out
-        shape = token_ids.shape + (self.dim,)
+        shape = (*token_ids.shape, self.dim)
+        table, position_table = self.token_table, self.position_table
         if out is None:
             out = np.empty(shape, self.dtype)
         else:
             if not isinstance(out, np.ndarray):
                 raise TypeError(f"out must be a NumPy array, got {type(out).__name__}")
             validation.check_out(out, out.dtype, out.flags.c_contiguous, shape, self.dtype)
-            if any(np.may_share_memory(out, t) for t in (self.token_table, self.position_table)):
+            if np.may_share_memory(out, table) or (
+                position_table is not None and np.may_share_memory(out, position_table)
+            ):
                 raise validation.out_overlaps_error()
-        if self.position_table is None:
-            return self._gather(token_ids, out=out)
-        positions = self.position_table[start : start + token_ids.shape[-1]]  # (T, dim)
-        rows = max(1, _CHUNK_BYTES // max(self.dim * self.dtype.itemsize, 1))
-        if out.nbytes <= _CHUNK_BYTES or token_ids.shape[-1] < rows:  # small, or short sequences
-            self._gather(token_ids, out=out)  # (..., T, dim)
+        if position_table is None:
+            return table.take(token_ids, 0, out, "clip")
+        length = shape[-2]
+        positions = position_table[start : start + length]  # (T, dim)
+        rows = self._chunk_rows
+        if length < rows or out.nbytes <= _CHUNK_BYTES:  # short sequences, or small
+            table.take(token_ids, 0, out, "clip")  # (..., T, dim); see _gather for "clip"
             out += positions  # broadcasts over the batch
             return out
         # Large results: gather about a megabyte of rows, then add their positions while the
         # rows are still in cache, instead of a second pass over the whole result in memory.
-        length = token_ids.shape[-1]
         for seq_ids, seq_out in zip(
             token_ids.reshape(-1, length), out.reshape(-1, length, self.dim), strict=True
         ):

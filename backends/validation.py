@@ -87,12 +87,17 @@ def check_token_ids(token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
         bad = (token_ids < 0) | (token_ids >= vocab_size)
         where = np.unravel_index(int(np.flatnonzero(bad)[0]), token_ids.shape)
         index = ", ".join(str(int(i)) for i in where)
-        raise IndexError(
-            f"token id {int(token_ids[where])} at token_ids[{index}] is out of range for "
-            f"vocab_size {vocab_size}: ids must be in [0, {vocab_size - 1}]; "
-            "check that the tokenizer matches the token table"
-        )
+        raise id_out_of_range(int(token_ids[where]), index, vocab_size)
     return token_ids
+
+
+def id_out_of_range(value, index: str, vocab_size: int) -> IndexError:
+    """The error for token id ``value`` at token_ids[index] (also a template, with "{}")."""
+    return IndexError(
+        f"token id {value} at token_ids[{index}] is out of range for "
+        f"vocab_size {vocab_size}: ids must be in [0, {vocab_size - 1}]; "
+        "check that the tokenizer matches the token table"
+    )
 
 
 def check_ids_shape(shape: tuple) -> None:

@@ -350,7 +350,9 @@ def measure(
     return records
 
 
-def header(args, names) -> dict:
+def header(args, names, shapes=None) -> dict:
+    """Machine, versions and settings for a JSON file; shapes: name -> Shape (default SHAPES)."""
+    shapes = SHAPES if shapes is None else shapes
     versions = {"python": platform.python_version(), "numpy": np.__version__}
     for name in names:
         if name != "numpy":
@@ -364,7 +366,7 @@ def header(args, names) -> dict:
             "dtype": args.dtype,
             "rounds": args.repeats,
             "sample_seconds": SAMPLE_SECONDS,
-            "shapes": {n: asdict(SHAPES[n]) for n in args.shapes},
+            "shapes": {n: asdict(shapes[n]) for n in args.shapes},
             "affinity": sorted(os.sched_getaffinity(0))
             if hasattr(os, "sched_getaffinity")
             else None,  # noqa: E501
