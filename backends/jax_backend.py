@@ -105,9 +105,9 @@ def embed_checked(tables, token_ids, start) -> jax.Array:
         in_range = (flat >= 0) & (flat < vocab_size)
         first = jnp.argmin(in_range)  # the first bad id (0 when there is none)
         where = jnp.unravel_index(first, token_ids.shape)
-        message = validation.id_out_of_range(
-            "{}", ", ".join("{}" for _ in where), vocab_size
-        ).args[0]
+        message = validation.id_out_of_range("{}", ", ".join("{}" for _ in where), vocab_size).args[
+            0
+        ]
         checkify.check(jnp.all(in_range), message, flat[first], *where)
     if "position_table" not in tables:
         return embed_tokens(tables, token_ids)
@@ -187,9 +187,7 @@ class TokenPositionEmbedding:
         the result is written into its memory and returned, and ``out`` itself becomes
         invalid. Write ``y = layer(ids, out=y)``.
         """
-        host_ids, start = validation.check_call(
-            token_ids, start, self.vocab_size, self.max_seq_len
-        )
+        host_ids, start = validation.check_call(token_ids, start, self.vocab_size, self.max_seq_len)
         ids = _device_ids(token_ids, host_ids)
         if out is None and self._plain:
             return embed(self.tables, ids, start)  # the common case, without the context
@@ -393,9 +391,12 @@ def _to_device(table: np.ndarray) -> jax.Array:
         return jnp.array(table, copy=True)
 
 
+_INT32 = np.dtype(np.int32)
+
+
 def _device_ids(token_ids, host_ids: np.ndarray):
     """Checked ids as int32, keeping a JAX array that is already int32 where it is."""
-    if isinstance(token_ids, jax.Array) and token_ids.dtype == np.int32:
+    if host_ids.dtype is _INT32 and isinstance(token_ids, jax.Array):  # dtypes are singletons
         return token_ids
     # Convert on the host: without x64 JAX would truncate int64 ids to int32 with only a warning.
     return host_ids.astype(np.int32)

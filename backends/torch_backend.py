@@ -142,8 +142,7 @@ class TokenPositionEmbedding(nn.Module):
         validation.check_out(out, out.dtype, out.is_contiguous(), shape, weight.dtype)
         storage = out.untyped_storage().data_ptr()
         if any(
-            t is not None and storage == t.untyped_storage().data_ptr()
-            for t in (weight, positions)
+            t is not None and storage == t.untyped_storage().data_ptr() for t in (weight, positions)
         ):
             raise validation.out_overlaps_error()
         # index_select is what nn.Embedding runs on dim 0; out= skips the allocation.

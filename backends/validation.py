@@ -130,8 +130,6 @@ def _ids_in_range(token_ids: np.ndarray, vocab_size: int) -> bool:
 
 def as_host(array) -> np.ndarray:
     """np.asarray, except that an empty list stays integer (NumPy would make it float64)."""
-    if type(array) is np.ndarray:
-        return array
     host = np.asarray(array)
     if host.size == 0 and isinstance(array, list | tuple):
         return host.astype(np.int64)
@@ -218,7 +216,8 @@ def check_call(token_ids, start, vocab_size: int, max_seq_len: int) -> tuple[np.
     whole call is a microsecond, and each Python call costs about 0.06 µs. Anything it
     does not accept, good or bad, goes through the checks below, which raise.
     """
-    token_ids = as_host(token_ids)
+    if type(token_ids) is not np.ndarray:
+        token_ids = as_host(token_ids)
     if (
         type(start) is int
         and 0 < token_ids.size <= _FEW_IDS

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 import backends
+from backends import validation
 from benchmarks.lookup_add import configure_threads, header
 from drawing.table import text_table
 
@@ -76,6 +77,7 @@ class Variant:
     call: Callable  # (ids, start) -> the output, finished
     ids: Callable  # NumPy int64 ids -> this framework's ids
     context: Callable = field(default=contextlib.nullcontext)  # entered once per batch
+    checked: bool = True  # False: a step of the suite's call (profile), not a whole lookup
 
 
 @dataclass
@@ -168,9 +170,58 @@ def _jax(token_table, position_table, shape):
             lambda ids, start: lookup(table, positions, ids, start).block_until_ready(),
             on_device,
         ),
-        Variant("jax", "suite", lambda ids, start: layer(ids, start).block_until_ready(), on_device),
+        Variant(
+            "jax", "suite", lambda ids, start: layer(ids, start).block_until_ready(), on_device
+        ),
         Variant("jax", "suite_out", suite_out, on_device),
         Variant("jax", "jit_checked", jit_checked, on_device),
+    ]
+
+
+def steps(backend: str, token_table, position_table, shape: Step) -> list[Variant]:
+    """The idiomatic line, the suite's call, and each step of that call timed alone, in
+    the order the call runs them (the profile: where the time goes)."""
+    whole = {v.name: v for v in variants(backend, token_table, position_table, shape)}
+    layer = whole["suite"].call
+    vocab_size, max_seq_len = shape.vocab_size, shape.max_seq_len
+
+    def checks(host):  # validation.check_call: dtype, shape, id range, start
+        return lambda ids, start: validation.check_call(host(ids), start, vocab_size, max_seq_len)
+
+    def step(name, call, ids=whole["idiomatic"].ids, context=whole["idiomatic"].context):
+        return Variant(backend, name, call, ids, context, checked=False)
+
+    found = [whole["idiomatic"], whole["suite"]]
+    if backend == "numpy":
+        table, positions = layer.token_table, layer.position_table
+
+        def gather_add(ids, start):
+            x = table.take(ids, 0)
+            x += positions[start : start + ids.shape[-1]]
+            return x
+
+        return found + [step("checks", checks(np.asarray)), step("gather + add", gather_add)]
+    if backend == "torch":
+        import torch
+
+        table, positions = layer.token.weight, layer.position.weight
+
+        def embedding_add(ids, start):
+            x = torch.embedding(table, ids)
+            x += positions[start : start + ids.shape[-1]]
+            return x
+
+        return found + [
+            step("checks (zero-copy view)", checks(lambda ids: ids.numpy())),
+            step("embedding + add", embedding_add),
+        ]
+    be = backends.get("jax")
+    layer = be.TokenPositionEmbedding(token_table, position_table)
+    tables = layer.tables
+    return found + [
+        step("host read of the ids", lambda ids, start: np.asarray(ids)),
+        step("host read + checks", checks(np.asarray)),
+        step("jitted lookup", lambda ids, start: be.embed(tables, ids, start).block_until_ready()),
     ]
 
 
@@ -197,17 +248,19 @@ def check(variant: Variant, shape: Step, token_table, position_table, rng) -> No
         raise RuntimeError(f"{variant.backend}/{variant.name} differs from the NumPy expression")
 
 
-def measure(shape_name: str, names, *, rounds: int, progress=None) -> list[Record]:
+def measure(shape_name: str, names, *, rounds: int, progress=None, make=variants) -> list[Record]:
+    """Records for every variant (make=variants) or step (make=steps) of every backend."""
     shape = SHAPES[shape_name]
     token_table, position_table = backends.shared_weights(
         shape.vocab_size, shape.dim, shape.max_seq_len, seed=0
     )
     rng = np.random.default_rng(1)
-    found = [v for name in names for v in variants(name, token_table, position_table, shape)]
-    steps = shape.max_seq_len - shape.length + 1  # the starts a decode loop walks through
+    found = [v for name in names for v in make(name, token_table, position_table, shape)]
+    walk = shape.max_seq_len - shape.length + 1  # the starts a decode loop walks through
     calls = {}
     for v in found:
-        check(v, shape, token_table, position_table, rng)
+        if v.checked:
+            check(v, shape, token_table, position_table, rng)
         ids = [v.ids(rng.integers(0, shape.vocab_size, (shape.batch, shape.length)))] * 50
         _timed(v, ids, [0] * 50)  # warm-up (and compilation)
         per_call = _timed(v, ids, [0] * 50)
@@ -215,7 +268,7 @@ def measure(shape_name: str, names, *, rounds: int, progress=None) -> list[Recor
     seconds = {v: [] for v in found}
     for round_ in range(rounds):
         host = rng.integers(0, shape.vocab_size, (MAX_CALLS, shape.batch, shape.length))
-        starts = [(round_ + k) * shape.length % steps for k in range(MAX_CALLS)]
+        starts = [(round_ + k) * shape.length % walk for k in range(MAX_CALLS)]
         for v in found:  # interleaved: every variant once per round
             n = calls[v]
             inputs = [v.ids(a) for a in host[:n]]
@@ -318,6 +371,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=list(backends.names()),
         help="backends to time (default: every installed one)",
     )
+    add(
+        "--profile",
+        action="store_true",
+        help="also time each step of the suite's call alone (where the time goes)",
+    )
     add("--json", default="bench-decode.json", help="default: %(default)s")
     add("--png", default="bench-decode.png", help="default: %(default)s")
     args = parser.parse_args(argv)
@@ -337,18 +395,31 @@ def main(argv=None) -> int:
     configure_threads(args.threads)
     from tqdm import tqdm
 
-    records = []
+    records, profile = [], []
     with tqdm(
-        total=len(args.shapes) * args.repeats, desc="rounds", disable=not sys.stderr.isatty()
+        total=len(args.shapes) * args.repeats * (2 if args.profile else 1),
+        desc="rounds",
+        disable=not sys.stderr.isatty(),
     ) as progress:
         for name in args.shapes:
             progress.set_postfix_str(name)
             records += measure(name, args.backends, rounds=args.repeats, progress=progress)
+            if args.profile:
+                profile += measure(
+                    name, args.backends, rounds=args.repeats, progress=progress, make=steps
+                )
     print(format_table(records))
+    if profile:
+        print("\nwhere the time goes: each step of the suite's call timed alone")
+        print(format_table(profile))
     args.dtype = "float32"  # what header() records
     with open(args.json, "w") as out:
         json.dump(
-            {**header(args, args.backends, SHAPES), "records": [asdict(r) for r in records]},
+            {
+                **header(args, args.backends, SHAPES),
+                "records": [asdict(r) for r in records],
+                "profile": [asdict(r) for r in profile],
+            },
             out,
             indent=1,
         )

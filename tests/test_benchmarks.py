@@ -172,3 +172,70 @@ def test_gradient_agreement_measures_every_gradient():
     found = gradient_agreement.differences("float64")
     assert set(found) == {"token", "token, scaled", "position"}
     assert all(0 <= d < 1e-12 and n in backends.names() for d, n in found.values())
+
+
+DECODE_VARIANTS = {
+    "numpy": {"idiomatic", "suite", "suite_out"},
+    "torch": {"idiomatic", "suite", "suite_out"},
+    "jax": {"idiomatic", "suite", "suite_out", "jit_checked"},
+}
+
+
+def test_decode_benchmark_records_every_variant_and_the_profile(tmp_path):
+    from benchmarks import decode
+
+    out = tmp_path / "decode.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.decode",
+            "--quick",
+            "--repeats",
+            "1",
+            "--profile",
+            "--json",
+            str(out),
+            "--png",
+            str(tmp_path / "decode.png"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "vs idiomatic" in done.stdout and "where the time goes" in done.stdout
+    report = json.loads(out.read_text())
+    assert set(report["settings"]["shapes"]) == set(decode.QUICK_SHAPES)
+    for shape in decode.QUICK_SHAPES:
+        for name in backends.names():
+            mine = [r for r in report["records"] if r["shape"] == shape and r["backend"] == name]
+            assert {r["variant"] for r in mine} == DECODE_VARIANTS[name]
+            assert all(r["median_us"] > 0 and r["vs_idiomatic"] > 0 for r in mine)
+            assert next(r for r in mine if r["variant"] == "idiomatic")["vs_idiomatic"] == 1.0
+            steps = {
+                r["variant"]
+                for r in report["profile"]
+                if r["shape"] == shape and r["backend"] == name
+            }
+            assert {"idiomatic", "suite"} < steps
+    assert (tmp_path / "decode.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_wrong_decode_variant_is_refused_before_timing():
+    from benchmarks import decode
+
+    shape = decode.SHAPES["seed"]
+    token_table, position_table = backends.shared_weights(100, 10, 16)
+    rng = np.random.default_rng(0)
+
+    def from_zero(ids, start):  # positions from 0 instead of start: plausible, wrong
+        return token_table[ids] + position_table[: ids.shape[-1]]
+
+    wrong = decode.Variant("numpy", "from_zero", from_zero, lambda ids: ids)
+    with pytest.raises(RuntimeError, match="numpy/from_zero differs from the NumPy expression"):
+        decode.check(wrong, shape, token_table, position_table, rng)
+    for name in backends.names():  # every real variant passes the same check
+        for v in decode.variants(name, token_table, position_table, shape):
+            decode.check(v, shape, token_table, position_table, rng)

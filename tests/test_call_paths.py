@@ -1,0 +1,304 @@
+"""Every route a call can take refuses bad input, and moves no more than it says.
+
+The routes: the shared checks' fast path for a few ids (validation.check_call) and their
+general path; torch tensors read through a zero-copy view on the CPU, or checked on the
+device with one synchronisation (the route for accelerators, forced here on the CPU);
+JAX's checks inside a jitted step (embed_checked under checkify, thrown by throw). Each
+is held to the NumPy layer: the same bits for good input, the same exception type and
+message for bad input.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import backends
+from backends import validation
+from tests.conftest import backend_or_skip, native
+from tests.test_parity import reference
+
+TABLES = backends.shared_weights(100, 10, 16, seed=4)
+
+
+def outcome(call):
+    """("ok", result) or (exception type, message): what a call did, to compare routes."""
+    try:
+        return "ok", call()
+    except (TypeError, ValueError, IndexError) as error:
+        return type(error), str(error)
+
+
+def general_path(token_ids, start, vocab_size, max_seq_len):
+    """check_call without its fast path: the checks one by one."""
+    token_ids = validation.check_token_ids(validation.as_host(token_ids), vocab_size)
+    return token_ids, validation.check_positions(start, token_ids.shape[-1], max_seq_len)
+
+
+@st.composite
+def calls(draw):
+    """Ids of many integer dtypes and byte orders, 1-D or 2-D, from empty to past the fast
+    path's 64; values mostly in range, some just outside; starts around the table's end."""
+    vocab_size = draw(st.integers(1, 300))
+    max_seq_len = draw(st.integers(0, 20))
+    dtype = draw(st.sampled_from(["int8", "int16", "int32", "int64", "uint8", "uint64", ">i8"]))
+    info = np.iinfo(np.dtype(dtype))
+    low, high = max(-3, int(info.min)), min(vocab_size + 2, int(info.max))
+    shape = draw(st.sampled_from([(0,), (1,), (4,), (64,), (65,), (1, 4), (8, 1), (3, 30)]))
+    values = draw(
+        st.lists(st.integers(low, high), min_size=int(np.prod(shape)), max_size=int(np.prod(shape)))
+    )
+    # Mostly good ids, so that the fast path is taken and also refused.
+    if draw(st.booleans()):
+        values = [v % min(vocab_size, high + 1) for v in values]
+    token_ids = np.array(values, dtype=dtype).reshape(shape)
+    start = draw(st.integers(-2, max_seq_len + 2))
+    return token_ids, start, vocab_size, max_seq_len
+
+
+@settings(max_examples=300, deadline=None)
+@given(calls())
+def test_the_fast_path_accepts_and_refuses_what_the_checks_do(call):
+    token_ids, start, vocab_size, max_seq_len = call
+    fast = outcome(lambda: validation.check_call(token_ids, start, vocab_size, max_seq_len))
+    slow = outcome(lambda: general_path(token_ids, start, vocab_size, max_seq_len))
+    assert fast[0] == slow[0]
+    if fast[0] == "ok":
+        assert fast[1][0] is token_ids and fast[1][1] == slow[1][1] == start
+    else:
+        assert fast[1] == slow[1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ids=st.lists(st.integers(-2, 101), min_size=1, max_size=70),
+    batch=st.sampled_from([1, 2]),
+    start=st.integers(-1, 17),
+    dtype=st.sampled_from(["int32", "int64"]),
+)
+def test_native_ids_on_every_backend_give_the_numpy_layer_bits_or_error(ids, batch, start, dtype):
+    token_ids = np.array(ids * batch, dtype=dtype).reshape(batch, -1)
+    expected = outcome(
+        lambda: backends.get("numpy").TokenPositionEmbedding(*TABLES)(token_ids, start)
+    )
+    for name in backends.names():
+        be = backends.get(name)
+        layer = be.TokenPositionEmbedding(*TABLES)
+        found = outcome(lambda: be.to_numpy(layer(native(be, token_ids), start)))
+        assert found[0] == expected[0], name
+        if found[0] == "ok":
+            np.testing.assert_array_equal(found[1], expected[1])
+        else:
+            assert found[1] == expected[1], name
+
+
+# --- torch: the CPU view and the device route -------------------------------------------
+
+
+class Ops:
+    """The aten ops a torch call dispatches (torch's own interposition point)."""
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        seen = self.seen = []
+
+        class Record(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                seen.append(str(func.overloadpacket))
+                return func(*args, **(kwargs or {}))
+
+        self.mode = Record()
+
+    def __enter__(self):
+        self.mode.__enter__()
+        return self.seen
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+
+# The ops that read a device value on the host, a synchronisation: bool(tensor) dispatches
+# is_nonzero, .item() item; both end in _local_scalar_dense.
+SYNCS = {"aten.is_nonzero", "aten.item", "aten._local_scalar_dense"}
+# What Tensor.numpy() dispatches on a CPU tensor: no copy (aten.to with the tensor's own
+# dtype and device returns it as it is; the resolves are no-ops without conj/neg bits).
+NUMPY_VIEW = ["aten.detach", "aten.to", "aten.resolve_conj", "aten.resolve_neg"]
+
+
+def syncs(ops) -> int:
+    return sum(op in SYNCS for op in ops)
+
+
+@pytest.fixture
+def device_route(monkeypatch):
+    """Send torch's own tensors down the accelerator route, as on CUDA, on the CPU."""
+    tb = backend_or_skip("torch")
+    monkeypatch.setattr(tb, "_readable_on_host", lambda tensor: False)
+    return tb
+
+
+def test_cpu_tensors_are_checked_without_a_copy_or_a_sync():
+    torch = pytest.importorskip("torch")
+    tb = backend_or_skip("torch")
+    layer = tb.TokenPositionEmbedding(*TABLES)
+    ids = torch.tensor([[5, 10, 7, 21]])
+    with torch.inference_mode(), Ops() as ops:
+        layer(ids, 3)
+    assert ops == NUMPY_VIEW + ["aten.embedding", "aten.slice", "aten.add_"]
+    assert syncs(ops) == 0
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize(
+    "token_ids, start",
+    [
+        ([[5, 10, 7, 21]], 3),
+        ([[5, -1, 7]], 0),
+        ([[5, 100]], 0),
+        ([[1, 2], [3, 400]], 1),
+        ([7, 8], 15),
+        ([7, 8], -1),
+        ([[[1]]], 0),
+        ([], 0),
+    ],
+)
+def test_the_device_route_raises_what_the_host_raises(device_route, dtype, token_ids, start):
+    torch = pytest.importorskip("torch")
+    host = np.array(token_ids, dtype=dtype)
+    layer = device_route.TokenPositionEmbedding(*TABLES)
+    numpy_layer = backends.get("numpy").TokenPositionEmbedding(*TABLES)
+    expected = outcome(lambda: numpy_layer(host, start))
+    for grad in (False, True):  # the inference path and the autograd path
+        with torch.set_grad_enabled(grad):
+            found = outcome(lambda: device_route.to_numpy(layer(torch.from_numpy(host), start)))
+        assert found[0] == expected[0]
+        if found[0] == "ok":
+            np.testing.assert_array_equal(found[1], expected[1])
+        else:
+            assert found[1] == expected[1]
+
+
+def test_the_device_route_synchronises_once_and_copies_nothing_when_the_ids_are_good(
+    device_route,
+):
+    torch = pytest.importorskip("torch")
+    layer = device_route.TokenPositionEmbedding(*TABLES)
+    ids = torch.tensor([[5, 10, 7, 21]])
+    with torch.inference_mode(), Ops() as ops:
+        layer(ids, 3)
+    assert syncs(ops) == 1 and "aten._to_copy" not in ops and "aten.detach" not in ops
+    assert ops[-3:] == ["aten.embedding", "aten.slice", "aten.add_"]
+    with torch.inference_mode(), Ops() as ops, pytest.raises(IndexError):
+        layer(torch.tensor([[5, 100]]), 0)
+    assert syncs(ops) == 1 and "aten.embedding" not in ops  # refused before the lookup
+
+
+# --- JAX: the checks inside a jitted step ------------------------------------------------
+
+
+def checked_step():
+    import jax
+    from jax.experimental import checkify
+
+    jb = backend_or_skip("jax")
+    return jb, jax.jit(checkify.checkify(jb.embed_checked))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    ids=st.lists(st.integers(-3, 102), min_size=1, max_size=8),
+    batch=st.sampled_from([None, 1, 3]),
+    start=st.integers(-2, 18),
+)
+def test_checks_inside_jit_raise_what_the_eager_layer_raises(ids, batch, start):
+    import jax.numpy as jnp
+
+    jb, step = checked_step()
+    token_ids = np.array(ids if batch is None else ids * batch, dtype=np.int32)
+    if batch is not None:
+        token_ids = token_ids.reshape(batch, -1)
+    layer = jb.TokenPositionEmbedding(*TABLES)
+    expected = outcome(lambda: np.asarray(layer(token_ids, start)))
+
+    def jitted():
+        error, y = step(layer.tables, jnp.asarray(token_ids), jnp.int32(start))
+        jb.throw(error)
+        return np.asarray(y)
+
+    found = outcome(jitted)
+    assert found[0] == expected[0]
+    if found[0] == "ok":
+        np.testing.assert_array_equal(found[1], expected[1])
+    else:
+        assert found[1] == expected[1]
+
+
+def test_a_device_resident_checked_step_makes_no_host_transfer():
+    import jax
+
+    jb, step = checked_step()
+    layer = jb.TokenPositionEmbedding(*TABLES)
+    ids, start = jax.device_put(np.array([[5, 10, 7, 21]], np.int32)), jax.device_put(np.int32(3))
+    step(layer.tables, ids, start)  # compiled outside the guard
+    with jax.transfer_guard("disallow"):
+        error, y = step(layer.tables, ids, start)
+        assert np.dtype(y.dtype) == np.float32 and y.shape == (1, 4, 10)
+    jb.throw(error)  # after the step: the one read of the error
+    np.testing.assert_array_equal(np.asarray(y), reference(*TABLES, np.asarray(ids), 3))
+    # The guard is live: the eager layer reads the ids on the host, and is refused.
+    with jax.transfer_guard("disallow"), pytest.raises(Exception, match="[Dd]isallowed"):
+        layer(ids, start)
+
+
+def test_checks_inside_jit_fail_at_trace_time_for_static_mistakes():
+    import jax.numpy as jnp
+    from jax.experimental import checkify
+
+    jb, step = checked_step()
+    tables = jb.TokenPositionEmbedding(*TABLES).tables
+    with pytest.raises(TypeError, match="token_ids must be integers, got dtype float32"):
+        step(tables, jnp.zeros((1, 2), jnp.float32), jnp.int32(0))
+    with pytest.raises(ValueError, match="1-D \\(T,\\) or 2-D \\(B, T\\), got shape \\(1, 1, 2\\)"):
+        step(tables, jnp.zeros((1, 1, 2), jnp.int32), jnp.int32(0))
+    with pytest.raises(ValueError, match="start 15 \\+ T 2 = 17 exceeds max_seq_len 16"):
+        checkify.checkify(jb.embed_checked)(tables, jnp.zeros((1, 2), jnp.int32), 15)
+
+
+@pytest.mark.parametrize("positions", ["sinusoidal", "none"])
+def test_checks_inside_jit_for_every_scheme(positions):
+    import jax.numpy as jnp
+
+    jb, step = checked_step()
+    token_table = TABLES[0]
+    kwargs = {"max_seq_len": 16} if positions == "sinusoidal" else {}
+    layer = jb.TokenPositionEmbedding(token_table, positions=positions, **kwargs)
+    ids = np.array([[3, 99, 0]], np.int32)
+    error, y = step(layer.tables, jnp.asarray(ids), jnp.int32(5))
+    jb.throw(error)
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(layer(ids, 5)))
+    error, _ = step(layer.tables, jnp.asarray(ids + 1), jnp.int32(5))
+    with pytest.raises(IndexError, match="token id 100 at token_ids\\[0, 1\\]"):
+        jb.throw(error)
+
+
+def test_throw_leaves_other_checks_to_checkify():
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import checkify
+
+    jb = backend_or_skip("jax")
+    tables = jb.TokenPositionEmbedding(*TABLES).tables
+
+    def step(tables, ids, start):
+        y = jb.embed_checked(tables, ids, start)
+        checkify.check(jnp.all(y < 100), "activations too large")  # the caller's own check
+        return y
+
+    checked = jax.jit(checkify.checkify(step))
+    error, _ = checked(tables, jnp.ones((1, 2), jnp.int32), jnp.int32(0))
+    assert jb.throw(error) is None  # no error: nothing raised
+    huge = jax.tree_util.tree_map(lambda t: t * 1e6, tables)
+    error, _ = checked(huge, jnp.ones((1, 2), jnp.int32), jnp.int32(0))
+    with pytest.raises(checkify.JaxRuntimeError, match="activations too large"):
+        jb.throw(error)
