@@ -7,7 +7,7 @@ REQUIRED_BACKENDS ?= numpy,torch,jax
 # Model packages whose absence fails the test run (see tests/test_pretrained.py).
 REQUIRED_MODELS ?= minilm,smollm2,gpt2
 
-.PHONY: install compare test bench bench-backward train clean
+.PHONY: install compare test bench bench-backward bench-decode train clean
 
 install: $(VENV)/.installed
 
@@ -32,6 +32,12 @@ bench: install
 # The backward pass and update of the token table, dense against row-sparse (gpt2 shape).
 bench-backward: install
 	$(PY) -m benchmarks.backward --threads $(THREADS) --json docs/bench-backward.json
+
+# A decode step's lookup (a few rows per call): the suite's layer against the idiomatic line,
+# and where the time goes (--profile). One pinned core; about a minute.
+bench-decode: install
+	MPLBACKEND=Agg $(PY) -m benchmarks.decode --threads $(THREADS) --repeats 31 --profile \
+		--json docs/bench-decode.json --png docs/bench-decode.png
 
 # Training in lockstep: every scheme in every backend (under a minute); pictures under docs/.
 DTYPE ?= float32

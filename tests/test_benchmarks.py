@@ -203,6 +203,7 @@ def test_decode_benchmark_records_every_variant_and_the_profile(tmp_path):
         capture_output=True,
         text=True,
         env={**os.environ, "MPLBACKEND": "Agg"},
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert "vs idiomatic" in done.stdout and "where the time goes" in done.stdout

@@ -84,7 +84,7 @@ def test_native_ids_on_every_backend_give_the_numpy_layer_bits_or_error(ids, bat
     for name in backends.names():
         be = backends.get(name)
         layer = be.TokenPositionEmbedding(*TABLES)
-        found = outcome(lambda: be.to_numpy(layer(native(be, token_ids), start)))
+        found = outcome(lambda be=be, layer=layer: be.to_numpy(layer(native(be, token_ids), start)))
         assert found[0] == expected[0], name
         if found[0] == "ok":
             np.testing.assert_array_equal(found[1], expected[1])
