@@ -50,8 +50,9 @@ gather is exact and one IEEE addition is correctly rounded.
 ``layer.token_embeddings(token_ids)`` and ``layer.position_embeddings(start, T)``
 return the two terms of that sum.
 
-Bad input raises before any framework op, the same way on every backend
-(see ``backends.validation``): ``TypeError`` for non-integer ids,
+Bad input raises before the lookup, the same way on every backend (see
+``backends.validation``; checked on the host, except torch ids on an
+accelerator, checked there with one synchronisation): ``TypeError`` for non-integer ids,
 ``ValueError`` for ids that are not 1-D or 2-D and for positions outside
 ``[0, max_seq_len)``, ``IndexError`` for an id outside ``[0, vocab_size)``, and
 ``ValueError`` at construction for tables of the wrong rank, dtype or width.
