@@ -58,6 +58,13 @@ def embed(params, token_ids: jax.Array, start: jax.Array) -> jax.Array:
     return embed_tokens(params, token_ids) + embed_positions(params, start, token_ids.shape[-1])
 
 
+@jax.jit
+def _embed_arrays(token_table, position_table, token_ids, start) -> jax.Array:
+    """embed() with the tables as two arguments: the layer's eager call. A dict argument
+    costs jit's dispatch about 0.2 µs to flatten, 3% of a decode step's lookup here."""
+    return embed({"token_table": token_table, "position_table": position_table}, token_ids, start)
+
+
 @partial(jax.jit, donate_argnums=0, static_argnames="with_positions")
 def embed_into(out, params, token_ids, start, *, with_positions: bool = True) -> jax.Array:
     """embed() (or embed_tokens() without positions), written over a donated ``out``.
@@ -189,8 +196,9 @@ class TokenPositionEmbedding:
         """
         host_ids, start = validation.check_call(token_ids, start, self.vocab_size, self.max_seq_len)
         ids = _device_ids(token_ids, host_ids)
-        if out is None and self._plain:
-            return embed(self.tables, ids, start)  # the common case, without the context
+        if out is None and self._plain:  # the common case: no x64 context, two array arguments
+            tables = self.tables
+            return _embed_arrays(tables["token_table"], tables["position_table"], ids, start)
         with _precision(self.dtype):
             if out is not None:
                 if not isinstance(out, jax.Array):

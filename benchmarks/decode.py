@@ -24,7 +24,9 @@ torch runs every variant under ``torch.inference_mode()``, entered once per time
 as a decode loop enters it once. Method as in ``benchmarks.lookup_add``: one pinned core
 and one thread by default; every variant's output checked bit for bit against the NumPy
 expression first; warm-up; variants timed in interleaved rounds, each sample a batch of
-calls lasting about 2 ms (JAX calls end in ``block_until_ready()``). Reported: median and
+calls lasting about 2 ms (JAX calls end in ``block_until_ready()``), its ids freed and the
+garbage collected after it, outside the timing (freeing a thousand JAX arrays slowed the
+variant timed next by up to 18%). Reported: median and
 IQR of µs per call, and ``vs_idiomatic``, the median over rounds of the per-round ratio
 to the same backend's idiomatic line.
 """
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import sys
@@ -274,6 +277,8 @@ def measure(shape_name: str, names, *, rounds: int, progress=None, make=variants
             n = calls[v]
             inputs = [v.ids(a) for a in host[:n]]
             seconds[v].append(_timed(v, inputs, starts[:n]))
+            del inputs
+            gc.collect()
         if progress is not None:
             progress.update(1)
     records = []
