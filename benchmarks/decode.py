@@ -28,15 +28,19 @@ calls lasting about 2 ms (JAX calls end in ``block_until_ready()``), its ids fre
 garbage collected after it, outside the timing (freeing a thousand JAX arrays slowed the
 variant timed next by up to 18%). Reported: median and
 IQR of µs per call, and ``vs_idiomatic``, the median over rounds of the per-round ratio
-to the same backend's idiomatic line.
+to the same backend's idiomatic line. Each backend runs in a fresh process: a ratio compares
+variants of one framework, and in a shared process one framework's leftovers (threads,
+allocations) slowed the next one's calls unevenly across its variants.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import gc
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -252,7 +256,7 @@ def check(variant: Variant, shape: Step, token_table, position_table, rng) -> No
         raise RuntimeError(f"{variant.backend}/{variant.name} differs from the NumPy expression")
 
 
-def measure(shape_name: str, names, *, rounds: int, progress=None, make=variants) -> list[Record]:
+def measure(shape_name: str, names, *, rounds: int, make=variants) -> list[Record]:
     """Records for every variant (make=variants) or step (make=steps) of every backend."""
     shape = SHAPES[shape_name]
     token_table, position_table = backends.shared_weights(
@@ -270,17 +274,18 @@ def measure(shape_name: str, names, *, rounds: int, progress=None, make=variants
         per_call = _timed(v, ids, [0] * 50)
         calls[v] = int(np.clip(SAMPLE_SECONDS / per_call, 50, MAX_CALLS))
     seconds = {v: [] for v in found}
-    for round_ in range(rounds):
-        host = rng.integers(0, shape.vocab_size, (MAX_CALLS, shape.batch, shape.length))
-        starts = [(round_ + k) * shape.length % walk for k in range(MAX_CALLS)]
-        for v in found:  # interleaved: every variant once per round
-            n = calls[v]
-            inputs = [v.ids(a) for a in host[:n]]
-            seconds[v].append(_timed(v, inputs, starts[:n]))
-            del inputs
-            gc.collect()
-        if progress is not None:
-            progress.update(1)
+    for name in names:  # one backend at a time: each is compared with its own idiomatic line
+        mine = [v for v in found if v.backend == name]
+        for round_ in range(rounds):
+            host = rng.integers(0, shape.vocab_size, (MAX_CALLS, shape.batch, shape.length))
+            starts = [(round_ + k) * shape.length % walk for k in range(MAX_CALLS)]
+            for v in mine:  # interleaved: every variant once per round
+                n = calls[v]
+                inputs = [v.ids(a) for a in host[:n]]
+                seconds[v].append(_timed(v, inputs, starts[:n]))
+                del inputs
+                gc.collect()
+
     records = []
     for v in found:
         times = np.array(seconds[v])
@@ -414,24 +419,41 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def measure_backend(name: str, shapes, *, rounds: int, threads: int, profile: bool):
+    """Every shape for one backend, in this process: (records, profile records)."""
+    configure_threads(threads)
+    records, steps_found = [], []
+    for shape in shapes:
+        records += measure(shape, [name], rounds=rounds)
+        if profile:
+            steps_found += measure(shape, [name], rounds=rounds, make=steps)
+    return records, steps_found
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
-    configure_threads(args.threads)
     from tqdm import tqdm
 
+    # Each backend in a fresh process: a ratio compares variants of one framework, and one
+    # framework's threads and allocations left in the process slowed the next one's calls
+    # by up to 25% (torch after NumPy and JAX at decode-b32), unevenly across variants.
+    spawn = multiprocessing.get_context("spawn")
     records, profile = [], []
-    with tqdm(
-        total=len(args.shapes) * args.repeats * (2 if args.profile else 1),
-        desc="rounds",
-        disable=not sys.stderr.isatty(),
-    ) as progress:
-        for name in args.shapes:
-            progress.set_postfix_str(name)
-            records += measure(name, args.backends, rounds=args.repeats, progress=progress)
-            if args.profile:
-                profile += measure(
-                    name, args.backends, rounds=args.repeats, progress=progress, make=steps
-                )
+    for name in tqdm(args.backends, desc="backends", disable=not sys.stderr.isatty()):
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
+            found, steps_found = pool.submit(
+                measure_backend,
+                name,
+                args.shapes,
+                rounds=args.repeats,
+                threads=args.threads,
+                profile=args.profile,
+            ).result()
+        records += found
+        profile += steps_found
+    order = {name: i for i, name in enumerate(args.shapes)}  # by shape, then backend
+    records.sort(key=lambda r: order[r.shape])
+    profile.sort(key=lambda r: order[r.shape])
     print(format_table(records))
     if profile:
         print("\nwhere the time goes: each step of the suite's call timed alone")
