@@ -79,11 +79,17 @@ def embed_into(out, params, token_ids, start, *, with_positions: bool = True) ->
 
 # --- the checks inside a jitted step (jax.experimental.checkify) ----------------------
 
-_ID_CHECK_PREFIX = validation.id_out_of_range("{}", "{}", 1).args[0].split(" at ")[0]
-_START_CHECK = (
-    "start {} + T {} does not fit a position table of max_seq_len {} rows "
-    "(checked inside jit by embed_checked)"
-)
+# The messages of embed_checked's checks, so that throw() knows them: an id check's, one per
+# (vocab_size, ndim) traced; the start checks'. The first two read as the eager messages do.
+_ID_CHECKS: set[str] = set()
+_NEGATIVE_START = validation.negative_start_message("{}")
+_START_CHECK = "start {} + T {} does not fit a position table of max_seq_len {} rows"
+
+
+def _id_check(vocab_size: int, ndim: int) -> str:
+    message = validation.id_out_of_range("{}", ", ".join(["{}"] * ndim), vocab_size).args[0]
+    _ID_CHECKS.add(message)
+    return message
 
 
 def embed_checked(tables, token_ids, start) -> jax.Array:
@@ -91,17 +97,19 @@ def embed_checked(tables, token_ids, start) -> jax.Array:
     the computation, for a step the caller jits under ``checkify.checkify``.
 
     The eager layer reads the ids on the host to check them: on an accelerator that is a
-    copy and a synchronisation per call. Here the checks are device ops, the step runs
-    with no host transfer, and a bad id or start is reported once per step, when the
+    copy and a synchronisation per call. Here the checks are device ops on traced values,
+    which the host cannot read, and a bad id or start is reported once per step, when the
     caller throws the step's error::
 
         step = jax.jit(checkify.checkify(my_step))    # my_step calls embed_checked
         err, y = step(layer.tables, ids, start)       # ids, start: device arrays
         jax_backend.throw(err)                        # IndexError / ValueError, as eagerly
 
-    While the error is pending, y holds clamped rows, as JAX indexing always does: throw
-    before using it. Dtype and shape are static, so a float or 3-D token_ids raises at
-    trace time, as does a Python int start outside the table.
+    Until the error is thrown, a bad id's rows are whatever JAX's gather gives (a negative
+    id wraps, a large one is clamped): throw before using y. What is known at trace time
+    raises at once, as the eager layer raises it: float or 3-D token_ids, and a start that
+    embed_checked sees as a number (closed over, or called outside jit); a traced start
+    that is not an integer scalar is a TypeError.
     """
     if not jnp.issubdtype(token_ids.dtype, jnp.integer):
         raise validation.ids_dtype_error(token_ids.dtype)
@@ -112,36 +120,43 @@ def embed_checked(tables, token_ids, start) -> jax.Array:
         in_range = (flat >= 0) & (flat < vocab_size)
         first = jnp.argmin(in_range)  # the first bad id (0 when there is none)
         where = jnp.unravel_index(first, token_ids.shape)
-        message = validation.id_out_of_range("{}", ", ".join("{}" for _ in where), vocab_size).args[
-            0
-        ]
+        message = _id_check(vocab_size, token_ids.ndim)
         checkify.check(jnp.all(in_range), message, flat[first], *where)
-    if "position_table" not in tables:
-        return embed_tokens(tables, token_ids)
-    length, max_seq_len = token_ids.shape[-1], tables["position_table"].shape[0]
-    if isinstance(start, int):  # concrete: checked now, as the eager layer does
+    length = token_ids.shape[-1]
+    positions = tables.get("position_table")
+    max_seq_len = None if positions is None else positions.shape[0]
+    if not isinstance(start, jax.core.Tracer):  # a number: checked now, as the eager layer does
         validation.check_positions(start, length, max_seq_len)
     else:
-        fits = (start >= 0) & (start <= max_seq_len - length)
-        limits = jnp.asarray(length), jnp.asarray(max_seq_len)  # check takes arrays only
-        checkify.check(fits, _START_CHECK, start, *limits)
+        if not (jnp.issubdtype(start.dtype, jnp.integer) and start.shape == ()):
+            raise TypeError(
+                f"start must be an integer, got a traced {start.dtype} array of shape "
+                f"{start.shape}: pass an integer scalar such as jnp.int32(start)"
+            )
+        checkify.check(start >= 0, _NEGATIVE_START, start)
+        if positions is not None:
+            limits = jnp.asarray(length), jnp.asarray(max_seq_len)  # check takes arrays only
+            checkify.check(start <= max_seq_len - length, _START_CHECK, start, *limits)
+    if positions is None:
+        return embed_tokens(tables, token_ids)
     return embed(tables, token_ids, start)
 
 
 def throw(error: checkify.Error) -> None:
     """``error.throw()``, except that a failed check of embed_checked raises what the eager
     layer raises for the same input: IndexError for an id, ValueError for a start, with
-    the same message. Any other error is thrown as checkify throws it; no error, nothing.
-    Reading the error is a transfer to the host: do it once per step."""
+    the same message. Any other error (your own checks, checkify's NaN or index checks) is
+    thrown as checkify throws it; no error, nothing. Reading the error is a transfer to the
+    host: do it once per step."""
     exception = error.get_exception()
     if exception is None:
         return
-    fmt = getattr(exception, "fmt_string", "")
-    values = [int(v) for v in getattr(exception, "args", ())]
+    fmt = getattr(exception, "fmt_string", None)  # FailedCheckError's message template
     if fmt == _START_CHECK:
-        validation.check_positions(*values)  # raises the eager layer's ValueError
-    elif fmt.startswith(_ID_CHECK_PREFIX):
-        raise IndexError(fmt.format(*values)) from None
+        validation.check_positions(*(int(v) for v in exception.args))  # the eager ValueError
+    elif fmt == _NEGATIVE_START or fmt in _ID_CHECKS:
+        kind = ValueError if fmt == _NEGATIVE_START else IndexError
+        raise kind(fmt.format(*(int(v) for v in exception.args))) from None
     error.throw()
 
 
@@ -404,7 +419,8 @@ _INT32 = np.dtype(np.int32)
 
 def _device_ids(token_ids, host_ids: np.ndarray):
     """Checked ids as int32, keeping a JAX array that is already int32 where it is."""
-    if host_ids.dtype is _INT32 and isinstance(token_ids, jax.Array):  # dtypes are singletons
+    # NumPy's built-in dtypes are singletons; another int32 (byte-swapped) takes the copy.
+    if host_ids.dtype is _INT32 and isinstance(token_ids, jax.Array):
         return token_ids
     # Convert on the host: without x64 JAX would truncate int64 ids to int32 with only a warning.
     return host_ids.astype(np.int32)

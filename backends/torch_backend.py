@@ -147,7 +147,7 @@ class TokenPositionEmbedding(nn.Module):
             raise validation.out_overlaps_error()
         # index_select is what nn.Embedding runs on dim 0; out= skips the allocation.
         rows = ids.numel()
-        torch.index_select(weight, 0, ids.view(rows), out=out.view(rows, self.dim))
+        torch.index_select(weight, 0, ids.reshape(rows), out=out.view(rows, self.dim))
         if positions is not None:
             out.add_(positions.narrow(0, start, length))  # (T, dim) broadcasts
         return out
@@ -174,9 +174,9 @@ class TokenPositionEmbedding(nn.Module):
         """(token table, position table or None), read from the module's own dicts: what
         nn.Module.__getattr__ reads, without its cost (0.9 µs for self.token.weight, a
         tenth of a decode step's lookup)."""
-        weight = self._modules["token"]._parameters["weight"]
+        weight = _weight(self._modules["token"])
         if self.positions == "learned":
-            return weight, self._modules["position"]._parameters["weight"]
+            return weight, _weight(self._modules["position"])
         return weight, self._buffers.get("position_table")
 
     def _to_device(self, token_ids, host_ids: np.ndarray) -> torch.Tensor:
@@ -306,6 +306,13 @@ def _rope_frequencies(dim: int, base: float, scaling: dict | None, dtype, device
     return torch.where(
         wavelength < context / high, w, torch.where(wavelength > context / low, w / factor, blended)
     )
+
+
+def _weight(embedding: nn.Embedding) -> torch.Tensor:
+    """embedding.weight; from its parameter dict when it is there (a parametrization, such
+    as torch.nn.utils.parametrize, computes it instead: then through the attribute)."""
+    weight = embedding._parameters.get("weight")
+    return embedding.weight if weight is None else weight
 
 
 def _readable_on_host(tensor: torch.Tensor) -> bool:

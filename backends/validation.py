@@ -156,6 +156,10 @@ def _positive(value, what: str) -> float:
     return number
 
 
+def negative_start_message(start) -> str:
+    return f"start {start} is negative: positions count from 0"
+
+
 def check_positions(start, length: int, max_seq_len: int | None) -> int:
     """Check that positions start .. start + length - 1 exist in the position table.
 
@@ -169,7 +173,7 @@ def check_positions(start, length: int, max_seq_len: int | None) -> int:
     if length < 0:
         raise ValueError(f"the number of positions must be at least 0, got {length}")
     if start < 0:
-        raise ValueError(f"start {start} is negative: positions count from 0")
+        raise ValueError(negative_start_message(start))
     if max_seq_len is not None and start + length > max_seq_len:
         room = max_seq_len - start
         fix = (
