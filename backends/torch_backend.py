@@ -96,7 +96,7 @@ class TokenPositionEmbedding(nn.Module):
         if given: a preallocated contiguous tensor, so repeated calls allocate nothing)
         and the positions added in place. Both give the same bits.
 
-        Checks, before any op: int32/int64 tensors already on the tables' device are used
+        Checks, before the lookup: int32/int64 tensors already on the tables' device are used
         as they are. On the CPU they are read through a zero-copy NumPy view; on an
         accelerator a reduction on the device checks them and one synchronisation reads
         its flag (see _check_on_device). Anything else (NumPy arrays, lists, other integer
