@@ -1,0 +1,6 @@
+"""The token table split across devices and processes (issue 11, in progress).
+
+``reference``: the two strategies, row-parallel and column-parallel, in NumPy over a list of
+shards, the readable reference; ``jax_shards``: the same over a JAX ``Mesh`` with
+``NamedSharding`` and ``shard_map`` (or the compiler's own gather).
+"""

@@ -1,0 +1,184 @@
+"""The token table split across shards gives the unsharded layer's bits.
+
+The NumPy reference runs here; JAX's meshes need N devices, which XLA makes only at import
+(XLA_FLAGS), so the JAX checks run in a subprocess with 4 CPU devices and a timeout.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import backends
+from sharding import reference
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IDS = [np.array([[5, 10, 7, 102], [0, 5, 1, 2]]), np.array([3, 4]), np.zeros((2, 0), np.int64)]
+
+
+def unsharded(token_table, position_table, token_ids, start):
+    return token_table[token_ids] + position_table[start : start + token_ids.shape[-1]]
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("strategy", reference.STRATEGIES)
+def test_the_reference_is_the_unsharded_layer_bit_for_bit(dtype, strategy):
+    # vocab 103 and dim 10: divisible by none of 3, 4, 7, so the last shard is padded.
+    token_table, position_table = backends.shared_weights(103, 10, 16, seed=1, dtype=dtype)
+    for num_shards in (1, 2, 3, 4, 7):
+        for token_ids in IDS:
+            for start in (0, 2, 16 - token_ids.shape[-1]):
+                expected = unsharded(token_table, position_table, token_ids, start)
+                found = reference.embed(
+                    token_table,
+                    position_table,
+                    token_ids,
+                    start,
+                    num_shards=num_shards,
+                    strategy=strategy,
+                )
+                assert same_bits(found, expected), (num_shards, token_ids.shape, start)
+
+
+def test_shards_own_consecutive_rows_and_the_last_is_padded():
+    table = np.arange(10 * 2, dtype=np.float32).reshape(10, 2)
+    shards = reference.split_rows(table, 4)  # ceil(10 / 4) = 3 rows each: 3 3 3 1+2 padding
+    assert [s.shape for s in shards] == [(3, 2)] * 4
+    np.testing.assert_array_equal(np.concatenate(shards)[:10], table)
+    np.testing.assert_array_equal(shards[3][1:], 0)
+    columns = reference.split_columns(table, 2)
+    assert [c.shape for c in columns] == [(10, 1)] * 2
+
+
+def test_a_sum_of_one_row_and_exact_zeros_is_the_row_except_for_the_sign_of_zero():
+    """All but one term of each row-parallel sum is an exact zero, so the sum is the owner's
+    value; summed from +0.0, as XLA's and gloo's all-reduces sum, an owner's -0.0 becomes
+    +0.0. Equal as values; the bits differ only there."""
+    token_table = np.array([[1.5, -0.0, -0.0], [2.0, 3.0, -1.0]], np.float32)
+    position_table = np.array([[0.25, 0.5, -0.0]], np.float32)
+    token_ids = np.array([0])
+    expected = unsharded(token_table, position_table, token_ids, 0)  # [1.75, 0.5, -0.0]
+    found = reference.embed(token_table, position_table, token_ids, 0, num_shards=2)
+    np.testing.assert_array_equal(found, expected)  # equal values (0.0 == -0.0)
+    assert np.signbit(expected[0, 2]) and not np.signbit(found[0, 2])  # only the sign of zero
+    assert same_bits(found[:, :2], expected[:, :2])  # -0.0 + 0.5 == 0.5 either way
+
+
+def test_ids_outside_the_global_vocabulary_are_refused_before_any_shard_looks():
+    token_table, position_table = backends.shared_weights(103, 10, 16)
+    for strategy in reference.STRATEGIES:
+        # 103 would be masked on every shard of 4 (each owns 26 rows: 0..103 padded to 104)
+        # and come back as a zero row; the suite refuses it.
+        with pytest.raises(IndexError, match="token id 103 at token_ids\\[1\\]"):
+            reference.embed(
+                token_table, position_table, np.array([1, 103]), num_shards=4, strategy=strategy
+            )
+
+
+@pytest.mark.parametrize(
+    "num_shards, strategy, message",
+    [
+        (0, "rows", "cannot split 103 rows into 0 shards: use 1 to 103 shards"),
+        (11, "columns", "cannot split 10 columns into 11 shards: use 1 to 10 shards"),
+        (2, "diagonal", "unknown sharding strategy 'diagonal'"),
+    ],
+)
+def test_a_bad_shard_count_or_strategy_is_a_value_error(num_shards, strategy, message):
+    token_table, position_table = backends.shared_weights(103, 10, 16)
+    with pytest.raises(ValueError, match=message):
+        reference.embed(
+            token_table,
+            position_table,
+            np.array([1]),
+            num_shards=num_shards,
+            strategy=strategy,
+        )
+
+
+JAX_CHECKS = textwrap.dedent(
+    """
+    import json
+    import numpy as np
+    import backends
+    from sharding import jax_shards
+
+    IDS = [np.array([[5, 10, 7, 102], [0, 5, 1, 2]]), np.array([3, 4]), np.zeros((2, 0), int)]
+    checked, errors = 0, {}
+    for dtype in ("float32", "float16", "bfloat16"):
+        token_table, position_table = backends.shared_weights(103, 10, 16, seed=1, dtype=dtype)
+        for num_shards in (1, 2, 3, 4):
+            for strategy in jax_shards.STRATEGIES:
+                layer = jax_shards.ShardedEmbedding(
+                    token_table, position_table, num_shards=num_shards, strategy=strategy
+                )
+                for ids in IDS:
+                    start = 16 - ids.shape[-1]
+                    expected = token_table[ids] + position_table[start:]
+                    found = np.asarray(layer(ids, start))
+                    same = found.dtype == expected.dtype and found.tobytes() == expected.tobytes()
+                    assert same, (dtype, num_shards, strategy, ids.shape)
+                    checked += 1
+    # Signed zeros: JAX agrees with the reference (an all-reduce sums from +0.0), and the
+    # column split, which only moves values, keeps them.
+    from sharding import reference
+    signed = np.array([[1.5, -0.0, -0.0], [2.0, 3.0, -1.0]], np.float32)
+    positions = np.array([[0.25, 0.5, -0.0]], np.float32)
+    for strategy in ("rows", "columns"):
+        sharded = jax_shards.ShardedEmbedding(signed, positions, num_shards=2, strategy=strategy)
+        found = np.asarray(sharded(np.array([0])))
+        expected = reference.embed(signed, positions, [0], num_shards=2, strategy=strategy)
+        assert found.tobytes() == expected.tobytes(), strategy
+        checked += 1
+    layer = jax_shards.ShardedEmbedding(token_table, position_table, num_shards=4)
+    for name, call in {
+        "id": lambda: layer(np.array([1, 103])),
+        "start": lambda: layer(np.array([1, 2]), 15),
+        "devices": lambda: jax_shards.ShardedEmbedding(token_table, position_table, num_shards=5),
+    }.items():
+        try:
+            call()
+        except Exception as error:
+            errors[name] = [type(error).__name__, str(error)]
+    rows = jax_shards.ShardedEmbedding(token_table, position_table, num_shards=4)
+    columns = jax_shards.ShardedEmbedding(
+        token_table, position_table, num_shards=4, strategy="columns"
+    )
+    print(json.dumps({
+        "checked": checked,
+        "errors": errors,
+        "bytes": [rows.bytes_per_device(), columns.bytes_per_device()],
+    }))
+    """
+)
+
+
+def test_jax_shards_over_four_devices_are_the_unsharded_layer_bit_for_bit():
+    pytest.importorskip("jax")
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    done = subprocess.run(
+        [sys.executable, "-c", JAX_CHECKS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["checked"] == 3 * 4 * 3 * len(IDS) + 2
+    errors = report["errors"]
+    assert errors["id"][0] == "IndexError" and "token id 103 at token_ids[1]" in errors["id"][1]
+    assert errors["start"][0] == "ValueError" and "exceeds max_seq_len 16" in errors["start"][1]
+    assert errors["devices"][0] == "ValueError"
+    assert "--xla_force_host_platform_device_count=5" in errors["devices"][1]
+    # bfloat16, 2 bytes: rows 26 x 10 per device; columns 103 x ceil(10 / 4) = 3 per device
+    assert report["bytes"] == [26 * 10 * 2, 103 * 3 * 2]
