@@ -2,5 +2,7 @@
 
 ``reference``: the two strategies, row-parallel and column-parallel, in NumPy over a list of
 shards, the readable reference; ``jax_shards``: the same over a JAX ``Mesh`` with
-``NamedSharding`` and ``shard_map`` (or the compiler's own gather).
+``NamedSharding`` and ``shard_map`` (or the compiler's own gather); ``torch_shards``: N
+processes with ``torch.distributed`` (gloo, loopback), by hand and with DTensor's
+``RowwiseParallel``.
 """

@@ -182,3 +182,80 @@ def test_jax_shards_over_four_devices_are_the_unsharded_layer_bit_for_bit():
     assert "--xla_force_host_platform_device_count=5" in errors["devices"][1]
     # bfloat16, 2 bytes: rows 26 x 10 per device; columns 103 x ceil(10 / 4) = 3 per device
     assert report["bytes"] == [26 * 10 * 2, 103 * 3 * 2]
+
+
+# --- torch: N processes, gloo on the loopback interface --------------------------------
+
+
+def torch_cases():
+    cases = []
+    for dtype in ("float32", "float16", "bfloat16"):
+        token_table, position_table = backends.shared_weights(103, 10, 16, seed=1, dtype=dtype)
+        cases += [(token_table, position_table, ids, 16 - ids.shape[-1]) for ids in IDS]
+    return cases
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("num_shards", [2, 4])
+@pytest.mark.parametrize("strategy", ["rows", "columns", "dtensor"])
+def test_torch_ranks_give_the_unsharded_layer_bit_for_bit(num_shards, strategy):
+    pytest.importorskip("torch")
+    from sharding import torch_shards
+
+    cases = torch_cases()
+    found = torch_shards.embed_many(cases, num_shards=num_shards, strategy=strategy, timeout=60)
+    for (token_table, position_table, token_ids, start), result in zip(cases, found, strict=True):
+        assert same_bits(result, unsharded(token_table, position_table, token_ids, start))
+
+
+def test_torch_refuses_a_bad_id_before_starting_a_process():
+    pytest.importorskip("torch")
+    import multiprocessing
+
+    from sharding import torch_shards
+
+    token_table, position_table = backends.shared_weights(103, 10, 16)
+    with pytest.raises(IndexError, match="token id 103 at token_ids\\[1\\]"):
+        torch_shards.embed(token_table, position_table, np.array([1, 103]), num_shards=2)
+    assert not multiprocessing.active_children()
+
+
+def test_every_rank_checks_the_ids_before_its_collective(tmp_path):
+    """A rank given a bad id raises the suite's IndexError before any collective (a world of
+    one rank, in this process: a collective would still run, and return)."""
+    pytest.importorskip("torch")
+    from sharding import torch_shards
+
+    token_table, position_table = backends.shared_weights(103, 10, 16)
+    case = (token_table, position_table, np.array([1, 103]), 0)
+    out = str(tmp_path / "results.npz")
+    with pytest.raises(IndexError, match="token id 103 at token_ids\\[1\\]"):
+        torch_shards._rank(0, 1, torch_shards.free_port(), [case], "rows", 10, None, out)
+    assert not os.path.exists(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["raise", "stall"])
+def test_a_failed_rank_makes_the_run_fail_not_hang(fault):
+    pytest.importorskip("torch")
+    import multiprocessing
+    import time
+
+    from sharding import torch_shards
+
+    token_table, position_table = backends.shared_weights(103, 10, 16)
+    began = time.monotonic()
+    with pytest.raises(Exception) as info:
+        torch_shards.embed(
+            token_table,
+            position_table,
+            np.array([1, 2]),
+            num_shards=2,
+            timeout=3,
+            fault=(fault, 1),
+        )
+    # "raise": rank 1's own error; "stall": rank 0's all-reduce gives up after 3 s.
+    expected = "rank 1 failed on purpose" if fault == "raise" else "Timed out"
+    assert expected in str(info.value)
+    assert time.monotonic() - began < 30
+    assert not multiprocessing.active_children()  # every rank stopped

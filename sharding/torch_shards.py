@@ -1,0 +1,163 @@
+"""The token table split across N processes with ``torch.distributed``: the gloo backend, one
+machine, every address on the loopback interface.
+
+Each rank holds its shard as an ``nn.Embedding``:
+
+- ``"rows"`` (Megatron-LM's ``VocabParallelEmbedding``): rank k owns rows
+  [k * rows, (k + 1) * rows); it masks the ids it does not own, looks up the rest, zeroes the
+  masked rows, and ``dist.all_reduce`` sums the ranks' results.
+- ``"columns"``: rank k holds every row and ceil(dim / N) columns; ``dist.all_gather``
+  collects the ranks' columns.
+- ``"dtensor"``: torch's own row-wise sharding, ``parallelize_module(embedding, mesh,
+  RowwiseParallel())`` on a DeviceMesh of the N ranks: the same algorithm, written by torch.
+
+Every rank checks the ids against the *global* vocabulary before any collective runs, so a
+bad id raises the suite's IndexError on every rank and no rank waits for another. The process
+group has a timeout: a rank that dies makes the others fail with an error instead of hanging.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+from backends import torch_backend, validation
+from sharding import reference
+
+STRATEGIES = ("rows", "columns", "dtensor")
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (the rendezvous binds there and nowhere else)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def embed(token_table, position_table, token_ids, start: int = 0, **kwargs) -> np.ndarray:
+    """The sharded layer computed by num_shards processes: rank 0's result, as NumPy.
+    Keyword arguments as for embed_many."""
+    return embed_many([(token_table, position_table, token_ids, start)], **kwargs)[0]
+
+
+def embed_many(
+    cases,
+    *,
+    num_shards: int,
+    strategy: str = "rows",
+    timeout: float = 60.0,
+    fault: tuple[str, int] | None = None,
+) -> list[np.ndarray]:
+    """Several (token_table, position_table, token_ids, start) cases, one process group.
+
+    Every case is checked here, before any process starts, and again on every rank before
+    its collective. timeout: seconds for the process group's collectives and for the whole
+    run; past it every rank is stopped and RuntimeError says so. fault, for the tests that
+    show no rank hangs: ("raise", k) makes rank k raise before its first collective, ("stall",
+    k) makes it sleep past the timeout instead, so that the others' collective times out.
+    """
+    validation._choice(strategy, STRATEGIES, "sharding strategy")
+    checked = []
+    for token_table, position_table, token_ids, start in cases:
+        token_table, position_table = validation.check_tables(token_table, position_table)
+        token_ids, start = validation.check_call(
+            token_ids, start, len(token_table), len(position_table)
+        )
+        split = reference.split_columns if strategy == "columns" else reference.split_rows
+        split(token_table, num_shards)  # checks the shard count against the table
+        checked.append((token_table, position_table, token_ids, start))
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "results.npz")
+        args = (num_shards, free_port(), checked, strategy, timeout, fault, out)
+        context = mp.start_processes(
+            _rank, args, nprocs=num_shards, join=False, start_method="spawn"
+        )
+        deadline = time.monotonic() + timeout + 30  # the group's own timeout fires first
+        try:
+            while not context.join(timeout=max(0.0, deadline - time.monotonic())):
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(f"the {num_shards} ranks did not finish in {timeout} s")
+        finally:
+            for process in context.processes:  # every rank stopped, whatever happened
+                if process.is_alive():
+                    process.terminate()
+                process.join(timeout=5)
+        with np.load(out, allow_pickle=False) as results:
+            return [results[str(i)].view(case[0].dtype) for i, case in enumerate(checked)]
+
+
+def _rank(rank, num_shards, port, cases, strategy, timeout, fault, out):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group(
+        "gloo",
+        rank=rank,
+        world_size=num_shards,
+        timeout=datetime.timedelta(seconds=timeout),
+    )
+    try:
+        results = {}
+        for i, (token_table, position_table, token_ids, start) in enumerate(cases):
+            # The same checks on every rank, before any collective: all raise, none waits.
+            token_ids, start = validation.check_call(
+                token_ids, start, len(token_table), len(position_table)
+            )
+            if fault == ("raise", rank):
+                raise RuntimeError(f"rank {rank} failed on purpose, before its collective")
+            if fault == ("stall", rank):
+                time.sleep(timeout + 20)  # the others' collective times out meanwhile
+            ids = torch.from_numpy(token_ids.astype(np.int64))
+            with torch.inference_mode():
+                x = _LOOKUPS[strategy](rank, num_shards, token_table, ids)
+                x = x + torch_backend._as_tensor(position_table)[start : start + ids.shape[-1]]
+            results[str(i)] = torch_backend.to_numpy(x).view(f"u{x.element_size()}")
+        if rank == 0:
+            np.savez(out, **results)  # raw bits: .npz holds no bfloat16
+    finally:
+        dist.destroy_process_group()
+
+
+def _rows(rank, num_shards, token_table, ids):
+    shard = reference.split_rows(token_table, num_shards)[rank]
+    embedding = nn.Embedding.from_pretrained(torch_backend._as_tensor(shard))
+    rows = len(shard)
+    local = ids - rank * rows
+    owned = (local >= 0) & (local < rows)
+    x = embedding(torch.where(owned, local, 0))
+    x[~owned] = 0  # ids this rank does not own contribute an exact zero
+    dist.all_reduce(x, op=dist.ReduceOp.SUM)
+    return x
+
+
+def _columns(rank, num_shards, token_table, ids):
+    shard = reference.split_columns(token_table, num_shards)[rank]
+    embedding = nn.Embedding.from_pretrained(torch_backend._as_tensor(np.ascontiguousarray(shard)))
+    x = embedding(ids)
+    parts = [torch.empty_like(x) for _ in range(num_shards)]
+    dist.all_gather(parts, x)
+    return torch.cat(parts, dim=-1)[..., : token_table.shape[1]]
+
+
+def _dtensor(rank, num_shards, token_table, ids):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", (num_shards,))
+    embedding = nn.Embedding.from_pretrained(torch_backend._as_tensor(token_table))
+    # Every rank sees every id (replicated input); torch splits the rows, masks, and
+    # all-reduces the partial results into a replicated output.
+    plan = RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())
+    parallelize_module(embedding, mesh, plan)
+    return embedding(ids)
+
+
+_LOOKUPS = {"rows": _rows, "columns": _columns, "dtensor": _dtensor}
