@@ -86,6 +86,15 @@ def embed_many(
             while not context.join(timeout=max(0.0, deadline - time.monotonic())):
                 if time.monotonic() >= deadline:
                     raise RuntimeError(f"the {num_shards} ranks did not finish in {timeout} s")
+        except (mp.ProcessRaisedException, mp.ProcessExitedException) as failed:
+            # torch reports the first rank it saw fail, which may be a rank that lost its
+            # peer; each rank wrote its own error: report them all, the cause among them.
+            errors = [
+                f"rank {rank}: {_read(path)}"
+                for rank in range(num_shards)
+                if os.path.exists(path := os.path.join(folder, f"rank{rank}.error"))
+            ]
+            raise RuntimeError("; ".join(errors) or str(failed)) from failed
         finally:
             for process in context.processes:  # every rank stopped, whatever happened
                 if process.is_alive():
@@ -121,8 +130,17 @@ def _rank(rank, num_shards, port, cases, strategy, timeout, fault, out):
             results[str(i)] = torch_backend.to_numpy(x).view(f"u{x.element_size()}")
         if rank == 0:
             np.savez(out, **results)  # raw bits: .npz holds no bfloat16
+    except BaseException as error:  # recorded for the parent, then re-raised
+        with open(os.path.join(os.path.dirname(out), f"rank{rank}.error"), "w") as record:
+            record.write(f"{type(error).__name__}: {error}")
+        raise
     finally:
         dist.destroy_process_group()
+
+
+def _read(path: str) -> str:
+    with open(path) as record:
+        return record.read()
 
 
 def _rows(rank, num_shards, token_table, ids):

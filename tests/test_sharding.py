@@ -245,7 +245,7 @@ def test_a_failed_rank_makes_the_run_fail_not_hang(fault):
 
     token_table, position_table = backends.shared_weights(103, 10, 16)
     began = time.monotonic()
-    with pytest.raises(Exception) as info:
+    with pytest.raises(RuntimeError) as info:
         torch_shards.embed(
             token_table,
             position_table,
@@ -259,3 +259,47 @@ def test_a_failed_rank_makes_the_run_fail_not_hang(fault):
     assert expected in str(info.value)
     assert time.monotonic() - began < 30
     assert not multiprocessing.active_children()  # every rank stopped
+
+
+# --- JAX: N processes joined by jax.distributed on 127.0.0.1 ---------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("num_processes", [2, 4])
+@pytest.mark.parametrize("strategy", ["rows", "columns", "compiler"])
+def test_jax_processes_give_the_unsharded_layer_bit_for_bit(num_processes, strategy):
+    pytest.importorskip("jax")
+    from sharding import jax_processes
+
+    cases = torch_cases()  # the same tables, ids and starts
+    found = jax_processes.embed_many(
+        cases, num_processes=num_processes, strategy=strategy, timeout=120
+    )
+    for (token_table, position_table, token_ids, start), result in zip(cases, found, strict=True):
+        assert same_bits(result, unsharded(token_table, position_table, token_ids, start))
+
+
+@pytest.mark.slow
+def test_a_failed_jax_process_stops_the_others():
+    pytest.importorskip("jax")
+    import time
+
+    from sharding import jax_processes
+
+    token_table, position_table = backends.shared_weights(103, 10, 16)
+    cases = [(token_table, position_table, np.array([1, 2]), 0)]
+    began = time.monotonic()
+    with pytest.raises(RuntimeError, match="process 1 failed on purpose"):
+        jax_processes.embed_many(cases, num_processes=2, timeout=60, fail_process=1)
+    assert time.monotonic() - began < 60
+
+
+def test_jax_processes_refuse_a_bad_id_before_starting():
+    pytest.importorskip("jax")
+    from sharding import jax_processes
+
+    token_table, position_table = backends.shared_weights(103, 10, 16)
+    with pytest.raises(IndexError, match="token id 103 at token_ids\\[1\\]"):
+        jax_processes.embed_many(
+            [(token_table, position_table, np.array([1, 103]), 0)], num_processes=2
+        )

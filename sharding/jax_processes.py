@@ -1,0 +1,194 @@
+"""The JAX mesh of ``sharding.jax_shards`` spread over N processes with ``jax.distributed``.
+
+Each process owns one CPU device; ``jax.distributed.initialize`` joins them into one set of
+global devices (collectives over gloo, JAX's CPU default), and the very same
+``ShardedEmbedding`` runs in every process: the mesh spans the processes, each holds its
+shard, and the all-reduce or all-gather crosses process boundaries. Moving to several hosts
+changes only the coordinator's address and the process count. On each host i of N::
+
+    python -m sharding.jax_processes --coordinator HOST0:PORT --num-processes N \\
+        --process-id i --cases cases.npz --out results.npz
+
+``embed_many`` starts N such processes on this machine, on 127.0.0.1, and collects process 0's
+results; every process is stopped when it returns, whatever happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import numpy as np
+
+from backends import validation
+from sharding import reference
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def embed_many(
+    cases,
+    *,
+    num_processes: int,
+    strategy: str = "rows",
+    timeout: float = 120.0,
+    fail_process: int | None = None,
+) -> list[np.ndarray]:
+    """(token_table, position_table, token_ids, start) cases, each computed by num_processes
+    JAX processes holding one shard each: process 0's results, as NumPy. Every case is
+    checked here first (global vocabulary, positions, shard count); a process that fails,
+    or a run longer than timeout seconds, stops them all and raises RuntimeError.
+    fail_process: a process that raises before its first lookup (for the test that shows
+    the others are stopped, not left waiting in their collective)."""
+    from sharding.jax_shards import STRATEGIES
+    from sharding.torch_shards import free_port
+
+    validation._choice(strategy, STRATEGIES, "sharding strategy")
+    arrays, dtypes = {}, []
+    for i, (token_table, position_table, token_ids, start) in enumerate(cases):
+        token_table, position_table = validation.check_tables(token_table, position_table)
+        token_ids, start = validation.check_call(
+            token_ids, start, len(token_table), len(position_table)
+        )
+        split = reference.split_columns if strategy == "columns" else reference.split_rows
+        split(token_table, num_processes)  # checks the count against the table
+        bits = f"u{token_table.dtype.itemsize}"  # .npz holds no bfloat16: store the bits
+        arrays |= {
+            f"token_table_{i}": token_table.view(bits),
+            f"position_table_{i}": position_table.view(bits),
+            f"token_ids_{i}": token_ids,
+            f"start_{i}": np.array(start),
+        }
+        dtypes.append(token_table.dtype.name)
+    with tempfile.TemporaryDirectory() as folder:
+        case_file, out = os.path.join(folder, "cases.npz"), os.path.join(folder, "results.npz")
+        np.savez(case_file, dtypes=np.array(json.dumps(dtypes)), **arrays)
+        coordinator = f"127.0.0.1:{free_port()}"
+        env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one device each
+        env |= {"JAX_PLATFORMS": "cpu", "PYTHONPATH": ROOT}
+        stack = contextlib.ExitStack()
+        logs = [
+            stack.enter_context(open(os.path.join(folder, f"process{i}.log"), "w+"))  # noqa: SIM115
+            for i in range(num_processes)
+        ]
+        processes = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "sharding.jax_processes",
+                    "--coordinator",
+                    coordinator,
+                    "--num-processes",
+                    str(num_processes),
+                    "--process-id",
+                    str(i),
+                    "--strategy",
+                    strategy,
+                    "--cases",
+                    case_file,
+                    "--out",
+                    out,
+                    "--timeout",
+                    str(timeout),
+                ]
+                + ([] if fail_process is None else ["--fail-process", str(fail_process)]),
+                cwd=ROOT,
+                env=env,
+                stdout=logs[i],
+                stderr=subprocess.STDOUT,
+            )
+            for i in range(num_processes)
+        ]
+        with stack:
+            try:
+                _wait(processes, logs, time.monotonic() + timeout)
+            finally:
+                for process in processes:  # every process stopped, whatever happened
+                    if process.poll() is None:
+                        process.kill()
+                    process.wait(timeout=10)
+        with np.load(out, allow_pickle=False) as results:
+            return [results[str(i)].view(validation.DTYPES[d]) for i, d in enumerate(dtypes)]
+
+
+def _wait(processes, logs, deadline: float) -> None:
+    """Until every process has exited 0; the first failure, or the deadline, raises."""
+    while True:
+        codes = [p.poll() for p in processes]
+        for i, code in enumerate(codes):
+            if code not in (None, 0):
+                logs[i].seek(0)
+                raise RuntimeError(f"JAX process {i} exited with {code}:\n{logs[i].read()[-3000:]}")
+        if all(code == 0 for code in codes):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the {len(processes)} JAX processes did not finish in time")
+        time.sleep(0.05)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sharding.jax_processes", description=__doc__)
+    add = parser.add_argument
+    add("--coordinator", required=True, help="HOST:PORT of process 0's coordinator service")
+    add("--num-processes", type=int, required=True)
+    add("--process-id", type=int, required=True)
+    add("--strategy", default="rows")
+    add("--cases", required=True, help="an .npz written by embed_many")
+    add("--out", required=True, help="where process 0 writes the results (.npz)")
+    add("--timeout", type=float, default=120.0, help="seconds to wait for the others to join")
+    add("--fail-process", type=int, help=argparse.SUPPRESS)  # tests: this process raises
+    args = parser.parse_args(argv)
+
+    import jax
+
+    jax.distributed.initialize(
+        coordinator_address=args.coordinator,
+        num_processes=args.num_processes,
+        process_id=args.process_id,
+        initialization_timeout=int(args.timeout),
+    )
+    try:
+        _lookups(args)
+    except BaseException:  # noqa: BLE001 - any failure, even KeyboardInterrupt: exit now
+        # Exit now: JAX's exit hook would wait at a barrier for the other processes, which
+        # are waiting in a collective for this one.
+        traceback.print_exc()
+        sys.stdout.flush()
+        os._exit(1)
+    jax.distributed.shutdown()
+    return 0
+
+
+def _lookups(args) -> None:
+    from sharding.jax_shards import ShardedEmbedding
+
+    if args.process_id == args.fail_process:
+        raise RuntimeError(f"process {args.process_id} failed on purpose, before its lookups")
+    results = {}
+    with np.load(args.cases, allow_pickle=False) as cases:
+        dtypes = json.loads(str(cases["dtypes"]))
+        for i, name in enumerate(dtypes):
+            dtype = validation.DTYPES[name]
+            layer = ShardedEmbedding(
+                cases[f"token_table_{i}"].view(dtype),
+                cases[f"position_table_{i}"].view(dtype),
+                num_shards=args.num_processes,
+                strategy=args.strategy,
+            )
+            y = layer(cases[f"token_ids_{i}"], int(cases[f"start_{i}"]))  # checks, then shards
+            local = np.asarray(y.addressable_data(0))  # replicated: this process's copy
+            results[str(i)] = local.view(f"u{local.dtype.itemsize}")
+    if args.process_id == 0:
+        np.savez(args.out, **results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
