@@ -5,8 +5,9 @@
   ``shard_map`` it masks the ids it does not own, gathers the rest from its rows, and
   ``lax.psum`` sums the devices' results (an all-reduce of B·T·dim values).
 - ``"columns"``: each device holds every row and ceil(dim / N) columns
-  (``PartitionSpec(None, "shards")``); it gathers all ids from its columns and
-  ``lax.all_gather`` concatenates them (each device receives (N - 1)/N of the result).
+  (``PartitionSpec(None, "shards")``); it gathers all ids from its columns, and resharding
+  the column-split result to every device (``jax.reshard``) is the all-gather (each device
+  receives (N - 1)/N of the result).
 - ``"compiler"``: the table placed as for ``"rows"``, and the plain gather under ``jax.jit``,
   ``table.at[ids].get(out_sharding=...)`` replicated (the mesh's axes are Explicit, JAX's default, so the
   result's sharding is named): XLA's SPMD partitioner chooses the communication itself.
@@ -72,6 +73,29 @@ class ShardedEmbedding:
         lookup = _lookup(self.mesh, self.strategy, self.dim)
         return lookup(self.token_table, self.position_table, token_ids.astype(np.int32), start)
 
+    def token_gradient(self, token_ids, upstream, start: int = 0) -> jax.Array:
+        """d(loss)/d(token table) for upstream = d(loss)/d(output), by ``jax.vjp`` through the
+        sharded lookup: the result has the table's sharding, so each row's gradient lives
+        only on the device that owns the row. Padded: (rows * N, dim) or (V, cols * N)."""
+        token_ids, start = validation.check_call(
+            token_ids, start, self.vocab_size, self.max_seq_len
+        )
+        upstream = np.asarray(upstream)
+        expected = (*token_ids.shape, self.dim)
+        if upstream.shape != expected or upstream.dtype != self.token_table.dtype:
+            raise ValueError(
+                f"upstream must be {np.dtype(self.token_table.dtype)} of shape {expected} "
+                f"(the output's), got {upstream.dtype} {upstream.shape}"
+            )
+        if not token_ids.size:  # no token, no gradient (and nothing for vjp to trace)
+            return jnp.zeros_like(self.token_table)
+        lookup = _lookup(self.mesh, self.strategy, self.dim)
+        ids = token_ids.astype(np.int32)
+        _, pullback = jax.vjp(
+            lambda table: lookup(table, self.position_table, ids, start), self.token_table
+        )
+        return pullback(jax.device_put(upstream, NamedSharding(self.mesh, P())))[0]
+
     def bytes_per_device(self) -> int:
         """The token table's bytes on each device (every device holds the same amount)."""
         return self.token_table.addressable_shards[0].data.nbytes
@@ -85,17 +109,23 @@ def _lookup(mesh, strategy: str, dim: int):
 
         def tokens(table, ids):  # the mesh's axes are Explicit: name the result's sharding
             return table.at[ids].get(out_sharding=NamedSharding(mesh, replicated))
-    else:
-        per_device = _rows if strategy == "rows" else _columns
+    elif strategy == "rows":
         tokens = jax.shard_map(
-            per_device,
-            mesh=mesh,
-            in_specs=(_SPECS[strategy], replicated),
-            out_specs=replicated,
-            # psum's result is known to be the same on every device; all_gather's is too,
-            # but this JAX cannot infer it (it has no all_gather_invariant): say so.
-            check_vma=strategy == "rows",
+            _rows, mesh=mesh, in_specs=(_SPECS["rows"], replicated), out_specs=replicated
         )
+    else:
+
+        def tokens(table, ids):
+            # Each device gathers its columns; the result stays split by columns, and
+            # resharding it to every device is the all-gather. (An all_gather inside
+            # shard_map gives the same forward, but its replicated output cannot be declared
+            # in this JAX, and the unchecked transpose scales the gradient by N and back by
+            # 1/N: not exact for N = 3.)
+            by_columns = P(*([None] * ids.ndim), AXIS)
+            local = jax.shard_map(
+                _columns, mesh=mesh, in_specs=(_SPECS["columns"], replicated), out_specs=by_columns
+            )(table, ids)
+            return jax.reshard(local, NamedSharding(mesh, replicated))
 
     @jax.jit
     def lookup(table, positions, ids, start):
@@ -115,5 +145,5 @@ def _rows(local, ids):
 
 
 def _columns(local, ids):
-    """One device: its columns of every id; then the all-gather along the last axis."""
-    return lax.all_gather(local[ids], AXIS, axis=ids.ndim, tiled=True)
+    """One device: its columns of every id."""
+    return local[ids]

@@ -112,6 +112,7 @@ JAX_CHECKS = textwrap.dedent(
 
     IDS = [np.array([[5, 10, 7, 102], [0, 5, 1, 2]]), np.array([3, 4]), np.zeros((2, 0), int)]
     checked, errors = 0, {}
+    rng = np.random.default_rng(0)
     for dtype in ("float32", "float16", "bfloat16"):
         token_table, position_table = backends.shared_weights(103, 10, 16, seed=1, dtype=dtype)
         for num_shards in (1, 2, 3, 4):
@@ -125,6 +126,16 @@ JAX_CHECKS = textwrap.dedent(
                     found = np.asarray(layer(ids, start))
                     same = found.dtype == expected.dtype and found.tobytes() == expected.tobytes()
                     assert same, (dtype, num_shards, strategy, ids.shape)
+                    # The token gradient: sharded like the table (each row's gradient on the
+                    # device that owns the row), and gathered, the unsharded one. Each row
+                    # here sums at most two terms, so exactly (see docs/learning.md).
+                    upstream = rng.standard_normal(expected.shape).astype(expected.dtype)
+                    plain = backends.get("numpy").TokenPositionEmbedding(token_table, position_table)
+                    wanted = backends.get("numpy").gradients(plain, ids, upstream, start)
+                    gradient = layer.token_gradient(ids, upstream, start)
+                    assert gradient.sharding == layer.token_table.sharding
+                    gathered = np.asarray(gradient)[:103, :10]
+                    assert gathered.tobytes() == wanted["token_table"].tobytes()
                     checked += 1
     # Signed zeros: JAX agrees with the reference (an all-reduce sums from +0.0), and the
     # column split, which only moves values, keeps them.
@@ -160,7 +171,7 @@ JAX_CHECKS = textwrap.dedent(
 )
 
 
-def test_jax_shards_over_four_devices_are_the_unsharded_layer_bit_for_bit():
+def test_jax_shards_over_four_devices_are_the_unsharded_layer_and_gradient_bit_for_bit():
     pytest.importorskip("jax")
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
     done = subprocess.run(
