@@ -65,19 +65,43 @@ def embed_many(
     show no rank hangs: ("raise", k) makes rank k raise before its first collective, ("stall",
     k) makes it sleep past the timeout instead, so that the others' collective times out.
     """
+    return _spawn(cases, "forward", num_shards, strategy, timeout, fault)
+
+
+def token_gradients(
+    cases, *, num_shards: int, strategy: str = "rows", timeout: float = 60.0
+) -> list[np.ndarray]:
+    """(token_table, position_table, token_ids, start, upstream) cases: d(loss)/d(token table)
+    for upstream = d(loss)/d(output). Each rank computes the gradient of its own shard only
+    (a row's gradient lives on the rank that owns the row); rank 0 gathers the shards into
+    the (vocab_size, dim) gradient, which is returned."""
+    return _spawn(cases, "gradient", num_shards, strategy, timeout, None)
+
+
+def _spawn(cases, mode, num_shards, strategy, timeout, fault) -> list[np.ndarray]:
     validation._choice(strategy, STRATEGIES, "sharding strategy")
     checked = []
-    for token_table, position_table, token_ids, start in cases:
+    for token_table, position_table, token_ids, start, *upstream in cases:
         token_table, position_table = validation.check_tables(token_table, position_table)
         token_ids, start = validation.check_call(
             token_ids, start, len(token_table), len(position_table)
         )
         split = reference.split_columns if strategy == "columns" else reference.split_rows
         split(token_table, num_shards)  # checks the shard count against the table
-        checked.append((token_table, position_table, token_ids, start))
+        extra = ()
+        if mode == "gradient":
+            (upstream,) = upstream
+            upstream = np.asarray(upstream)
+            if upstream.shape != (*token_ids.shape, token_table.shape[1]):
+                raise ValueError(
+                    f"upstream has shape {upstream.shape}, but the output for these ids has "
+                    f"shape {(*token_ids.shape, token_table.shape[1])}"
+                )
+            extra = (upstream.astype(token_table.dtype),)
+        checked.append((token_table, position_table, token_ids, start, *extra))
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "results.npz")
-        args = (num_shards, free_port(), checked, strategy, timeout, fault, out)
+        args = (num_shards, free_port(), checked, mode, strategy, timeout, fault, out)
         context = mp.start_processes(
             _rank, args, nprocs=num_shards, join=False, start_method="spawn"
         )
@@ -104,7 +128,7 @@ def embed_many(
             return [results[str(i)].view(case[0].dtype) for i, case in enumerate(checked)]
 
 
-def _rank(rank, num_shards, port, cases, strategy, timeout, fault, out):
+def _rank(rank, num_shards, port, cases, mode, strategy, timeout, fault, out):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group(
         "gloo",
@@ -114,7 +138,7 @@ def _rank(rank, num_shards, port, cases, strategy, timeout, fault, out):
     )
     try:
         results = {}
-        for i, (token_table, position_table, token_ids, start) in enumerate(cases):
+        for i, (token_table, position_table, token_ids, start, *upstream) in enumerate(cases):
             # The same checks on every rank, before any collective: all raise, none waits.
             token_ids, start = validation.check_call(
                 token_ids, start, len(token_table), len(position_table)
@@ -124,6 +148,11 @@ def _rank(rank, num_shards, port, cases, strategy, timeout, fault, out):
             if fault == ("stall", rank):
                 time.sleep(timeout + 20)  # the others' collective times out meanwhile
             ids = torch.from_numpy(token_ids.astype(np.int64))
+            if mode == "gradient":
+                upstream = torch_backend._as_tensor(upstream[0])
+                x = _GRADIENTS[strategy](rank, num_shards, token_table, ids, upstream)
+                results[str(i)] = torch_backend.to_numpy(x).view(f"u{x.element_size()}")
+                continue
             with torch.inference_mode():
                 x = _LOOKUPS[strategy](rank, num_shards, token_table, ids)
                 x = x + torch_backend._as_tensor(position_table)[start : start + ids.shape[-1]]
@@ -179,3 +208,51 @@ def _dtensor(rank, num_shards, token_table, ids):
 
 
 _LOOKUPS = {"rows": _rows, "columns": _columns, "dtensor": _dtensor}
+
+
+def _gathered(local: torch.Tensor, num_shards: int, dim: int) -> torch.Tensor:
+    """Every rank's equal-shaped gradient shard, concatenated along dim (an all-gather)."""
+    parts = [torch.empty_like(local) for _ in range(num_shards)]
+    dist.all_gather(parts, local)
+    return torch.cat(parts, dim=dim)
+
+
+def _rows_gradient(rank, num_shards, token_table, ids, upstream):
+    """The backward of _rows on this rank: the all-reduce's backward passes the replicated
+    upstream to every rank unchanged, and the mask sends each row's terms to its owner."""
+    shard = reference.split_rows(token_table, num_shards)[rank]
+    embedding = nn.Embedding.from_pretrained(torch_backend._as_tensor(shard).clone(), freeze=False)
+    rows = len(shard)
+    local = ids - rank * rows
+    owned = (local >= 0) & (local < rows)
+    x = torch.where(owned[..., None], embedding(torch.where(owned, local, 0)), 0)
+    x.backward(upstream)
+    return _gathered(embedding.weight.grad, num_shards, 0)[: len(token_table)]
+
+
+def _columns_gradient(rank, num_shards, token_table, ids, upstream):
+    shard = reference.split_columns(token_table, num_shards)[rank]
+    weight = torch_backend._as_tensor(np.ascontiguousarray(shard)).clone()
+    embedding = nn.Embedding.from_pretrained(weight, freeze=False)
+    cols, dim = shard.shape[1], token_table.shape[1]
+    padded = torch.zeros((*upstream.shape[:-1], cols * num_shards), dtype=upstream.dtype)
+    padded[..., :dim] = upstream
+    embedding(ids).backward(padded[..., rank * cols : (rank + 1) * cols])  # its own columns
+    return _gathered(embedding.weight.grad, num_shards, 1)[:, :dim]
+
+
+def _dtensor_gradient(rank, num_shards, token_table, ids, upstream):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", (num_shards,))
+    weight = torch_backend._as_tensor(token_table).clone()
+    embedding = nn.Embedding.from_pretrained(weight, freeze=False)
+    plan = RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())
+    parallelize_module(embedding, mesh, plan)
+    embedding(ids).backward(upstream)
+    return embedding.weight.grad.full_tensor()  # a DTensor split by rows: gathered
+
+
+_GRADIENTS = {"rows": _rows_gradient, "columns": _columns_gradient, "dtensor": _dtensor_gradient}

@@ -219,6 +219,30 @@ def test_torch_ranks_give_the_unsharded_layer_bit_for_bit(num_shards, strategy):
         assert same_bits(result, unsharded(token_table, position_table, token_ids, start))
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("num_shards", [2, 4])
+@pytest.mark.parametrize("strategy", ["rows", "columns", "dtensor"])
+def test_torch_ranks_train_their_own_rows_and_gathered_give_the_unsharded_gradient(
+    num_shards, strategy
+):
+    """Each rank computes the gradient of its own shard; gathered, it is the unsharded token
+    gradient, bit for bit (each row here sums at most two terms; see docs/learning.md)."""
+    pytest.importorskip("torch")
+    from sharding import torch_shards
+
+    numpy_backend = backends.get("numpy")
+    rng = np.random.default_rng(0)
+    cases, wanted = [], []
+    for token_table, position_table, token_ids, start in torch_cases():
+        upstream = rng.standard_normal((*token_ids.shape, 10)).astype(token_table.dtype)
+        cases.append((token_table, position_table, token_ids, start, upstream))
+        plain = numpy_backend.TokenPositionEmbedding(token_table, position_table)
+        wanted.append(numpy_backend.gradients(plain, token_ids, upstream, start)["token_table"])
+    found = torch_shards.token_gradients(cases, num_shards=num_shards, strategy=strategy)
+    for gradient, expected in zip(found, wanted, strict=True):
+        assert same_bits(gradient, expected)
+
+
 def test_torch_refuses_a_bad_id_before_starting_a_process():
     pytest.importorskip("torch")
     import multiprocessing
@@ -241,7 +265,7 @@ def test_every_rank_checks_the_ids_before_its_collective(tmp_path):
     case = (token_table, position_table, np.array([1, 103]), 0)
     out = str(tmp_path / "results.npz")
     with pytest.raises(IndexError, match="token id 103 at token_ids\\[1\\]"):
-        torch_shards._rank(0, 1, torch_shards.free_port(), [case], "rows", 10, None, out)
+        torch_shards._rank(0, 1, torch_shards.free_port(), [case], "forward", "rows", 10, None, out)
     assert not os.path.exists(out)
 
 
