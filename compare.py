@@ -7,6 +7,7 @@
     python compare.py --text "the king and the queen drove a car"     # real tables (MiniLM)
     python compare.py --demo similarity                               # or --demo order
     python compare.py train --dtype float64                           # learning the tables
+    python compare.py shard --shards 4                                # the table split 4 ways
 
 Prints a parity table and writes a picture. This file only parses the command line,
 checks that every flag given belongs to the chosen mode, dispatches to a job (``jobs/``),
@@ -21,6 +22,8 @@ import argparse
 import math
 import os
 import sys
+
+import numpy as np
 
 import backends
 from backends import pretrained
@@ -52,7 +55,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         description="Run the token + position embedding in every installed backend on the same "
         "weights, print a parity table against a reference and draw the embeddings. Three "
         "modes: random tables (the default), --text on real tables, and --demo; and a job, "
-        "`compare.py train` (see compare.py train --help).",
+        "`compare.py train` and `compare.py shard` (see their --help).",
         epilog="Exit status: 0 all backends agree, 1 a backend differs (or a demonstration's "
         "claim fails), 2 bad arguments or input. A flag that the chosen mode does not use is "
         "an error, never ignored.",
@@ -166,6 +169,8 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["train"]:
         return _train(argv[1:])
+    if argv[:1] == ["shard"]:
+        return _shard(argv[1:])
     args = parse_args(argv)
     try:
         mode = _check(args)
@@ -433,6 +438,100 @@ def _train(argv) -> int:
         print(f"compare.py train: error: {error}", file=sys.stderr)
         return 2
     return 1 if done.beyond() else 0
+
+
+def parse_shard_args(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="compare.py shard",
+        description="Split the seed's token table (vocab 100, dim 10) across N shards, by rows "
+        "and by columns, and run the lookup in NumPy (the reference, over a list of shards), "
+        "JAX (one process, N devices) and torch (N processes, gloo on 127.0.0.1): every "
+        "result against the unsharded layer, bit for bit.",
+        epilog="Exit status: 0 every sharded result is bit-identical to the unsharded layer, "
+        "1 one differs, 2 bad arguments or input.",
+    )
+    add = parser.add_argument
+    add("--shards", type=int, default=4, help="how many shards, 1 to 10 (default: %(default)s)")
+    add("--tokens", type=int, nargs="+", metavar="ID", help="ids (default: 5 10 7 21)")
+    add("--batch", type=int, help="B random sequences as long as --tokens, instead of it")
+    add("--start", type=int, default=0, help="first position (default: 0)")
+    add("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
+    add("--backends", nargs="+", metavar="NAME", help="default: every installed one")
+    add("--save-arrays", metavar="PATH.npz", help="write reference and sum_<backend> arrays")
+    add("--out", default="shard.png", help="the picture (default: %(default)s)")
+    add("--show", action="store_true", help="also open the picture, if there is a display")
+    return parser.parse_args(argv)
+
+
+def _shard(argv) -> int:
+    """compare.py shard: 1 if a sharded result differs from the unsharded layer."""
+    from drawing import sharding as pictures
+    from drawing.table import text_table
+    from jobs import shard
+
+    args = parse_shard_args(argv)
+    try:
+        names = args.backends or backends.names()
+        if len(set(names)) != len(names):
+            raise ValueError(f"--backends lists a backend twice: {' '.join(names)}")
+        shard.prepare(names, args.shards)  # before JAX is imported: it makes its devices then
+        for name in names:
+            backends.get(name)
+        _check_out_path(args.out)
+        if args.save_arrays is not None and not args.save_arrays.endswith(".npz"):
+            raise ValueError(f"--save-arrays {args.save_arrays!r} must end in .npz")
+        done = shard.run(
+            names,
+            args.shards,
+            tokens=args.tokens,
+            batch=args.batch,
+            start=args.start,
+            dtype=args.dtype,
+        )
+    except (ValueError, TypeError, IndexError, ImportError, OSError) as error:
+        print(f"compare.py shard: error: {error}", file=sys.stderr)
+        return 2
+    ids = " ".join(map(str, done.token_ids.reshape(-1)[:12]))
+    print(
+        f"token table {done.token_table.shape[0]} x {done.token_table.shape[1]} "
+        f"({done.token_table.dtype}) split {done.num_shards} ways; ids {ids}"
+        f"{' ...' if done.token_ids.size > 12 else ''}; start {done.start}"
+    )
+    rows = [("backend", "strategy", "collective", "bytes/device", "max |diff|", "bit-identical")]
+    rows += [
+        (
+            r.backend,
+            r.strategy,
+            r.collective,
+            str(r.bytes_per_device),
+            f"{r.max_abs_diff:.3g}",
+            "yes" if r.identical else "NO",
+        )
+        for r in done.rows
+    ]
+    print(text_table(rows, right_from=3))
+    unsharded = done.token_table.nbytes
+    print(f"(the whole token table: {unsharded} bytes on one device)")
+    try:
+        pictures.ownership(done, args.out, show=_show(args))
+        print(f"picture: {os.path.abspath(args.out)}")
+        if args.save_arrays:
+            arrays = {"reference": done.unsharded}
+            for r in done.rows:
+                arrays[f"sum_{r.backend}_{r.strategy}"] = r.output
+                if r.strategy == "rows":
+                    arrays[f"sum_{r.backend}"] = r.output
+            np.savez(args.save_arrays, **{k: _savable(v) for k, v in arrays.items()})
+            print(f"arrays: {os.path.abspath(args.save_arrays)}")
+    except OSError as error:
+        print(f"compare.py shard: error: {error}", file=sys.stderr)
+        return 2
+    return 1 if done.differing else 0
+
+
+def _savable(array: np.ndarray) -> np.ndarray:
+    """.npz cannot hold ml_dtypes.bfloat16: widen it to float32 (exactly)."""
+    return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
 
 
 def _show(args) -> bool:

@@ -6,6 +6,7 @@ picture is drawn, with the Agg backend unless a window was asked for.
 - ``schemes``: the sinusoidal table and RoPE's scores, drawn under the heatmaps.
 - ``demos``: the similarity matrix and the word-order picture.
 - ``training``: loss, accuracy and drift curves; the position table before and after training.
+- ``sharding``: which rows each shard owns, and how a sequence's rows are assembled.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ device sees them (see ``sharding.reference`` for why, and for the exactness argu
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 import jax
@@ -99,6 +100,18 @@ class ShardedEmbedding:
     def bytes_per_device(self) -> int:
         """The token table's bytes on each device (every device holds the same amount)."""
         return self.token_table.addressable_shards[0].data.nbytes
+
+
+def collectives(layer: ShardedEmbedding, token_ids, start: int = 0) -> list[str]:
+    """The collectives in the compiled program of layer's lookup (all-reduce, all-gather, ...)."""
+    token_ids = np.asarray(token_ids).astype(np.int32)
+    lookup = _lookup(layer.mesh, layer.strategy, layer.dim)
+    text = lookup.lower(layer.token_table, layer.position_table, token_ids, start).compile()
+    found = re.findall(
+        r"\b(all-reduce|all-gather|all-to-all|collective-permute|reduce-scatter)\b",
+        text.as_text(),
+    )
+    return sorted(set(found)) or ["none"]
 
 
 @cache

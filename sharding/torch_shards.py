@@ -204,7 +204,14 @@ def _dtensor(rank, num_shards, token_table, ids):
     # all-reduces the partial results into a replicated output.
     plan = RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())
     parallelize_module(embedding, mesh, plan)
-    return embedding(ids)
+    return _waited(embedding(ids))
+
+
+def _waited(tensor: torch.Tensor) -> torch.Tensor:
+    """DTensor hands back the result of its collective unfinished (an AsyncCollectiveTensor):
+    wait for it here, or the process can end with the collective in flight (an abort)."""
+    wait = getattr(tensor, "wait", None)
+    return tensor if wait is None else wait()
 
 
 _LOOKUPS = {"rows": _rows, "columns": _columns, "dtensor": _dtensor}
@@ -251,8 +258,10 @@ def _dtensor_gradient(rank, num_shards, token_table, ids, upstream):
     embedding = nn.Embedding.from_pretrained(weight, freeze=False)
     plan = RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())
     parallelize_module(embedding, mesh, plan)
-    embedding(ids).backward(upstream)
-    return embedding.weight.grad.full_tensor()  # a DTensor split by rows: gathered
+    # An op on DTensor's unfinished result waits for its collective and keeps the graph;
+    # d/dx of sum(x * upstream) is upstream exactly, so the gradient is backward(upstream)'s.
+    (embedding(ids) * upstream).sum().backward()
+    return _waited(embedding.weight.grad.full_tensor())  # a DTensor split by rows: gathered
 
 
 _GRADIENTS = {"rows": _rows_gradient, "columns": _columns_gradient, "dtensor": _dtensor_gradient}

@@ -338,3 +338,71 @@ def test_jax_processes_refuse_a_bad_id_before_starting():
         jax_processes.embed_many(
             [(token_table, position_table, np.array([1, 103]), 0)], num_processes=2
         )
+
+
+# --- the shard job and its command line --------------------------------------------------
+
+
+@pytest.mark.slow
+def test_compare_shard_prints_the_parity_table_and_writes_arrays_and_picture(tmp_path):
+    arrays, picture = tmp_path / "shard.npz", tmp_path / "shard.png"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "compare.py",
+            "shard",
+            "--shards",
+            "2",
+            "--tokens",
+            "5",
+            "60",
+            "7",
+            "--save-arrays",
+            str(arrays),
+            "--out",
+            str(picture),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = [line.split() for line in done.stdout.splitlines()]
+    found = {(row[0], row[1]) for row in table if row and row[-1] == "yes"}
+    expected = {("numpy", "rows"), ("numpy", "columns")}
+    expected |= {("jax", s) for s in ("rows", "columns", "compiler")}
+    expected |= {("torch", s) for s in ("rows", "columns", "dtensor")}
+    assert expected <= found and not any(row and row[-1] == "NO" for row in table)
+    token_table, position_table = backends.shared_weights(100, 10, 16)
+    reference_rows = token_table[[5, 60, 7]] + position_table[:3]
+    with np.load(arrays, allow_pickle=False) as saved:
+        np.testing.assert_array_equal(saved["reference"], reference_rows)
+        for name in ("numpy", "jax", "torch"):
+            assert saved[f"sum_{name}"].tobytes() == reference_rows.tobytes()
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--shards", "0"], "cannot split 10 columns into 0 shards"),
+        (["--shards", "11"], "cannot split 10 columns into 11 shards: use 1 to 10"),
+        (["--tokens", "5", "100"], "token id 100 at token_ids[1] is out of range"),
+        (["--start", "14", "--tokens", "1", "2", "3"], "exceeds max_seq_len 16"),
+        (["--save-arrays", "x.txt"], "must end in .npz"),
+    ],
+)
+def test_compare_shard_refuses_bad_input_with_one_line(flags, message):
+    done = subprocess.run(
+        [sys.executable, "compare.py", "shard", "--backends", "numpy", *flags],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
