@@ -23,6 +23,7 @@ import os
 import socket
 import tempfile
 import time
+from functools import partial
 
 import numpy as np
 import torch
@@ -125,6 +126,8 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault) -> list[np.ndarray
                     process.terminate()
                 process.join(timeout=5)
         with np.load(out, allow_pickle=False) as results:
+            if mode == "time":
+                return [results[str(i)] for i in range(len(checked))]
             return [results[str(i)].view(case[0].dtype) for i, case in enumerate(checked)]
 
 
@@ -153,9 +156,14 @@ def _rank(rank, num_shards, port, cases, mode, strategy, timeout, fault, out):
                 x = _GRADIENTS[strategy](rank, num_shards, token_table, ids, upstream)
                 results[str(i)] = torch_backend.to_numpy(x).view(f"u{x.element_size()}")
                 continue
+            positions = torch_backend._as_tensor(position_table)[start : start + ids.shape[-1]]
             with torch.inference_mode():
-                x = _LOOKUPS[strategy](rank, num_shards, token_table, ids)
-                x = x + torch_backend._as_tensor(position_table)[start : start + ids.shape[-1]]
+                lookup = _build(strategy, rank, num_shards, token_table)
+                if mode == "time":  # seconds per call, each call started together
+                    call = partial(_lookup_add, lookup, ids, positions)
+                    results[str(i)] = _times(call, repeats=25)
+                    continue
+                x = lookup(ids) + positions
             results[str(i)] = torch_backend.to_numpy(x).view(f"u{x.element_size()}")
         if rank == 0:
             np.savez(out, **results)  # raw bits: .npz holds no bfloat16
@@ -172,28 +180,45 @@ def _read(path: str) -> str:
         return record.read()
 
 
-def _rows(rank, num_shards, token_table, ids):
+def _build(strategy: str, rank: int, num_shards: int, token_table: np.ndarray):
+    """This rank's lookup: its shard as an nn.Embedding, built once; ids -> the full rows."""
+    if strategy == "dtensor":
+        return _dtensor(num_shards, token_table)
+    if strategy == "columns":
+        return _columns(rank, num_shards, token_table)
+    return _rows(rank, num_shards, token_table)
+
+
+def _rows(rank, num_shards, token_table):
     shard = reference.split_rows(token_table, num_shards)[rank]
     embedding = nn.Embedding.from_pretrained(torch_backend._as_tensor(shard))
     rows = len(shard)
-    local = ids - rank * rows
-    owned = (local >= 0) & (local < rows)
-    x = embedding(torch.where(owned, local, 0))
-    x[~owned] = 0  # ids this rank does not own contribute an exact zero
-    dist.all_reduce(x, op=dist.ReduceOp.SUM)
-    return x
+
+    def lookup(ids):
+        local = ids - rank * rows
+        owned = (local >= 0) & (local < rows)
+        x = embedding(torch.where(owned, local, 0))
+        x[~owned] = 0  # ids this rank does not own contribute an exact zero
+        dist.all_reduce(x, op=dist.ReduceOp.SUM)
+        return x
+
+    return lookup
 
 
-def _columns(rank, num_shards, token_table, ids):
+def _columns(rank, num_shards, token_table):
     shard = reference.split_columns(token_table, num_shards)[rank]
     embedding = nn.Embedding.from_pretrained(torch_backend._as_tensor(np.ascontiguousarray(shard)))
-    x = embedding(ids)
-    parts = [torch.empty_like(x) for _ in range(num_shards)]
-    dist.all_gather(parts, x)
-    return torch.cat(parts, dim=-1)[..., : token_table.shape[1]]
+
+    def lookup(ids):
+        x = embedding(ids)
+        parts = [torch.empty_like(x) for _ in range(num_shards)]
+        dist.all_gather(parts, x)
+        return torch.cat(parts, dim=-1)[..., : token_table.shape[1]]
+
+    return lookup
 
 
-def _dtensor(rank, num_shards, token_table, ids):
+def _dtensor(num_shards, token_table):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate
     from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
@@ -204,7 +229,7 @@ def _dtensor(rank, num_shards, token_table, ids):
     # all-reduces the partial results into a replicated output.
     plan = RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())
     parallelize_module(embedding, mesh, plan)
-    return _waited(embedding(ids))
+    return lambda ids: _waited(embedding(ids))
 
 
 def _waited(tensor: torch.Tensor) -> torch.Tensor:
@@ -214,7 +239,27 @@ def _waited(tensor: torch.Tensor) -> torch.Tensor:
     return tensor if wait is None else wait()
 
 
-_LOOKUPS = {"rows": _rows, "columns": _columns, "dtensor": _dtensor}
+def _lookup_add(lookup, ids, positions):
+    return lookup(ids) + positions
+
+
+def _times(call, repeats: int) -> np.ndarray:
+    """Seconds of each of ``repeats`` calls, every rank starting each one after a barrier."""
+    for _ in range(3):  # warm-up
+        call()
+    seconds = []
+    for _ in range(repeats):
+        dist.barrier()
+        began = time.perf_counter()
+        call()
+        seconds.append(time.perf_counter() - began)
+    return np.array(seconds)
+
+
+def time_lookup(cases, *, num_shards: int, strategy: str = "rows", timeout: float = 300.0):
+    """Rank 0's seconds for each of 25 calls of each case's sharded lookup (after 3 warm-up
+    calls; the ranks start each call together)."""
+    return _spawn(cases, "time", num_shards, strategy, timeout, None)
 
 
 def _gathered(local: torch.Tensor, num_shards: int, dim: int) -> torch.Tensor:
