@@ -7,7 +7,7 @@ REQUIRED_BACKENDS ?= numpy,torch,jax
 # Model packages whose absence fails the test run (see tests/test_pretrained.py).
 REQUIRED_MODELS ?= minilm,smollm2,gpt2
 
-.PHONY: install compare test bench bench-backward bench-decode train clean
+.PHONY: install compare test bench bench-backward bench-decode bench-sharding train clean
 
 install: $(VENV)/.installed
 
@@ -39,6 +39,10 @@ bench-decode: install
 	MPLBACKEND=Agg $(PY) -m benchmarks.decode --threads $(THREADS) --repeats 31 --profile \
 		--json docs/bench-decode.json --png docs/bench-decode.png
 
+# The sharded lookup at the gpt2 shape for 1, 2 and 4 shards, and the memory and traffic model.
+bench-sharding: install
+	$(PY) -m benchmarks.sharding --json docs/bench-sharding.json
+
 # Training in lockstep: every scheme in every backend (under a minute); pictures under docs/.
 DTYPE ?= float32
 train: install
@@ -46,4 +50,4 @@ train: install
 		--json docs/train-$(DTYPE).json
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis compare.png train.png train-positions.png
+	rm -rf $(VENV) .pytest_cache .hypothesis compare.png train.png train-positions.png shard.png

@@ -240,3 +240,24 @@ def test_a_wrong_decode_variant_is_refused_before_timing():
     for name in backends.names():  # every real variant passes the same check
         for v in decode.variants(name, token_table, position_table, shape):
             decode.check(v, shape, token_table, position_table, rng)
+
+
+def test_the_sharding_model_on_paper():
+    from benchmarks import sharding
+
+    # A ring all-reduce sends 2 (N - 1) / N of the result per device, an all-gather half that.
+    assert sharding.moved("rows", 1000, 10, 4, 2) == 2 * 3 * 1000 * 10 * 2 // 4
+    assert sharding.moved("columns", 1000, 10, 4, 2) == 3 * 1000 * 10 * 2 // 4
+    assert sharding.moved("rows", 1000, 10, 1, 2) == 0  # one shard: nothing to send
+    # Padded shards: 50257 rows over 4 is 12565 rows each; 768 columns over 4 is 192.
+    assert sharding.per_device("rows", 50257, 768, 4, 4) == 12565 * 768 * 4
+    assert sharding.per_device("columns", 50257, 768, 4, 4) == 50257 * 192 * 4
+    paper = sharding.on_paper(tokens=16384)
+    llama = {(p["shards"], p["strategy"]): p for p in paper if p["model"].startswith("LLaMA-3")}
+    assert llama[8, "rows"]["table_bytes"] == 128256 * 4096 * 2  # 1 GiB in bfloat16
+    assert llama[8, "rows"]["bytes_per_device"] == 16032 * 4096 * 2
+    assert llama[64, "columns"]["bytes_per_device"] == 128256 * 64 * 2
+    assert (
+        llama[8, "columns"]["bytes_sent_per_device_per_call"] * 2
+        == (llama[8, "rows"]["bytes_sent_per_device_per_call"])
+    )
