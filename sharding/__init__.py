@@ -1,4 +1,4 @@
-"""The token table split across devices and processes (issue 11, in progress).
+"""The token table split across devices and processes (docs/sharding.md).
 
 ``reference``: the two strategies, row-parallel and column-parallel, in NumPy over a list of
 shards, the readable reference; ``jax_shards``: the same over a JAX ``Mesh`` with
