@@ -448,7 +448,7 @@ def parse_shard_args(argv) -> argparse.Namespace:
         "JAX (one process, N devices) and torch (N processes, gloo on 127.0.0.1): every "
         "result against the unsharded layer, bit for bit.",
         epilog="Exit status: 0 every sharded result is bit-identical to the unsharded layer, "
-        "1 one differs, 2 bad arguments or input.",
+        "1 one differs, 2 bad arguments or input, or a distributed run that failed.",
     )
     add = parser.add_argument
     add("--shards", type=int, default=4, help="how many shards, 1 to 10 (default: %(default)s)")
@@ -478,8 +478,11 @@ def _shard(argv) -> int:
         for name in names:
             backends.get(name)
         _check_out_path(args.out)
-        if args.save_arrays is not None and not args.save_arrays.endswith(".npz"):
-            raise ValueError(f"--save-arrays {args.save_arrays!r} must end in .npz")
+        if args.save_arrays is not None:
+            if not args.save_arrays.endswith(".npz"):
+                raise ValueError(f"--save-arrays {args.save_arrays!r} must end in .npz")
+            if not os.path.isdir(os.path.dirname(os.path.abspath(args.save_arrays))):
+                raise ValueError(f"--save-arrays {args.save_arrays!r}: its folder does not exist")
         done = shard.run(
             names,
             args.shards,
@@ -490,6 +493,12 @@ def _shard(argv) -> int:
         )
     except (ValueError, TypeError, IndexError, ImportError, OSError) as error:
         print(f"compare.py shard: error: {error}", file=sys.stderr)
+        return 2
+    except RuntimeError as error:  # a rank or process that failed: its own error, last line
+        print(
+            f"compare.py shard: a distributed run failed: {str(error).splitlines()[-1]}",
+            file=sys.stderr,
+        )
         return 2
     ids = " ".join(map(str, done.token_ids.reshape(-1)[:12]))
     print(

@@ -7,3 +7,14 @@ mesh spread over N processes with ``jax.distributed``; ``torch_shards``: N
 processes with ``torch.distributed`` (gloo, loopback), by hand and with DTensor's
 ``RowwiseParallel``.
 """
+
+import socket
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1, for a rendezvous bound to 127.0.0.1 alone. (Another
+    program could take it between this probe and the bind: then the run fails, it does not
+    cross interfaces.)"""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -47,8 +47,8 @@ def embed_many(
     or a run longer than timeout seconds, stops them all and raises RuntimeError.
     fail_process: a process that raises before its first lookup (for the test that shows
     the others are stopped, not left waiting in their collective)."""
+    from sharding import free_port
     from sharding.jax_shards import STRATEGIES
-    from sharding.torch_shards import free_port
 
     validation._choice(strategy, STRATEGIES, "sharding strategy")
     arrays, dtypes = {}, []
@@ -73,42 +73,40 @@ def embed_many(
         coordinator = f"127.0.0.1:{free_port()}"
         env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one device each
         env |= {"JAX_PLATFORMS": "cpu", "PYTHONPATH": ROOT}
-        stack = contextlib.ExitStack()
-        logs = [
-            stack.enter_context(open(os.path.join(folder, f"process{i}.log"), "w+"))  # noqa: SIM115
-            for i in range(num_processes)
-        ]
-        processes = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "sharding.jax_processes",
-                    "--coordinator",
-                    coordinator,
-                    "--num-processes",
-                    str(num_processes),
-                    "--process-id",
-                    str(i),
-                    "--strategy",
-                    strategy,
-                    "--cases",
-                    case_file,
-                    "--out",
-                    out,
-                    "--timeout",
-                    str(timeout),
-                ]
-                + ([] if fail_process is None else ["--fail-process", str(fail_process)]),
-                cwd=ROOT,
-                env=env,
-                stdout=logs[i],
-                stderr=subprocess.STDOUT,
-            )
-            for i in range(num_processes)
-        ]
-        with stack:
+        processes = []
+        with contextlib.ExitStack() as stack:
+            logs = [
+                stack.enter_context(open(os.path.join(folder, f"process{i}.log"), "w+"))
+                for i in range(num_processes)
+            ]
             try:
+                for i in range(num_processes):
+                    command = [
+                        sys.executable,
+                        "-m",
+                        "sharding.jax_processes",
+                        "--coordinator",
+                        coordinator,
+                        "--num-processes",
+                        str(num_processes),
+                        "--process-id",
+                        str(i),
+                        "--strategy",
+                        strategy,
+                        "--cases",
+                        case_file,
+                        "--out",
+                        out,
+                        "--timeout",
+                        str(timeout),
+                    ]
+                    if fail_process is not None:
+                        command += ["--fail-process", str(fail_process)]
+                    processes.append(
+                        subprocess.Popen(
+                            command, cwd=ROOT, env=env, stdout=logs[i], stderr=subprocess.STDOUT
+                        )
+                    )
                 _wait(processes, logs, time.monotonic() + timeout)
             finally:
                 for process in processes:  # every process stopped, whatever happened
@@ -151,6 +149,8 @@ def main(argv=None) -> int:
 
     jax.distributed.initialize(
         coordinator_address=args.coordinator,
+        # Process 0's coordinator listens on the address it is given, not on every interface.
+        coordinator_bind_address=args.coordinator if args.process_id == 0 else None,
         num_processes=args.num_processes,
         process_id=args.process_id,
         initialization_timeout=int(args.timeout),
@@ -177,13 +177,15 @@ def _lookups(args) -> None:
         dtypes = json.loads(str(cases["dtypes"]))
         for i, name in enumerate(dtypes):
             dtype = validation.DTYPES[name]
+            token_table = cases[f"token_table_{i}"].view(dtype)
+            position_table = cases[f"position_table_{i}"].view(dtype)
+            token_ids, start = cases[f"token_ids_{i}"], int(cases[f"start_{i}"])
+            # The ids first, against the global vocabulary, before any cross-process step.
+            validation.check_call(token_ids, start, len(token_table), len(position_table))
             layer = ShardedEmbedding(
-                cases[f"token_table_{i}"].view(dtype),
-                cases[f"position_table_{i}"].view(dtype),
-                num_shards=args.num_processes,
-                strategy=args.strategy,
+                token_table, position_table, num_shards=args.num_processes, strategy=args.strategy
             )
-            y = layer(cases[f"token_ids_{i}"], int(cases[f"start_{i}"]))  # checks, then shards
+            y = layer(token_ids, start)
             local = np.asarray(y.addressable_data(0))  # replicated: this process's copy
             results[str(i)] = local.view(f"u{local.dtype.itemsize}")
     if args.process_id == 0:

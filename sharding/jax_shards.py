@@ -38,8 +38,14 @@ _SPECS = {"rows": P(AXIS, None), "columns": P(None, AXIS), "compiler": P(AXIS, N
 
 
 def make_mesh(num_shards: int) -> jax.sharding.Mesh:
-    """A one-axis mesh ("shards") over the first num_shards devices."""
+    """A one-axis mesh ("shards") over the first num_shards devices; across processes
+    (jax.distributed), over every device of every process."""
     devices = jax.devices()
+    if jax.process_count() > 1 and num_shards != len(devices):
+        raise ValueError(
+            f"{num_shards} shards over {jax.process_count()} processes with {len(devices)} "
+            f"devices in all: use one shard per device, {len(devices)}"
+        )
     if num_shards > len(devices):
         raise ValueError(
             f"{num_shards} shards need {num_shards} devices, but JAX sees {len(devices)}: on the "
@@ -56,6 +62,10 @@ class ShardedEmbedding:
     def __init__(self, token_table, position_table, *, num_shards: int, strategy: str = "rows"):
         validation._choice(strategy, STRATEGIES, "sharding strategy")
         token_table, position_table = validation.check_tables(token_table, position_table)
+        if token_table.dtype == np.float64:  # JAX would compute it in float32 without x64
+            raise ValueError(
+                "the sharded JAX layer takes float32, float16 or bfloat16 tables, got float64"
+            )
         self.vocab_size, self.dim = token_table.shape
         self.max_seq_len = len(position_table)
         self.strategy = strategy

@@ -15,8 +15,9 @@ Exactness. Column-parallel only moves values. Row-parallel adds N terms per elem
 but one of them an exact zero, so the sum is the owner's value: bit for bit, in any order and
 any dtype, with one exception, the sign of a zero. The all-reduces of XLA and gloo start
 from +0.0, and -0.0 + +0.0 == +0.0 in IEEE arithmetic, so an owner's -0.0 comes back as +0.0
-(equal as a value; the bits differ). The reference sums the same way, from +0.0, so that it
-and the frameworks agree bit for bit everywhere; the unsharded layer differs from all of them
+(equal as a value; the bits differ) once there are two shards or more (one shard's
+all-reduce is a copy). The reference sums the same way, so that it and the frameworks agree
+bit for bit everywhere; the unsharded layer differs from all of them
 only where a token row holds -0.0 and the position added to it is -0.0 too (or there is no
 position table). The positions are added after the sum, as the unsharded layer adds them:
 one rounding.
@@ -36,14 +37,23 @@ STRATEGIES = ("rows", "columns")
 
 
 def check_shards(num_shards, size: int, what: str) -> int:
-    """num_shards as an int in [1, size] (every shard must own at least one row or column)."""
+    """num_shards as an int such that every shard of ceil(size / N) rows (or columns) owns
+    at least one: N in [1, size] and (N - 1) * ceil(size / N) < size."""
     num_shards = validation._integer(num_shards, "the number of shards")
-    if not 1 <= num_shards <= max(size, 1):
+    if not _fits(num_shards, size):
+        valid = [n for n in range(1, max(size, 1) + 1) if _fits(n, size)]
+        shown = ", ".join(map(str, valid[:12])) + (", ..." if len(valid) > 12 else "")
         raise ValueError(
-            f"cannot split {size} {what} into {num_shards} shards: use 1 to {max(size, 1)} "
-            f"shards, so that every shard owns at least one"
+            f"cannot split {size} {what} into {num_shards} shards of ceil({size}/N) each with "
+            f"every shard owning at least one: use one of {shown}"
         )
     return num_shards
+
+
+def _fits(num_shards: int, size: int) -> bool:
+    return 1 <= num_shards <= max(size, 1) and (num_shards - 1) * per_shard(size, num_shards) < max(
+        size, 1
+    )
 
 
 def per_shard(size: int, num_shards: int) -> int:
@@ -83,8 +93,11 @@ def shard_rows_lookup(shard: np.ndarray, index: int, token_ids: np.ndarray) -> n
 
 
 def lookup_rows(shards, token_ids, vocab_size: int) -> np.ndarray:
-    """Row-parallel: every shard's contribution, summed from +0.0 as an all-reduce does."""
+    """Row-parallel: every shard's contribution, summed from +0.0 as the all-reduces of XLA
+    and gloo sum; one shard's is returned as it is (their one-device all-reduce is a copy)."""
     token_ids = validation.check_token_ids(validation.as_host(token_ids), vocab_size)
+    if len(shards) == 1:
+        return shard_rows_lookup(shards[0], 0, token_ids)
     total = np.zeros((*token_ids.shape, shards[0].shape[1]), shards[0].dtype)
     for index, shard in enumerate(shards):
         total += shard_rows_lookup(shard, index, token_ids)

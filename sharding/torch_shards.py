@@ -1,5 +1,7 @@
 """The token table split across N processes with ``torch.distributed``: the gloo backend, one
-machine, every address on the loopback interface.
+machine, nothing listening beyond the loopback interface: the ranks meet through a file
+store in a temporary folder, and gloo's own connections use the loopback interface
+(``GLOO_SOCKET_IFNAME=lo``, unless set already).
 
 Each rank holds its shard as an ``nn.Embedding``:
 
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import socket
 import tempfile
 import time
 from functools import partial
@@ -35,13 +36,6 @@ from backends import torch_backend, validation
 from sharding import reference
 
 STRATEGIES = ("rows", "columns", "dtensor")
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1 (the rendezvous binds there and nowhere else)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def embed(token_table, position_table, token_ids, start: int = 0, **kwargs) -> np.ndarray:
@@ -98,11 +92,16 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault) -> list[np.ndarray
                     f"upstream has shape {upstream.shape}, but the output for these ids has "
                     f"shape {(*token_ids.shape, token_table.shape[1])}"
                 )
-            extra = (upstream.astype(token_table.dtype),)
+            if upstream.dtype != token_table.dtype:
+                raise TypeError(
+                    f"upstream is {upstream.dtype}, but the token table is {token_table.dtype}: "
+                    "cast upstream to the table's dtype"
+                )
+            extra = (upstream,)
         checked.append((token_table, position_table, token_ids, start, *extra))
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "results.npz")
-        args = (num_shards, free_port(), checked, mode, strategy, timeout, fault, out)
+        args = (num_shards, folder, checked, mode, strategy, timeout, fault, out)
         context = mp.start_processes(
             _rank, args, nprocs=num_shards, join=False, start_method="spawn"
         )
@@ -125,16 +124,20 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault) -> list[np.ndarray
                 if process.is_alive():
                     process.terminate()
                 process.join(timeout=5)
+                if process.is_alive():
+                    process.kill()
+                    process.join(timeout=5)
         with np.load(out, allow_pickle=False) as results:
             if mode == "time":
                 return [results[str(i)] for i in range(len(checked))]
             return [results[str(i)].view(case[0].dtype) for i, case in enumerate(checked)]
 
 
-def _rank(rank, num_shards, port, cases, mode, strategy, timeout, fault, out):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out):
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo's pairs: loopback only
     dist.init_process_group(
         "gloo",
+        init_method=f"file://{os.path.join(folder, 'rendezvous')}",  # no TCP store to listen
         rank=rank,
         world_size=num_shards,
         timeout=datetime.timedelta(seconds=timeout),
