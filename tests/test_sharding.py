@@ -220,7 +220,7 @@ def torch_cases():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("num_shards", [2, 3, 4])
+@pytest.mark.parametrize("num_shards", [1, 2, 3, 4])
 @pytest.mark.parametrize("strategy", ["rows", "columns", "dtensor"])
 def test_torch_ranks_give_the_unsharded_layer_bit_for_bit(num_shards, strategy):
     pytest.importorskip("torch")
