@@ -451,7 +451,12 @@ def parse_shard_args(argv) -> argparse.Namespace:
         "1 one differs, 2 bad arguments or input, or a distributed run that failed.",
     )
     add = parser.add_argument
-    add("--shards", type=int, default=4, help="how many shards, 1 to 10 (default: %(default)s)")
+    add(
+        "--shards",
+        type=int,
+        default=4,
+        help="how many shards: 1, 2, 3, 4, 5 or 10, so that each owns a column (default: %(default)s)",
+    )
     add("--tokens", type=int, nargs="+", metavar="ID", help="ids (default: 5 10 7 21)")
     add("--batch", type=int, help="B random sequences as long as --tokens, instead of it")
     add("--start", type=int, default=0, help="first position (default: 0)")
