@@ -395,20 +395,10 @@ def _train(argv) -> int:
 
     args = parse_train_args(argv)
     try:
-        names = args.backends or backends.names()
-        if len(set(names)) != len(names):
-            raise ValueError(f"--backends lists a backend twice: {' '.join(names)}")
-        for name in names:
-            backends.get(name)
+        names = _job_backends(args.backends)
         _check_out_path(args.out)
-        for flag, path, ending in (
-            ("--json", args.json, ".json"),
-            ("--save", args.save, ".safetensors"),
-        ):
-            if path is not None and not path.endswith(ending):
-                raise ValueError(f"{flag} {path!r} must end in {ending}")
-            if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-                raise ValueError(f"{flag} {path!r}: its folder does not exist")
+        _check_file_flag("--json", args.json, ".json")
+        _check_file_flag("--save", args.save, ".safetensors")
         settings = {k: getattr(args, k) for k in train.DEFAULTS}
         train.check_settings(args.dtype, **settings)
     except (ValueError, TypeError, ImportError, OSError) as error:
@@ -477,17 +467,10 @@ def _shard(argv) -> int:
     args = parse_shard_args(argv)
     try:
         names = args.backends or backends.names()
-        if len(set(names)) != len(names):
-            raise ValueError(f"--backends lists a backend twice: {' '.join(names)}")
         shard.prepare(names, args.shards)  # before JAX is imported: it makes its devices then
-        for name in names:
-            backends.get(name)
+        names = _job_backends(names)
         _check_out_path(args.out)
-        if args.save_arrays is not None:
-            if not args.save_arrays.endswith(".npz"):
-                raise ValueError(f"--save-arrays {args.save_arrays!r} must end in .npz")
-            if not os.path.isdir(os.path.dirname(os.path.abspath(args.save_arrays))):
-                raise ValueError(f"--save-arrays {args.save_arrays!r}: its folder does not exist")
+        _check_file_flag("--save-arrays", args.save_arrays, ".npz")
         done = shard.run(
             names,
             args.shards,
@@ -546,6 +529,27 @@ def _shard(argv) -> int:
 def _savable(array: np.ndarray) -> np.ndarray:
     """.npz cannot hold ml_dtypes.bfloat16: widen it to float32 (exactly)."""
     return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
+
+
+def _job_backends(given) -> list[str]:
+    """A job's --backends (default: every installed one), each imported now: an unknown,
+    missing or repeated one fails here, before any work."""
+    names = list(given or backends.names())
+    if len(set(names)) != len(names):
+        raise ValueError(f"--backends lists a backend twice: {' '.join(names)}")
+    for name in names:
+        backends.get(name)
+    return names
+
+
+def _check_file_flag(flag: str, path: str | None, ending: str) -> None:
+    """An output file flag, if given: the right ending, in a folder that exists."""
+    if path is None:
+        return
+    if not path.endswith(ending):
+        raise ValueError(f"{flag} {path!r} must end in {ending}")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise ValueError(f"{flag} {path!r}: its folder does not exist")
 
 
 def _show(args) -> bool:

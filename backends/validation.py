@@ -136,7 +136,7 @@ def as_host(array) -> np.ndarray:
     return host
 
 
-def _integer(value, what: str) -> int:
+def integer(value, what: str) -> int:
     """value as an int; bool, float and everything else without __index__ is a TypeError."""
     if isinstance(value, bool | np.bool_):
         raise TypeError(f"{what} must be an integer, got {value!r}")
@@ -167,9 +167,9 @@ def check_positions(start, length: int, max_seq_len: int | None) -> int:
     ValueError for start < 0 or start + length > max_seq_len (None: no table, no limit).
     """
     if type(start) is not int:  # the common case skips the conversion: bool is not int here
-        start = _integer(start, "start")
+        start = integer(start, "start")
     if type(length) is not int:
-        length = _integer(length, "the number of positions")
+        length = integer(length, "the number of positions")
     if length < 0:
         raise ValueError(f"the number of positions must be at least 0, got {length}")
     if start < 0:
@@ -251,7 +251,7 @@ ROPE_SCALINGS = {
 MAX_POSITION = 2**24
 
 
-def _choice(value, valid: tuple[str, ...], what: str) -> str:
+def choice(value, valid: tuple[str, ...], what: str) -> str:
     if value not in valid:
         raise ValueError(f"unknown {what} {value!r}: valid ones are {', '.join(valid)}")
     return value
@@ -269,8 +269,8 @@ def check_even_dim(dim: int, what: str) -> int:
 def check_sinusoidal(num_positions, dim, base, layout) -> tuple[int, int, float]:
     """Arguments of sinusoidal_table(num_positions, dim, base=..., layout=...), as
     (num_positions, dim, base)."""
-    _choice(layout, SINUSOIDAL_LAYOUTS, "sinusoidal layout")
-    num_positions, dim = _integer(num_positions, "num_positions"), _integer(dim, "dim")
+    choice(layout, SINUSOIDAL_LAYOUTS, "sinusoidal layout")
+    num_positions, dim = integer(num_positions, "num_positions"), integer(dim, "dim")
     if dim < 2:
         raise ValueError(f"a sinusoidal table needs dim >= 2, got {dim}")
     check_even_dim(dim, "a sinusoidal table")
@@ -297,7 +297,7 @@ def check_rope_scaling(scaling) -> dict | None:
     params.pop("type", None)
     if kind == "default":
         return None
-    _choice(kind, tuple(ROPE_SCALINGS), "RoPE scaling type")
+    choice(kind, tuple(ROPE_SCALINGS), "RoPE scaling type")
     expected = set(ROPE_SCALINGS[kind])
     if set(params) != expected:
         raise ValueError(
@@ -328,7 +328,7 @@ def check_rope(
 
     Returns (positions, normalised scaling).
     """
-    _choice(layout, ROPE_LAYOUTS, "RoPE layout")
+    choice(layout, ROPE_LAYOUTS, "RoPE layout")
     if len(shape) < 2:
         raise ValueError(f"x must be (..., T, dim), got shape {shape}: add a sequence axis")
     check_even_dim(shape[-1], "RoPE")
@@ -354,7 +354,7 @@ def check_layer(token_table, position_table, positions: str, max_seq_len, base, 
 
     Returns (token_table, position_table or None, max_seq_len or None).
     """
-    _choice(positions, SCHEMES, "positions scheme")
+    choice(positions, SCHEMES, "positions scheme")
     if positions == "learned":
         if position_table is None:
             raise ValueError('positions="learned" needs a position_table (max_seq_len, dim)')
@@ -402,7 +402,7 @@ def check_embedding_options(padding_idx, scale_grad_by_freq, vocab_size: int) ->
         raise TypeError(f"scale_grad_by_freq must be True or False, got {scale_grad_by_freq!r}")
     if padding_idx is None:
         return None
-    padding_idx = _integer(padding_idx, "padding_idx")
+    padding_idx = integer(padding_idx, "padding_idx")
     if not -vocab_size <= padding_idx < vocab_size:
         raise ValueError(
             f"padding_idx {padding_idx} is out of range for vocab_size {vocab_size}: "

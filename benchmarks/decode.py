@@ -51,7 +51,7 @@ import numpy as np
 
 import backends
 from backends import validation
-from benchmarks.lookup_add import configure_threads, header
+from benchmarks.lookup_add import configure_threads, finish_chart, header
 from drawing.table import text_table
 
 SAMPLE_SECONDS = 2e-3  # each timed sample is a batch of calls at least this long
@@ -327,7 +327,6 @@ def chart_figure(records: list[Record], title: str):
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.patches
     import matplotlib.pyplot as plt
 
     shapes = list(dict.fromkeys(r.shape for r in records))
@@ -374,11 +373,7 @@ def chart_figure(records: list[Record], title: str):
         ax.set_title(f"{name}: vocab {s.vocab_size}, dim {s.dim}, B {s.batch}, T {s.length}")
         ax.set_xlabel("time per call / the backend's idiomatic line (lower is faster)")
         ax.set_xlim(0, CHART_LIMIT)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    handles += [matplotlib.patches.Patch(color=c) for c in colours.values()]
-    labels += list(colours)
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=9)
-    fig.suptitle(title, fontsize=11)
+    finish_chart(fig, axes, colours, title)
     return fig
 
 

@@ -340,7 +340,7 @@ def measure(
                 gbps=None if moved is None else moved / q50 / 1e9,
                 copy_fraction=None
                 if moved is None
-                else float(np.median(moved / per_round / copy_rate)),  # noqa: E501
+                else float(np.median(moved / per_round / copy_rate)),
                 faults_per_call=faults[v] / (rounds * calls[v]),
                 compile_s=v.compile_s,
                 calls_per_sample=calls[v],
@@ -369,18 +369,17 @@ def header(args, names, shapes=None) -> dict:
             "shapes": {n: asdict(shapes[n]) for n in args.shapes},
             "affinity": sorted(os.sched_getaffinity(0))
             if hasattr(os, "sched_getaffinity")
-            else None,  # noqa: E501
+            else None,
             "xla_flags": os.environ.get("XLA_FLAGS", ""),
         },
     }
 
 
 def _cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as info:
+        for line in info:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor()
 
 
@@ -433,7 +432,6 @@ def chart_figure(records: list[Record], title: str):
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.patches
     import matplotlib.pyplot as plt
 
     shapes = list(dict.fromkeys(r.shape for r in records))
@@ -476,12 +474,20 @@ def chart_figure(records: list[Record], title: str):
         )
         ax.set_xlabel("copy_fraction (higher is faster)")
         ax.set_xlim(0, max(1.15, max((r.copy_fraction for r in timed), default=0) * 1.15))
+    finish_chart(fig, axes, colours, title)
+    return fig
+
+
+def finish_chart(fig, axes, colours: dict, title: str) -> None:
+    """One legend under the panels (the first panel's lines, then a patch per backend's
+    colour), where it covers no bar, and the title."""
+    import matplotlib.patches
+
     handles, labels = axes.flat[0].get_legend_handles_labels()
     handles += [matplotlib.patches.Patch(color=c) for c in colours.values()]
     labels += list(colours)
     fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=9)
     fig.suptitle(title, fontsize=11)
-    return fig
 
 
 def parse_args(argv=None) -> argparse.Namespace:

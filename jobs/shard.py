@@ -100,7 +100,7 @@ def run(
     )
     token_ids = np.array(SEED["tokens"] if tokens is None else tokens, dtype=np.int64)
     if batch is not None:
-        batch = validation._integer(batch, "--batch")
+        batch = validation.integer(batch, "--batch")
         if batch < 1:
             raise ValueError(f"--batch must be at least 1, got {batch}")
         rng = np.random.default_rng(seed)

@@ -50,7 +50,7 @@ def embed_many(
     from sharding import free_port
     from sharding.jax_shards import STRATEGIES
 
-    validation._choice(strategy, STRATEGIES, "sharding strategy")
+    validation.choice(strategy, STRATEGIES, "sharding strategy")
     arrays, dtypes = {}, []
     for i, (token_table, position_table, token_ids, start) in enumerate(cases):
         token_table, position_table = validation.check_tables(token_table, position_table)

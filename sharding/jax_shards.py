@@ -60,7 +60,7 @@ class ShardedEmbedding:
     num_shards devices; the position table is replicated on each of them."""
 
     def __init__(self, token_table, position_table, *, num_shards: int, strategy: str = "rows"):
-        validation._choice(strategy, STRATEGIES, "sharding strategy")
+        validation.choice(strategy, STRATEGIES, "sharding strategy")
         token_table, position_table = validation.check_tables(token_table, position_table)
         if token_table.dtype == np.float64:  # JAX would compute it in float32 without x64
             raise ValueError(

@@ -39,7 +39,7 @@ STRATEGIES = ("rows", "columns")
 def check_shards(num_shards, size: int, what: str) -> int:
     """num_shards as an int such that every shard of ceil(size / N) rows (or columns) owns
     at least one: N in [1, size] and (N - 1) * ceil(size / N) < size."""
-    num_shards = validation._integer(num_shards, "the number of shards")
+    num_shards = validation.integer(num_shards, "the number of shards")
     if not _fits(num_shards, size):
         valid = [n for n in range(1, max(size, 1) + 1) if _fits(n, size)]
         shown = ", ".join(map(str, valid[:12])) + (", ..." if len(valid) > 12 else "")
@@ -113,7 +113,7 @@ def lookup_columns(shards, token_ids, vocab_size: int, dim: int) -> np.ndarray:
 def embed(token_table, position_table, token_ids, start=0, *, num_shards: int, strategy="rows"):
     """The sharded layer: ``token_table[ids] + position_table[start:start + T]`` computed from
     num_shards shards of the token table; bit-identical to the unsharded layer."""
-    validation._choice(strategy, STRATEGIES, "sharding strategy")
+    validation.choice(strategy, STRATEGIES, "sharding strategy")
     token_table, position_table = validation.check_tables(token_table, position_table)
     vocab_size, dim = token_table.shape
     token_ids, start = validation.check_call(token_ids, start, vocab_size, len(position_table))

@@ -74,7 +74,7 @@ def token_gradients(
 
 
 def _spawn(cases, mode, num_shards, strategy, timeout, fault) -> list[np.ndarray]:
-    validation._choice(strategy, STRATEGIES, "sharding strategy")
+    validation.choice(strategy, STRATEGIES, "sharding strategy")
     checked = []
     for token_table, position_table, token_ids, start, *upstream in cases:
         token_table, position_table = validation.check_tables(token_table, position_table)
