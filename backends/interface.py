@@ -33,6 +33,18 @@ scale_grad_by_freq=False)``
 ``apply_rope(x, positions, *, base, layout, scaling)``
     Rotary embedding of x (..., T, dim) at integer positions (T,), layout
     "half" or "interleaved", scaling None, "linear" or "llama3".
+``alibi_slopes(num_heads, *, dtype)``
+    ALiBi's (num_heads,) slopes 2**(-8i/n) (Press et al. 2022), with BLOOM's rule for a
+    head count that is not a power of two.
+``alibi_bias(num_heads, q_len, k_len=None, *, causal=True, dtype)``
+    The (num_heads, q_len, k_len) bias -slope * distance to add to the attention scores;
+    causal=True puts -inf on keys after the query. Queries are the last q_len of the
+    k_len positions.
+``t5_relative_buckets(relative_position, *, bidirectional=True, num_buckets=32, max_distance=128)``
+    T5's integer bucket of each relative position (key - query).
+``t5_bias(bias_table, q_len, k_len=None, *, bidirectional=True, max_distance=128)``
+    The (num_heads, q_len, k_len) bias gathered from a learned (num_buckets, num_heads)
+    table; differentiable in the table in torch and JAX.
 ``to_numpy(array)``
     The framework's array as a NumPy array of the same dtype and shape.
 
@@ -56,6 +68,11 @@ accelerator, checked there with one synchronisation): ``TypeError`` for non-inte
 ``ValueError`` for ids that are not 1-D or 2-D and for positions outside
 ``[0, max_seq_len)``, ``IndexError`` for an id outside ``[0, vocab_size)``, and
 ``ValueError`` at construction for tables of the wrong rank, dtype or width.
+
+ALiBi slopes and biases, T5 buckets and T5 biases are bit-identical on every backend:
+the slopes are float64 constants rounded once (through float32 for 16-bit dtypes), the
+distances are integers, and the bucket boundaries are found in exact integer arithmetic
+(``backends.positional.t5_bucket_starts``).
 
 Sinusoidal tables and rotations are computed natively too, so they are not
 bit-identical across backends (sin, cos and pow differ in the last bits); they

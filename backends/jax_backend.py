@@ -407,6 +407,88 @@ def _rope_frequencies(dim: int, base: float, scaling: dict | None, dtype) -> jax
     )
 
 
+def alibi_slopes(num_heads: int, *, dtype="float32") -> jax.Array:
+    """(num_heads,) ALiBi slopes 2**(-8i/n), with BLOOM's rule for n not a power of two."""
+    dtype = validation.resolve_dtype(dtype)
+    slopes = positional.alibi_slopes(num_heads)  # float64 constants, as the weights are
+    with _precision(dtype):
+        return jnp.asarray(slopes.astype(positional.compute_dtype(dtype))).astype(dtype)
+
+
+def alibi_bias(
+    num_heads: int, q_len: int, k_len: int | None = None, *, causal: bool = True, dtype="float32"
+) -> jax.Array:
+    """(num_heads, q_len, k_len) ALiBi bias, -slope * distance, to add to the scores.
+
+    causal=True: distance = query - key, and -inf for keys after the query (the mask);
+    causal=False: distance = |query - key|. Queries are the last q_len of k_len positions.
+    """
+    dtype = validation.resolve_dtype(dtype)
+    num_heads, q_len, k_len = validation.check_lengths(num_heads, q_len, k_len)
+    compute = positional.compute_dtype(dtype)
+    with _precision(dtype):
+        slopes = alibi_slopes(num_heads, dtype=compute)
+        return _alibi_bias(slopes, q_len, k_len, causal, dtype)
+
+
+@partial(jax.jit, static_argnames=("q_len", "k_len", "causal", "dtype"))
+def _alibi_bias(slopes, q_len: int, k_len: int, causal: bool, dtype) -> jax.Array:
+    relative = jnp.arange(k_len) - jnp.arange(k_len - q_len, k_len)[:, None]  # key - query
+    slopes = slopes[:, None, None]  # (H, 1, 1)
+    if not causal:
+        return (slopes * (-jnp.abs(relative)).astype(slopes.dtype)).astype(dtype)
+    bias = slopes * relative.astype(slopes.dtype)  # (H, q, k); integers: exact in compute
+    return jnp.where(relative > 0, -jnp.inf, bias).astype(dtype)
+
+
+def t5_relative_buckets(
+    relative_position, *, bidirectional: bool = True, num_buckets: int = 32, max_distance=128
+) -> jax.Array:
+    """T5's bucket of each relative position (key - query), int32, same shape.
+
+    Distances below n/2 (n buckets per direction) get a bucket each, longer ones share
+    logarithmically wider buckets up to max_distance and the last bucket beyond.
+    """
+    relative = validation.check_relative_positions(validation.as_host(relative_position))
+    n, max_distance = validation.check_t5_buckets(bidirectional, num_buckets, max_distance)
+    starts = positional.t5_bucket_starts(num_buckets, max_distance, bidirectional=bidirectional)
+    # Checked within +-2**24, so int32 (JAX's integer without x64) holds every value.
+    return _t5_buckets(relative.astype(np.int32), starts.astype(np.int32), n, bidirectional)
+
+
+@partial(jax.jit, static_argnames=("n", "bidirectional"))
+def _t5_buckets(relative, starts, n: int, bidirectional: bool) -> jax.Array:
+    if bidirectional:
+        direction = jnp.where(relative > 0, n, 0)  # keys after the query: the upper half
+        distance = jnp.abs(relative)
+    else:
+        direction = 0
+        distance = -jnp.minimum(relative, 0)  # keys after the query count as distance 0
+    exact = n // 2
+    logarithmic = exact + jnp.searchsorted(starts, distance, side="right").astype(jnp.int32)
+    return direction + jnp.where(distance < exact, distance, logarithmic)
+
+
+def t5_bias(
+    bias_table, q_len: int, k_len: int | None = None, *, bidirectional=True, max_distance=128
+) -> jax.Array:
+    """(num_heads, q_len, k_len) T5 bias: bias_table (num_buckets, num_heads) at each
+    query-key pair's bucket; differentiable in bias_table, and usable inside jit."""
+    if not isinstance(bias_table, jax.Array):
+        bias_table = np.asarray(bias_table)
+    dtype = validation.check_float_dtype(np.dtype(bias_table.dtype).name, "bias_table")
+    num_buckets, _ = validation.check_t5_table(tuple(bias_table.shape), dtype.name)
+    _, q_len, k_len = validation.check_lengths(None, q_len, k_len)
+    with _precision(dtype):
+        buckets = t5_relative_buckets(
+            positional.relative_positions(q_len, k_len),
+            bidirectional=bidirectional,
+            num_buckets=num_buckets,
+            max_distance=max_distance,
+        )  # (q, k), computed from the lengths alone: a constant under jit
+        return jnp.asarray(bias_table)[buckets].transpose(2, 0, 1)  # (H, q, k)
+
+
 def _to_device(table: np.ndarray) -> jax.Array:
     # Copied onto the device once (passing NumPy tables to a jitted function would copy
     # them on every call). copy=True: on the CPU, device_put may alias the caller's memory.

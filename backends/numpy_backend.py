@@ -221,5 +221,72 @@ def _rope_frequencies(dim: int, base: float, scaling: dict | None, dtype) -> np.
     )
 
 
+def alibi_slopes(num_heads: int, *, dtype="float32") -> np.ndarray:
+    """(num_heads,) ALiBi slopes 2**(-8i/n), with BLOOM's rule for n not a power of two."""
+    dtype = validation.resolve_dtype(dtype)
+    slopes = positional.alibi_slopes(num_heads)  # float64 constants, as the weights are
+    return slopes.astype(positional.compute_dtype(dtype)).astype(dtype)
+
+
+def alibi_bias(
+    num_heads: int, q_len: int, k_len: int | None = None, *, causal: bool = True, dtype="float32"
+) -> np.ndarray:
+    """(num_heads, q_len, k_len) ALiBi bias, -slope * distance, to add to the scores.
+
+    causal=True: distance = query - key, and -inf for keys after the query (the mask);
+    causal=False: distance = |query - key|. Queries are the last q_len of k_len positions.
+    """
+    dtype = validation.resolve_dtype(dtype)
+    num_heads, q_len, k_len = validation.check_lengths(num_heads, q_len, k_len)
+    compute = positional.compute_dtype(dtype)
+    relative = np.arange(k_len) - np.arange(k_len - q_len, k_len)[:, None]  # (q, k) key - query
+    slopes = alibi_slopes(num_heads, dtype=compute)[:, None, None]  # (H, 1, 1)
+    if not causal:
+        return (slopes * (-np.abs(relative)).astype(compute)).astype(dtype)
+    bias = slopes * relative.astype(compute)  # (H, q, k); integers: exact in compute
+    bias[:, relative > 0] = -np.inf
+    return bias.astype(dtype)
+
+
+def t5_relative_buckets(
+    relative_position, *, bidirectional: bool = True, num_buckets: int = 32, max_distance=128
+) -> np.ndarray:
+    """T5's bucket of each relative position (key - query), int64, same shape.
+
+    Distances below n/2 (n buckets per direction) get a bucket each, longer ones share
+    logarithmically wider buckets up to max_distance and the last bucket beyond.
+    """
+    relative = validation.check_relative_positions(validation.as_host(relative_position))
+    n, max_distance = validation.check_t5_buckets(bidirectional, num_buckets, max_distance)
+    starts = positional.t5_bucket_starts(num_buckets, max_distance, bidirectional=bidirectional)
+    relative = relative.astype(np.int64)
+    if bidirectional:
+        direction = np.where(relative > 0, n, 0)  # keys after the query: the upper half
+        distance = np.abs(relative)
+    else:
+        direction = 0
+        distance = -np.minimum(relative, 0)  # keys after the query count as distance 0
+    exact = n // 2
+    logarithmic = exact + np.searchsorted(starts, distance, side="right")
+    return direction + np.where(distance < exact, distance, logarithmic)
+
+
+def t5_bias(
+    bias_table, q_len: int, k_len: int | None = None, *, bidirectional=True, max_distance=128
+) -> np.ndarray:
+    """(num_heads, q_len, k_len) T5 bias: bias_table (num_buckets, num_heads) at each
+    query-key pair's bucket."""
+    bias_table = np.asarray(bias_table)
+    num_buckets, _ = validation.check_t5_table(bias_table.shape, bias_table.dtype.name)
+    _, q_len, k_len = validation.check_lengths(None, q_len, k_len)
+    buckets = t5_relative_buckets(
+        positional.relative_positions(q_len, k_len),
+        bidirectional=bidirectional,
+        num_buckets=num_buckets,
+        max_distance=max_distance,
+    )  # (q, k)
+    return bias_table[buckets].transpose(2, 0, 1)  # (q, k, H) -> (H, q, k)
+
+
 def to_numpy(array) -> np.ndarray:
     return np.asarray(array)

@@ -8,7 +8,14 @@ from here.
 Sources: Vaswani et al. 2017, section 3.5 (sinusoidal); Su et al. 2021, RoFormer
 (rotary, as complex multiplication); Hugging Face transformers,
 ``modeling_rope_utils.py`` (the "linear" and "llama3" frequency rules and their
-config names).
+config names); Press et al. 2022, "Train Short, Test Long" (ALiBi), with the head-count
+rule of Hugging Face's BLOOM ``build_alibi_tensor``; Raffel et al. 2020 (T5), with the
+bucket rule of Hugging Face's ``T5Attention._relative_position_bucket``.
+
+ALiBi and T5 put position into the attention scores rather than the vectors: a bias
+(num_heads, q_len, k_len) added to q . k / sqrt(d) before the softmax. Query i of q_len
+sits at position k_len - q_len + i (the last q_len of k_len positions, as in a decode step
+with a cache); key j at position j.
 """
 
 from __future__ import annotations
@@ -99,6 +106,107 @@ def apply_rope(x, positions, *, base: float = 10000.0, layout: str = "half", sca
         return np.stack([z.real, z.imag], axis=-1).reshape(x.shape)
     z = (x[..., : dim // 2] + 1j * x[..., dim // 2 :]) * turn
     return np.concatenate([z.real, z.imag], axis=-1)
+
+
+def alibi_slopes(num_heads: int) -> np.ndarray:
+    """(num_heads,) float64 ALiBi slopes, the rule of BLOOM's ``build_alibi_tensor``.
+
+    For n heads with n a power of two: 2**(-8 i / n), i = 1..n. Otherwise the n' = largest
+    power of two below n get those, and the remaining n - n' heads take every other slope
+    of 2n' heads: 2**(-8 j / 2n') for j = 1, 3, 5, ... The exponents are exact in float64
+    (dyadic fractions), so each slope is 2**e rounded once by ``pow``.
+    """
+    num_heads, _, _ = validation.check_lengths(num_heads, 1, None)
+    closest = 1 << (num_heads.bit_length() - 1)  # the largest power of two <= n
+    exponents = [-8 * i / closest for i in range(1, closest + 1)]
+    exponents += [-8 * j / (2 * closest) for j in range(1, 2 * (num_heads - closest), 2)]
+    return np.array([2.0**e for e in exponents], dtype=np.float64)
+
+
+def alibi_bias(num_heads: int, q_len: int, k_len: int | None = None, *, causal: bool = True):
+    """(num_heads, q_len, k_len) float64: -slope * distance, the distance form.
+
+    causal=True: distance = query position - key position, and keys after the query get
+    -inf (the causal mask, folded in). causal=False: distance = |query - key|, the
+    symmetric form used by bidirectional encoders. BLOOM adds slope * key position instead,
+    which differs from the causal form by slope * query position along each row: a
+    per-row constant, which softmax ignores.
+    """
+    num_heads, q_len, k_len = validation.check_lengths(num_heads, q_len, k_len)
+    relative = relative_positions(q_len, k_len)  # (q, k): key - query, -distance when causal
+    slopes = alibi_slopes(num_heads)[:, None, None]
+    if not causal:
+        return slopes * -np.abs(relative)
+    return np.where(relative <= 0, slopes * relative, -np.inf)
+
+
+def t5_bucket_starts(num_buckets: int, max_distance: int, *, bidirectional: bool) -> np.ndarray:
+    """The smallest distance of each logarithmic T5 bucket, in exact integer arithmetic.
+
+    Per direction there are n buckets (num_buckets, or half of it when bidirectional):
+    distances below m = n // 2 get a bucket each, and distance d >= m gets
+    m + min(floor((n - m) * log(d / m) / log(max_distance / m)), n - 1 - m).
+    floor(...) >= k exactly when (d / m)**(n - m) >= (max_distance / m)**k, an integer
+    comparison, so bucket m + k starts at the smallest such d. Returns (n - 1 - m,) int64.
+    """
+    n, max_distance = validation.check_t5_buckets(bidirectional, num_buckets, max_distance)
+    m = n // 2
+    starts = []
+    for k in range(1, n - m):
+        d = max(m, math.floor(m * (max_distance / m) ** (k / (n - m))) - 1)  # float guess, low
+        while d ** (n - m) * m**k < max_distance**k * m ** (n - m):
+            d += 1
+        starts.append(d)
+    return np.array(starts, dtype=np.int64)
+
+
+def t5_relative_buckets(
+    relative_position, *, bidirectional: bool = True, num_buckets: int = 32, max_distance=128
+) -> np.ndarray:
+    """T5's bucket of each relative position (key - query), with the log in float64.
+
+    A direct transcription of the published rule (Hugging Face
+    ``T5Attention._relative_position_bucket``, which computes it in float32). Where the
+    rule's real value is an exact integer a float log can land on either side; the
+    backends use ``t5_bucket_starts`` and are exact.
+    """
+    relative_position = validation.check_relative_positions(
+        validation.as_host(relative_position)
+    ).astype(np.int64)
+    n, max_distance = validation.check_t5_buckets(bidirectional, num_buckets, max_distance)
+    buckets = np.zeros_like(relative_position)
+    if bidirectional:
+        buckets += (relative_position > 0) * n  # keys after the query: the second half
+        distance = np.abs(relative_position)
+    else:
+        distance = -np.minimum(relative_position, 0)  # keys after the query count as 0
+    m = n // 2
+    if m == 0:  # one bucket per direction (num_buckets=2, bidirectional): no log at all
+        return buckets
+    with np.errstate(divide="ignore", invalid="ignore"):  # log(0) where distance < m: unused
+        large = np.log(distance / m) / math.log(max_distance / m) * (n - m)
+        large = m + np.minimum(large, n - 1 - m).astype(np.int64)
+    return buckets + np.where(distance < m, distance, large)
+
+
+def t5_bias(
+    bias_table, q_len: int, k_len: int | None = None, *, bidirectional=True, max_distance=128
+):
+    """(num_heads, q_len, k_len): bias_table[bucket(key - query)], transposed to heads first."""
+    bias_table = np.asarray(bias_table)
+    num_buckets, _ = validation.check_t5_table(bias_table.shape, bias_table.dtype.name)
+    _, q_len, k_len = validation.check_lengths(None, q_len, k_len)
+    relative = relative_positions(q_len, k_len)  # (q, k)
+    buckets = t5_relative_buckets(
+        relative, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
+    return bias_table[buckets].transpose(2, 0, 1)
+
+
+def relative_positions(q_len: int, k_len: int) -> np.ndarray:
+    """(q_len, k_len) int64 key position - query position, queries the last q_len positions
+    (integers, so negating them never makes a -0.0 bias)."""
+    return np.arange(k_len) - np.arange(k_len - q_len, k_len)[:, None]
 
 
 def compute_dtype(dtype) -> np.dtype:

@@ -291,6 +291,75 @@ def apply_rope(
     return torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
 
 
+def alibi_slopes(num_heads: int, *, dtype="float32") -> torch.Tensor:
+    """(num_heads,) ALiBi slopes 2**(-8i/n), with BLOOM's rule for n not a power of two."""
+    dtype = validation.resolve_dtype(dtype)
+    slopes = torch.from_numpy(positional.alibi_slopes(num_heads))  # float64 constants
+    return slopes.to(_torch_dtype(positional.compute_dtype(dtype))).to(_torch_dtype(dtype))
+
+
+def alibi_bias(
+    num_heads: int, q_len: int, k_len: int | None = None, *, causal: bool = True, dtype="float32"
+) -> torch.Tensor:
+    """(num_heads, q_len, k_len) ALiBi bias, -slope * distance, to add to the scores.
+
+    causal=True: distance = query - key, and -inf for keys after the query (the mask);
+    causal=False: distance = |query - key|. Queries are the last q_len of k_len positions.
+    """
+    dtype = validation.resolve_dtype(dtype)
+    num_heads, q_len, k_len = validation.check_lengths(num_heads, q_len, k_len)
+    compute = _torch_dtype(positional.compute_dtype(dtype))
+    relative = torch.arange(k_len) - torch.arange(k_len - q_len, k_len)[:, None]  # key - query
+    slopes = alibi_slopes(num_heads, dtype=positional.compute_dtype(dtype))[:, None, None]
+    if not causal:
+        return (slopes * (-relative.abs()).to(compute)).to(_torch_dtype(dtype))
+    bias = slopes * relative.to(compute)  # (H, q, k); integers: exact in compute
+    return bias.masked_fill(relative > 0, -math.inf).to(_torch_dtype(dtype))
+
+
+def t5_relative_buckets(
+    relative_position, *, bidirectional: bool = True, num_buckets: int = 32, max_distance=128
+) -> torch.Tensor:
+    """T5's bucket of each relative position (key - query), int64, same shape and device.
+
+    Distances below n/2 (n buckets per direction) get a bucket each, longer ones share
+    logarithmically wider buckets up to max_distance and the last bucket beyond.
+    """
+    host = validation.check_relative_positions(_host_ints(relative_position, "relative_position"))
+    n, max_distance = validation.check_t5_buckets(bidirectional, num_buckets, max_distance)
+    starts = positional.t5_bucket_starts(num_buckets, max_distance, bidirectional=bidirectional)
+    device = relative_position.device if isinstance(relative_position, torch.Tensor) else None
+    relative = _as_tensor(host).to(device, torch.int64)
+    if bidirectional:
+        direction = (relative > 0).long() * n  # keys after the query: the upper half
+        distance = relative.abs()
+    else:
+        direction = 0
+        distance = -relative.clamp(max=0)  # keys after the query count as distance 0
+    exact = n // 2
+    logarithmic = exact + torch.bucketize(distance, torch.from_numpy(starts).to(device), right=True)
+    return direction + torch.where(distance < exact, distance, logarithmic)
+
+
+def t5_bias(
+    bias_table, q_len: int, k_len: int | None = None, *, bidirectional=True, max_distance=128
+) -> torch.Tensor:
+    """(num_heads, q_len, k_len) T5 bias: bias_table (num_buckets, num_heads) at each
+    query-key pair's bucket; differentiable in bias_table (an nn.Embedding weight in T5)."""
+    if not isinstance(bias_table, torch.Tensor):
+        bias_table = _as_tensor(np.asarray(bias_table))
+    dtype_name = str(bias_table.dtype).removeprefix("torch.")
+    num_buckets, _ = validation.check_t5_table(tuple(bias_table.shape), dtype_name)
+    _, q_len, k_len = validation.check_lengths(None, q_len, k_len)
+    buckets = t5_relative_buckets(
+        _as_tensor(positional.relative_positions(q_len, k_len)).to(bias_table.device),
+        bidirectional=bidirectional,
+        num_buckets=num_buckets,
+        max_distance=max_distance,
+    )  # (q, k)
+    return nn.functional.embedding(buckets, bias_table).permute(2, 0, 1)  # (H, q, k)
+
+
 def _rope_frequencies(dim: int, base: float, scaling: dict | None, dtype, device) -> torch.Tensor:
     w = 1.0 / base ** (torch.arange(0, dim, 2, dtype=dtype, device=device) / dim)  # (dim/2,)
     if scaling is None:

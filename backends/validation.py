@@ -349,6 +349,80 @@ def check_rope(
     return positions, check_rope_scaling(scaling)
 
 
+def check_lengths(num_heads, q_len, k_len) -> tuple[int, int, int]:
+    """Arguments of alibi_bias and t5_bias, as ints; k_len None means q_len.
+
+    The queries are the last q_len of k_len positions (a decode step with a cache), so
+    k_len must be at least q_len; every distance must be exact in float32.
+    """
+    if num_heads is not None:
+        num_heads = integer(num_heads, "num_heads")
+        if num_heads < 1:
+            raise ValueError(f"num_heads must be at least 1, got {num_heads}")
+    q_len = integer(q_len, "q_len")
+    k_len = q_len if k_len is None else integer(k_len, "k_len")
+    for name, value in (("q_len", q_len), ("k_len", k_len)):
+        if not 1 <= value <= MAX_POSITION:
+            raise ValueError(
+                f"{name} must be in [1, {MAX_POSITION}], got {value}: a bias needs at least one "
+                "position, and distances must be exact in float32"
+            )
+    if k_len < q_len:
+        raise ValueError(
+            f"k_len {k_len} is below q_len {q_len}: the queries are the last q_len of the "
+            "k_len key positions, so pass k_len >= q_len (or leave it out for k_len = q_len)"
+        )
+    return num_heads, q_len, k_len
+
+
+def check_t5_buckets(bidirectional, num_buckets, max_distance) -> tuple[int, int]:
+    """T5's bucket settings, as (buckets per direction, max_distance)."""
+    if not isinstance(bidirectional, bool | np.bool_):
+        raise TypeError(f"bidirectional must be True or False, got {bidirectional!r}")
+    num_buckets = integer(num_buckets, "num_buckets")
+    if num_buckets < 2 or num_buckets % 2:
+        raise ValueError(
+            f"num_buckets must be even and at least 2, got {num_buckets}: half of them are "
+            "exact distances and, when bidirectional, half of all buckets face each way"
+        )
+    per_direction = num_buckets // 2 if bidirectional else num_buckets
+    max_exact = per_direction // 2
+    max_distance = integer(max_distance, "max_distance")
+    if max_distance <= max_exact:
+        raise ValueError(
+            f"max_distance must exceed the {max_exact} exact distances "
+            f"(num_buckets={num_buckets}, bidirectional={bool(bidirectional)}), got {max_distance}"
+        )
+    return per_direction, max_distance
+
+
+def check_relative_positions(relative_position: np.ndarray) -> np.ndarray:
+    """Integer relative positions (key - query), each within +-MAX_POSITION."""
+    if relative_position.dtype.kind not in "iu":
+        raise ids_dtype_error(relative_position.dtype, "relative_position")
+    if relative_position.size:
+        low, high = relative_position.min(), relative_position.max()
+        if low < -MAX_POSITION or high > MAX_POSITION:
+            bad = low if low < -MAX_POSITION else high
+            raise ValueError(
+                f"relative_position {int(bad)} is outside [-{MAX_POSITION}, {MAX_POSITION}]: "
+                "positions must be exact in float32"
+            )
+    return relative_position
+
+
+def check_t5_table(shape: tuple, dtype_name: str) -> tuple[int, int]:
+    """A T5 relative attention bias table (num_buckets, num_heads), as (num_buckets, heads)."""
+    check_float_dtype(dtype_name, "bias_table")
+    if len(shape) != 2 or shape[0] < 2 or shape[0] % 2 or shape[1] < 1:
+        raise ValueError(
+            f"bias_table must be (num_buckets, num_heads) with num_buckets even and at least 2 "
+            f"and num_heads at least 1, got shape {tuple(shape)}: T5 stores it as "
+            "relative_attention_bias.weight"
+        )
+    return shape[0], shape[1]
+
+
 def check_layer(token_table, position_table, positions: str, max_seq_len, base, layout: str):
     """Constructor arguments of TokenPositionEmbedding, for every positional scheme.
 
