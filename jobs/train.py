@@ -80,7 +80,7 @@ def run(
     )
     batches = tasks.batches(task, settings["steps"], settings["batch_size"], seed=settings["seed"])
     curves = []
-    with _bar(len(schemes) * len(names) * settings["steps"], progress) as bar:
+    with progress_bar(len(schemes) * len(names) * settings["steps"], progress) as bar:
         for scheme in schemes:
             for name in names:
                 curves.append(_train(name, scheme, weights, task, batches, settings, bar))
@@ -91,13 +91,24 @@ def run(
     return training
 
 
-def check_settings(dtype: str = "float32", **settings) -> dict:
-    """DEFAULTS overridden by ``settings``, checked; ValueError names the train flag."""
-    settings = {**DEFAULTS, **settings, "dtype": validation.resolve_dtype(dtype).name}
+def check_settings(dtype: str = "float32", defaults=DEFAULTS, **settings) -> dict:
+    """``defaults`` overridden by ``settings``, checked; ValueError names the train flag."""
+    settings = check_common(dtype, defaults, **settings)
+    sequences = len(tasks.make_task(seed=settings["seed"]).train_ids)
+    if settings["batch_size"] > sequences:
+        raise ValueError(
+            f"--batch-size {settings['batch_size']} exceeds the {sequences} training sequences"
+        )
+    return settings
+
+
+def check_common(dtype: str, defaults: dict, **settings) -> dict:
+    """The checks every train mode shares."""
+    settings = {**defaults, **settings, "dtype": validation.resolve_dtype(dtype).name}
     if settings["dtype"] not in ("float64", "float32"):
         raise ValueError(f"train runs in float64 or float32, got {dtype}")
-    for key in ("steps", "batch_size", "dim", "head_dim"):
-        if settings[key] < 1:
+    for key in ("steps", "batch_size", "dim", "head_dim", "heads"):
+        if settings.get(key, 1) < 1:
             raise ValueError(f"--{key.replace('_', '-')} must be at least 1, got {settings[key]}")
     if settings["head_dim"] % 2:
         raise ValueError(
@@ -107,17 +118,12 @@ def check_settings(dtype: str = "float32", **settings) -> dict:
         raise ValueError(f"--lr must be positive and finite, got {settings['lr']}")
     if settings["seed"] < 0:
         raise ValueError(f"--seed must be at least 0, got {settings['seed']}")
-    sequences = len(tasks.make_task(seed=settings["seed"]).train_ids)
-    if settings["batch_size"] > sequences:
-        raise ValueError(
-            f"--batch-size {settings['batch_size']} exceeds the {sequences} training sequences"
-        )
     return settings
 
 
 def _train(name, scheme, weights, task, batches, settings, bar) -> Curve:
     model_module = importlib.import_module(f"training.{name}_model")
-    with _precision(name, settings["dtype"]):
+    with precision(name, settings["dtype"]):
         model = model_module.Model(weights, scheme, lr=settings["lr"])
         loss, accuracy, test = (np.empty(len(batches)) for _ in range(3))
         for step, rows in enumerate(batches):
@@ -129,7 +135,7 @@ def _train(name, scheme, weights, task, batches, settings, bar) -> Curve:
         return Curve(scheme, name, loss, accuracy, test, model.tables())
 
 
-def _precision(name: str, dtype: str):
+def precision(name: str, dtype: str):
     """JAX computes in 32 bits unless x64 is on: on for this run only, as the layer does."""
     if name == "jax" and dtype == "float64":
         import jax
@@ -138,7 +144,7 @@ def _precision(name: str, dtype: str):
     return contextlib.nullcontext()
 
 
-def _bar(total: int, progress: bool):
+def progress_bar(total: int, progress: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, desc="steps", disable=not (progress and sys.stderr.isatty()))

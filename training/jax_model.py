@@ -11,62 +11,106 @@ import numpy as np
 import optax
 
 from backends import jax_backend as backend
-from training.task import LENGTH, embedding_layer
-
-POSITIONS = np.arange(LENGTH)
+from backends import validation
+from training.task import TRAINED, Architecture, embedding_layer
 
 
 class Model:
-    def __init__(self, weights: dict, scheme: str, *, lr: float, betas=(0.9, 0.999), eps=1e-8):
-        self.scheme = scheme
-        layer = embedding_layer(backend, weights, scheme)
+    def __init__(
+        self,
+        weights: dict,
+        scheme: str,
+        *,
+        lr: float,
+        arch: Architecture = Architecture(),
+        betas=(0.9, 0.999),
+        eps=1e-8,
+    ):
+        self.scheme, self.arch = scheme, arch
+        layer = embedding_layer(backend, weights, scheme, arch.max_len)
+        self.limits = (layer.vocab_size, layer.max_seq_len)  # for the host checks below
         self.constants = layer.constants  # the fixed sinusoidal table, if any
+        trained = ("wq", "wk", "wv", "wo", "bo") + TRAINED[scheme][1:]
         self.params = {
             **layer.params,
-            **{k: jnp.asarray(weights[k]) for k in ("wq", "wk", "wv", "wo", "bo")},
+            **{k: jnp.asarray(weights[k]) for k in trained if k not in layer.params},
         }
         self.optimizer = optax.adam(lr, b1=betas[0], b2=betas[1], eps=eps)
         self.state = self.optimizer.init(self.params)
 
     def step(self, ids: np.ndarray, targets: np.ndarray) -> tuple[float, np.ndarray]:
         """One Adam step on a batch; the batch's loss and logits before the update."""
+        validation.check_call(ids, 0, *self.limits)  # the pure functions below check nothing
         self.params, self.state, loss, logits = _train_step(
-            self.params, self.state, self.constants, ids, targets, self.scheme, self.optimizer
+            self.params,
+            self.state,
+            self.constants,
+            ids,
+            targets,
+            self.scheme,
+            self.arch,
+            self.optimizer,
         )
         return float(loss), np.asarray(logits)
 
     def logits(self, ids: np.ndarray) -> np.ndarray:
-        return np.asarray(_logits(self.params, self.constants, ids, self.scheme))
+        validation.check_call(ids, 0, *self.limits)
+        return np.asarray(_logits(self.params, self.constants, ids, self.scheme, self.arch))
 
     def tables(self) -> dict:
         return {k: np.asarray(v) for k, v in self.params.items() if k.endswith("_table")}
 
 
-@partial(jax.jit, static_argnames="scheme")
-def _logits(params, constants, ids, scheme: str) -> jax.Array:
+@partial(jax.jit, static_argnames=("scheme", "arch"))
+def _logits(params, constants, ids, scheme: str, arch: Architecture) -> jax.Array:
     tables = {**params, **constants}
+    heads, length = arch.heads, ids.shape[1]
     if scheme in ("learned", "sinusoidal"):
         x = backend.embed(tables, ids, 0)  # (B, T, dim): the suite's pure function
     else:
         x = backend.embed_tokens(tables, ids)
-    q, k, v = x @ params["wq"], x @ params["wk"], x @ params["wv"]  # (B, T, h) each
+    q, k, v = (_split(x @ params[w], heads) for w in ("wq", "wk", "wv"))  # (B, H, T, h)
     if scheme == "rope":
-        q, k = (
-            backend.apply_rope(q, POSITIONS, layout="half"),
-            backend.apply_rope(k, POSITIONS, layout="half"),
+        positions = np.arange(length)
+        q = backend.apply_rope(q, positions, layout="half")
+        k = backend.apply_rope(k, positions, layout="half")
+    scores = q @ jnp.swapaxes(k, -2, -1) * q.shape[-1] ** -0.5  # (B, H, T, T)
+    if scheme == "alibi":  # the bias carries the causal mask
+        scores = scores + backend.alibi_bias(heads, length, dtype=scores.dtype)
+    elif arch.causal:
+        later = np.triu(np.ones((length, length), bool), 1)
+        scores = jnp.where(later, -jnp.inf, scores)
+    if scheme == "t5":
+        scores = scores + backend.t5_bias(
+            params["bias_table"], length, bidirectional=not arch.causal
         )
-    attention = jax.nn.softmax(q @ k.transpose(0, 2, 1) * q.shape[-1] ** -0.5, axis=-1)
-    return (attention @ v).mean(axis=1) @ params["wo"] + params["bo"]  # (B, classes)
+    attention = jax.nn.softmax(scores, axis=-1)
+    mixed = _merge(attention @ v)  # (B, T, H * h)
+    out = mixed.mean(axis=1) if arch.pooled else mixed
+    return out @ params["wo"] + params["bo"]  # (B, classes) or (B, T, classes)
 
 
-def _loss(params, constants, ids, targets, scheme: str):
-    logits = _logits(params, constants, ids, scheme)
-    return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean(), logits
+def _loss(params, constants, ids, targets, scheme: str, arch: Architecture):
+    logits = _logits(params, constants, ids, scheme, arch)
+    losses = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
+    return losses.mean(), logits
 
 
-@partial(jax.jit, static_argnames=("scheme", "optimizer"))
-def _train_step(params, state, constants, ids, targets, scheme: str, optimizer):
+@partial(jax.jit, static_argnames=("scheme", "arch", "optimizer"))
+def _train_step(params, state, constants, ids, targets, scheme: str, arch, optimizer):
     grad_fn = jax.value_and_grad(_loss, has_aux=True)
-    (loss, logits), grads = grad_fn(params, constants, ids, targets, scheme)
+    (loss, logits), grads = grad_fn(params, constants, ids, targets, scheme, arch)
     updates, state = optimizer.update(grads, state, params)
     return optax.apply_updates(params, updates), state, loss, logits
+
+
+def _split(x: jax.Array, heads: int) -> jax.Array:
+    """(B, T, H * h) -> (B, H, T, h)."""
+    batch, length, width = x.shape
+    return x.reshape(batch, length, heads, width // heads).transpose(0, 2, 1, 3)
+
+
+def _merge(x: jax.Array) -> jax.Array:
+    """(B, H, T, h) -> (B, T, H * h)."""
+    batch, heads, length, width = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * width)

@@ -16,8 +16,28 @@ from backends import validation
 
 NOUNS = ("dog", "man", "cat", "woman", "bird", "child", "horse", "teacher", "fox", "king")
 VERBS = ("bites", "sees", "follows", "helps")
-SCHEMES = ("none", "learned", "sinusoidal", "rope")
+SCHEMES = ("none", "learned", "sinusoidal", "rope", "alibi", "t5")
 LENGTH = 3  # tokens per sequence
+T5_BUCKETS = 32  # T5's own settings: 32 buckets, max_distance 128
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """What the models in training/ build around the embedding (one attention layer).
+
+    heads: attention heads of head_dim each. causal: keys after the query are masked (ALiBi
+    always is: its bias carries the mask). pooled: one prediction per sequence (the mean
+    over positions; the subject task), or one per position (next-token prediction).
+    max_len: the longest sequence the model will be run on (rows of a sinusoidal table).
+    """
+
+    heads: int = 1
+    causal: bool = False
+    pooled: bool = True
+    max_len: int = LENGTH
+
+    def is_causal(self, scheme: str) -> bool:
+        return self.causal or scheme == "alibi"
 
 
 @dataclass
@@ -42,20 +62,32 @@ def make_task(held_out_pairs: int = 9, seed: int = 0) -> Task:
     return Task(NOUNS + VERBS, train_ids, train_ids[:, 0], test_ids, test_ids[:, 0])
 
 
-def initial_weights(dim: int, head_dim: int, *, seed: int = 0, dtype="float32") -> dict:
+def initial_weights(
+    dim: int,
+    head_dim: int,
+    *,
+    seed: int = 0,
+    dtype="float32",
+    vocab: int = len(NOUNS) + len(VERBS),
+    classes: int = len(NOUNS),
+    length: int = LENGTH,
+    heads: int = 1,
+) -> dict:
     """The model's weights, drawn once with NumPy's seeded generator and handed to every
-    backend: token_table (vocab, dim), position_table (3, dim), wq/wk/wv (dim, head_dim),
-    wo (head_dim, classes), bo (classes,). Scaled so that a fresh model's logits are small."""
+    backend: token_table (vocab, dim), position_table (length, dim), wq/wk/wv
+    (dim, heads * head_dim), wo (heads * head_dim, classes), bo (classes,) and T5's
+    bias_table (T5_BUCKETS, heads). Scaled so that a fresh model's logits are small."""
     dtype = validation.resolve_dtype(dtype)
     rng = np.random.default_rng(seed)
-    vocab, classes = len(NOUNS) + len(VERBS), len(NOUNS)
+    width = heads * head_dim
     shapes = {
         "token_table": ((vocab, dim), 1.0),
-        "position_table": ((LENGTH, dim), 1.0),
-        "wq": ((dim, head_dim), dim**-0.5),
-        "wk": ((dim, head_dim), dim**-0.5),
-        "wv": ((dim, head_dim), dim**-0.5),
-        "wo": ((head_dim, classes), head_dim**-0.5),
+        "position_table": ((length, dim), 1.0),
+        "wq": ((dim, width), dim**-0.5),
+        "wk": ((dim, width), dim**-0.5),
+        "wv": ((dim, width), dim**-0.5),
+        "wo": ((width, classes), width**-0.5),
+        "bias_table": ((T5_BUCKETS, heads), 0.1),
     }
     weights = {
         k: (rng.standard_normal(s) * scale).astype(dtype) for k, (s, scale) in shapes.items()
@@ -72,13 +104,23 @@ def batches(task: Task, steps: int, batch_size: int, *, seed: int = 0) -> np.nda
     )
 
 
-def embedding_layer(backend, weights: dict, scheme: str):
-    """The suite's layer for a scheme, in ``backend`` (RoPE adds nothing here: the models
-    rotate q and k)."""
+def embedding_layer(backend, weights: dict, scheme: str, max_len: int = LENGTH):
+    """The suite's layer for a scheme, in ``backend`` (RoPE, ALiBi and T5 add nothing here:
+    the models rotate q and k, or bias the scores)."""
     if scheme == "learned":
         return backend.TokenPositionEmbedding(weights["token_table"], weights["position_table"])
     if scheme == "sinusoidal":
         return backend.TokenPositionEmbedding(
-            weights["token_table"], positions="sinusoidal", max_seq_len=LENGTH
+            weights["token_table"], positions="sinusoidal", max_seq_len=max_len
         )
     return backend.TokenPositionEmbedding(weights["token_table"], positions="none")
+
+
+TRAINED = {  # scheme -> the weights it trains besides wq, wk, wv, wo and bo
+    "none": ("token_table",),
+    "learned": ("token_table", "position_table"),
+    "sinusoidal": ("token_table",),
+    "rope": ("token_table",),
+    "alibi": ("token_table",),
+    "t5": ("token_table", "bias_table"),
+}

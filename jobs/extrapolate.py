@@ -1,0 +1,187 @@
+"""Train short, test long (Press et al. 2022): the same causal model trained at length L on
+the drifting-topic language (training/language.py) under every positional scheme, in every
+backend, from the same weights on the same batches, then evaluated at L, 2L, 4L and 8L.
+
+A learned position table has L rows, so past L the layer refuses the input: that is
+recorded as the error it is, never as a number.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from jobs import train
+from training import language
+from training import task as tasks
+
+DEFAULTS = {
+    "steps": 300,
+    "batch_size": 32,
+    "lr": 0.01,
+    "dim": 32,
+    "head_dim": 8,
+    "heads": 4,
+    "length": 16,
+    "seed": 0,
+}
+FACTORS = (1, 2, 4, 8)  # evaluation lengths, in multiples of the training length
+EVAL_SEQUENCES = 256  # per evaluation length
+
+
+@dataclass
+class Run:
+    scheme: str
+    backend: str
+    loss: np.ndarray  # (steps,) the batch's loss before each update
+    test: dict[int, float | str]  # evaluation length -> loss, or the layer's error message
+
+
+@dataclass
+class Extrapolation:
+    settings: dict
+    runs: list[Run]
+    optimal: dict[int, float]  # evaluation length -> the Bayes-optimal loss on the same text
+    drift: dict[str, float] = field(default_factory=dict)  # scheme -> max relative difference
+
+    @property
+    def lengths(self) -> list[int]:
+        return list(self.optimal)
+
+    def run(self, scheme: str, backend: str) -> Run:
+        return next(r for r in self.runs if (r.scheme, r.backend) == (scheme, backend))
+
+    def tolerance(self) -> float | None:
+        """For float64: how far the backends' losses (training and test) may drift apart,
+        relative to the loss: S steps of rounding in sums no longer than n terms, as in
+        jobs.train.Training.tolerance, with n = dim + head_dim + L + heads * head_dim +
+        vocabulary + batch_size * L (the longest sums: projections, scores, the attention
+        mix, the readout, the softmax and the mean over every prediction)."""
+        s = self.settings
+        if s["dtype"] != "float64":
+            return None
+        n = (
+            s["dim"]
+            + s["head_dim"]
+            + s["length"]
+            + s["heads"] * s["head_dim"]
+            + language.VOCAB
+            + s["batch_size"] * s["length"]
+        )
+        return s["steps"] * n * float(np.finfo(np.float64).eps)
+
+    def beyond(self) -> list[str]:
+        tolerance = self.tolerance()
+        if tolerance is None:
+            return []
+        return [s for s, d in self.drift.items() if not d <= tolerance]
+
+
+def run(
+    names, schemes=tasks.SCHEMES, *, dtype: str = "float32", progress: bool = False, **settings
+) -> Extrapolation:
+    """Train every (scheme, backend) pair at the training length and test it at every
+    length in FACTORS; settings override DEFAULTS."""
+    settings = check_settings(dtype, **settings)
+    s = settings
+    lengths = [factor * s["length"] for factor in FACTORS]
+    arch = tasks.Architecture(heads=s["heads"], causal=True, pooled=False, max_len=lengths[-1])
+    weights = tasks.initial_weights(
+        s["dim"],
+        s["head_dim"],
+        seed=s["seed"],
+        dtype=s["dtype"],
+        vocab=language.VOCAB,
+        classes=language.VOCAB,
+        length=s["length"],
+        heads=s["heads"],
+    )
+    batches = language.sample(s["steps"] * s["batch_size"], s["length"] + 1, seed=s["seed"])
+    batches = batches.reshape(s["steps"], s["batch_size"], s["length"] + 1)
+    tests = {n: language.sample(EVAL_SEQUENCES, n + 1, seed=s["seed"] + n) for n in lengths}
+    runs = []
+    with train.progress_bar(len(schemes) * len(names) * s["steps"], progress) as bar:
+        for scheme in schemes:
+            for name in names:
+                runs.append(_train(name, scheme, weights, arch, batches, tests, settings, bar))
+    optimal = {n: language.optimal_loss(ids) for n, ids in tests.items()}
+    done = Extrapolation(settings, runs, optimal)
+    for scheme in schemes:
+        done.drift[scheme] = _drift([done.run(scheme, n) for n in names])
+    return done
+
+
+def check_settings(dtype: str = "float32", **settings) -> dict:
+    settings = train.check_common(dtype, DEFAULTS, **settings)
+    if settings["length"] < 2:
+        raise ValueError(f"--length must be at least 2, got {settings['length']}")
+    if FACTORS[-1] * settings["length"] > 4096:
+        raise ValueError(
+            f"--length {settings['length']} would test at {FACTORS[-1] * settings['length']} "
+            "tokens: keep it at most 512, the scores grow with the square of the length"
+        )
+    return settings
+
+
+def _train(name, scheme, weights, arch, batches, tests, settings, bar) -> Run:
+    model_module = importlib.import_module(f"training.{name}_model")
+    with train.precision(name, settings["dtype"]):
+        model = model_module.Model(weights, scheme, lr=settings["lr"], arch=arch)
+        loss = np.empty(len(batches))
+        for step, batch in enumerate(batches):
+            loss[step], _ = model.step(batch[:, :-1], batch[:, 1:])
+            bar.update()
+        test = {}
+        for length, ids in tests.items():
+            try:
+                test[length] = _cross_entropy(model.logits(ids[:, :-1]), ids[:, 1:])
+            except ValueError as refused:  # a learned table has no row past its length
+                test[length] = str(refused)
+        return Run(scheme, name, loss, test)
+
+
+def _cross_entropy(logits: np.ndarray, targets: np.ndarray) -> float:
+    """Mean next-token cross-entropy in nats, in float64 whatever the model's dtype."""
+    logits = logits.astype(np.float64)
+    logits -= logits.max(axis=-1, keepdims=True)
+    log_probs = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+    return float(-np.take_along_axis(log_probs, targets[..., None], axis=-1).mean())
+
+
+def _drift(runs: list[Run]) -> float:
+    """The largest relative difference from the first backend, over training and test losses."""
+    first = runs[0]
+    worst = 0.0
+    for other in runs[1:]:
+        worst = max(worst, float(np.max(np.abs(other.loss - first.loss) / np.abs(first.loss))))
+        for length, value in first.test.items():
+            if isinstance(value, float):
+                worst = max(worst, abs(other.test[length] - value) / abs(value))
+            elif other.test[length] != value:  # one backend refused, another did not
+                return float("inf")
+    return worst
+
+
+def save_json(done: Extrapolation, path: str) -> None:
+    import json
+
+    record = {
+        "settings": done.settings,
+        "factors": list(FACTORS),
+        "tolerance": done.tolerance(),
+        "optimal": {str(n): v for n, v in done.optimal.items()},
+        "runs": [
+            {
+                "scheme": r.scheme,
+                "backend": r.backend,
+                "loss": r.loss.tolist(),
+                "test": {str(n): v for n, v in r.test.items()},
+            }
+            for r in done.runs
+        ],
+        "drift": done.drift,
+    }
+    with open(path, "w") as out:
+        json.dump(record, out, indent=1)
