@@ -347,14 +347,16 @@ def _order(args, names, model) -> int:
 
 
 def parse_train_args(argv) -> argparse.Namespace:
-    from jobs.train import DEFAULTS
+    from jobs import extrapolate, train
     from training.task import SCHEMES
 
     parser = argparse.ArgumentParser(
         prog="compare.py train",
         description="Train the same tiny model (token + position embedding, one attention "
-        "head, mean, linear readout) in every backend from the same weights on the same "
-        "batches: which schemes learn word order, and how far the backends drift apart.",
+        "layer, linear readout) in every backend from the same weights on the same batches. "
+        "By default: which schemes learn word order (one head, mean over positions), and how "
+        "far the backends drift apart. With --extrapolate: train short, test long, a causal "
+        "next-token model trained at --length tokens and tested at 1, 2, 4 and 8 times that.",
         epilog="Exit status: 0 done (float64: every backend's loss within the tolerance), "
         "1 float64 losses beyond the tolerance, 2 bad arguments.",
     )
@@ -362,22 +364,30 @@ def parse_train_args(argv) -> argparse.Namespace:
     add("--scheme", nargs="+", choices=SCHEMES, default=list(SCHEMES), help="default: all")
     add("--backends", nargs="+", metavar="NAME", help="default: every installed one")
     add("--dtype", choices=("float64", "float32"), default="float32", help="default: float32")
+    add(
+        "--extrapolate",
+        action="store_true",
+        help="train short, test long, on a drifting-topic language (a few minutes)",
+    )
+    defaults = {key: f"{train.DEFAULTS.get(key, '-')}" for key in extrapolate.DEFAULTS}
     for flag, kind, what in (
         ("steps", int, "Adam steps"),
         ("batch_size", int, "training sequences per step"),
         ("lr", float, "Adam's learning rate"),
         ("dim", int, "embedding width"),
-        ("head_dim", int, "width of q, k and v (even: RoPE pairs them)"),
-        ("seed", int, "seed of the weights, the batches and the held-out pairs"),
+        ("head_dim", int, "width of q, k and v per head (even: RoPE pairs them)"),
+        ("seed", int, "seed of the weights, the batches and the held-out data"),
+        ("heads", int, "attention heads, with --extrapolate"),
+        ("length", int, "training length, with --extrapolate"),
     ):
         add(
             "--" + flag.replace("_", "-"),
             type=kind,
-            default=DEFAULTS[flag],
-            help=f"{what} (default: %(default)s)",
+            help=f"{what} (default: {defaults[flag]}; with --extrapolate: "
+            f"{extrapolate.DEFAULTS[flag]})",
         )
     add("--json", metavar="PATH", help="write every curve and the settings as JSON")
-    add("--save", metavar="PATH.safetensors", help="write the trained tables")
+    add("--save", metavar="PATH.safetensors", help="write the trained tables (not --extrapolate)")
     add(
         "--out",
         default="train.png",
@@ -391,7 +401,7 @@ def parse_train_args(argv) -> argparse.Namespace:
 def _train(argv) -> int:
     """compare.py train: 1 if float64 losses drift beyond the tolerance."""
     from drawing import training as pictures
-    from jobs import train
+    from jobs import extrapolate, train
 
     args = parse_train_args(argv)
     try:
@@ -399,15 +409,26 @@ def _train(argv) -> int:
         _check_out_path(args.out)
         _check_file_flag("--json", args.json, ".json")
         _check_file_flag("--save", args.save, ".safetensors")
-        settings = {k: getattr(args, k) for k in train.DEFAULTS}
-        train.check_settings(args.dtype, **settings)
+        job = extrapolate if args.extrapolate else train
+        settings = {
+            k: getattr(args, k) for k in extrapolate.DEFAULTS if getattr(args, k) is not None
+        }
+        if not args.extrapolate:
+            for flag in ("heads", "length"):
+                if flag in settings:
+                    raise ValueError(f"--{flag} goes with --extrapolate")
+        elif args.save:
+            raise ValueError("--save writes the word-order task's tables: leave out --extrapolate")
+        settings = job.check_settings(args.dtype, **settings)
     except (ValueError, TypeError, ImportError, OSError) as error:
         print(f"compare.py train: error: {error}", file=sys.stderr)
         return 2
+    settings.pop("dtype")
+    schemes = tuple(dict.fromkeys(args.scheme))
+    if args.extrapolate:
+        return _extrapolate(args, names, schemes, settings)
     # Past the checks, an error is a bug to see whole, not bad input to summarise.
-    done = train.run(
-        names, tuple(dict.fromkeys(args.scheme)), dtype=args.dtype, progress=True, **settings
-    )
+    done = train.run(names, schemes, dtype=args.dtype, progress=True, **settings)
     print("\n".join(pictures.summary(done)))
     try:
         show = _show(args)
@@ -425,6 +446,25 @@ def _train(argv) -> int:
             note = "" if scheme == "learned" else "; token_table only: no learned positions"
             print(f"tables ({scheme}, {backend}{note}): {os.path.abspath(args.save)}")
     except OSError as error:  # a picture or file that cannot be written
+        print(f"compare.py train: error: {error}", file=sys.stderr)
+        return 2
+    return 1 if done.beyond() else 0
+
+
+def _extrapolate(args, names, schemes, settings) -> int:
+    """compare.py train --extrapolate: 1 if float64 losses drift beyond the tolerance."""
+    from drawing import training as pictures
+    from jobs import extrapolate
+
+    done = extrapolate.run(names, schemes, dtype=args.dtype, progress=True, **settings)
+    print("\n".join(pictures.extrapolation_summary(done)))
+    try:
+        pictures.extrapolation(done, args.out, show=_show(args))
+        print(f"picture: {os.path.abspath(args.out)}")
+        if args.json:
+            extrapolate.save_json(done, args.json)
+            print(f"losses: {os.path.abspath(args.json)}")
+    except OSError as error:
         print(f"compare.py train: error: {error}", file=sys.stderr)
         return 2
     return 1 if done.beyond() else 0

@@ -7,6 +7,7 @@ import numpy as np
 
 from drawing import pyplot, save
 from drawing.table import text_table
+from jobs.extrapolate import Extrapolation
 from jobs.train import Training
 
 COLOURS = {"numpy": "tab:blue", "torch": "tab:orange", "jax": "tab:green"}
@@ -134,4 +135,133 @@ def positions(training: Training, path: str, *, show: bool = False) -> None:
     )
     fig.colorbar(moved, ax=axes[2, 0], label="change")
     axes[2, 1].set_axis_off()
+    save(fig, path, show=show)
+
+
+SCHEME_COLOURS = {  # Okabe-Ito: distinguishable with any colour vision
+    "none": "#000000",
+    "learned": "#E69F00",
+    "sinusoidal": "#56B4E9",
+    "rope": "#009E73",
+    "alibi": "#D55E00",
+    "t5": "#CC79A7",
+}
+MARKERS = {"numpy": "o", "torch": "s", "jax": "^"}
+
+
+def extrapolation_summary(done: Extrapolation) -> list[str]:
+    """The lines compare.py train --extrapolate prints: test loss per length, scheme and
+    backend (or the layer's refusal), the Bayes-optimal floor, what grew, and how far the
+    backends drift apart."""
+    lengths = done.lengths
+    rows = [
+        ("scheme", "backend", *(f"T={n}" for n in lengths), f"growth {lengths[0]}->{lengths[-1]}")
+    ]
+    for r in done.runs:
+        cells = [f"{v:.4f}" if isinstance(v, float) else "error" for v in r.test.values()]
+        first, last = r.test[lengths[0]], r.test[lengths[-1]]
+        growth = f"{last - first:+.4f}" if isinstance(last, float) else "-"
+        rows.append((r.scheme, r.backend, *cells, growth))
+    optimal = [f"{v:.4f}" for v in done.optimal.values()]
+    rows.append(
+        (
+            "Bayes-optimal",
+            "",
+            *optimal,
+            f"{done.optimal[lengths[-1]] - done.optimal[lengths[0]]:+.4f}",
+        )
+    )
+    lines = text_table(rows, right_from=2).splitlines()
+    refusals = [r.test[n] for n in lengths for r in done.runs if isinstance(r.test[n], str)]
+    lines += [f"error: {message}" for message in dict.fromkeys(refusals)]  # once each, by T
+    lines += _verdict(done)
+    tolerance, beyond = done.tolerance(), done.beyond()
+    for scheme, drift in done.drift.items():
+        if tolerance is None:
+            lines.append(f"{scheme}: backends' losses differ by at most {drift:.3g} (relative)")
+        else:
+            verdict = "BEYOND" if scheme in beyond else "within"
+            lines.append(
+                f"{scheme}: losses agree to {drift:.3g} (relative), {verdict} {tolerance:.3g}"
+            )
+    return lines
+
+
+def _verdict(done: Extrapolation) -> list[str]:
+    """Which scheme is best at the longest length and how each one's excess over the floor
+    grew: computed from the numbers, for the reader to hold against the paper's claim."""
+    first, last = done.lengths[0], done.lengths[-1]
+    backend = done.runs[0].backend
+    excess = {}
+    for r in done.runs:
+        if r.backend == backend and isinstance(r.test[last], float):
+            excess[r.scheme] = (
+                r.test[first] - done.optimal[first],
+                r.test[last] - done.optimal[last],
+            )
+    if not excess:
+        return []
+    best = min(excess, key=lambda s: excess[s][1])
+    lines = [f"excess over the Bayes-optimal loss, T={first} -> T={last} ({backend}):"]
+    lines += [
+        f"  {s}: {a:.4f} -> {b:.4f}" for s, (a, b) in sorted(excess.items(), key=lambda i: i[1][1])
+    ]
+    lines.append(
+        f"lowest loss at T={last} ({done.lengths[-1] // first}x the training length): {best}"
+    )
+    return lines
+
+
+def extrapolation(done: Extrapolation, path: str, *, show: bool = False) -> None:
+    """Test loss against evaluation length (one colour per scheme, one marker per backend),
+    the Bayes-optimal floor, and the excess over it; refusals marked as such."""
+    plt = pyplot(show)
+    fig, (loss_ax, excess_ax) = plt.subplots(1, 2, figsize=(12.5, 5.2), layout="constrained")
+    lengths = done.lengths
+    backends = list(dict.fromkeys(r.backend for r in done.runs))
+    for r in done.runs:
+        size = 9 - 2.5 * backends.index(r.backend)  # later backends drawn smaller, on top
+        style = {
+            "color": SCHEME_COLOURS.get(r.scheme),
+            "marker": MARKERS.get(r.backend, "o"),
+            "ms": size,
+            "mec": "white" if backends.index(r.backend) else SCHEME_COLOURS.get(r.scheme),
+            "lw": 2 if r.backend == backends[0] else 0,
+            "label": r.scheme if r.backend == backends[0] else None,
+        }
+        shown = [n for n in lengths if isinstance(r.test[n], float)]
+        loss_ax.plot(shown, [r.test[n] for n in shown], **style)
+        excess_ax.plot(shown, [r.test[n] - done.optimal[n] for n in shown], **style)
+        for n in lengths:
+            if isinstance(r.test[n], str) and r.backend == backends[0]:
+                excess_ax.annotate(
+                    "error",
+                    (n, 0),
+                    xytext=(0, 4),
+                    textcoords="offset points",
+                    ha="center",
+                    color=SCHEME_COLOURS.get(r.scheme),
+                    fontsize=8,
+                )
+    loss_ax.plot(lengths, list(done.optimal.values()), "k--", lw=1, label="Bayes-optimal")
+    for ax in (loss_ax, excess_ax):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(lengths, [f"{n}\n({n // lengths[0]}x)" for n in lengths])
+        ax.axvline(lengths[0], color="grey", ls=":", lw=1)
+        ax.set_xlabel("evaluation length (tokens; training length dotted)")
+    loss_ax.set(ylabel="test loss (nats per token)", title="test loss against length")
+    excess_ax.set(
+        ylabel="test loss - Bayes-optimal loss",
+        ylim=(0, None),
+        title='excess over the floor ("error": learned positions stop at their table)',
+    )
+    loss_ax.legend(fontsize=8, loc="upper left")
+    markers = ", ".join(f"{MARKERS.get(b, 'o')} {b}" for b in backends)
+    s = done.settings
+    fig.suptitle(
+        f"train at {s['length']} tokens, test up to {lengths[-1]}: {s['steps']} steps of Adam "
+        f"(lr {s['lr']:g}), batch {s['batch_size']}, dim {s['dim']}, {s['heads']} heads of "
+        f"{s['head_dim']}, {s['dtype']}; markers {markers} (they coincide where backends agree)",
+        fontsize=10,
+    )
     save(fig, path, show=show)

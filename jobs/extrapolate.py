@@ -18,7 +18,7 @@ from training import language
 from training import task as tasks
 
 DEFAULTS = {
-    "steps": 300,
+    "steps": 1000,
     "batch_size": 32,
     "lr": 0.01,
     "dim": 32,

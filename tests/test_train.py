@@ -8,8 +8,8 @@ import pytest
 
 import backends
 import compare
-from jobs import train
-from training import numpy_model, task
+from jobs import extrapolate, train
+from training import language, numpy_model, task
 
 NAMES = backends.names()
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -40,7 +40,7 @@ def test_without_position_the_test_pairs_stay_at_chance(float32_run):
         assert float32_run.curve("none", name).test_accuracy.max() <= 0.5
 
 
-@pytest.mark.parametrize("scheme", ["learned", "sinusoidal", "rope"])
+@pytest.mark.parametrize("scheme", ["learned", "sinusoidal", "rope", "alibi", "t5"])
 def test_with_position_the_test_pairs_are_learned(float32_run, scheme):
     for name in NAMES:
         assert float32_run.curve(scheme, name).test_accuracy[-1] > 0.95, name
@@ -102,6 +102,12 @@ def test_train_from_the_command_line(tmp_path, capsys):
         (["--batch-size", "1000"], "--batch-size 1000 exceeds the 288 training sequences"),
         (["--save", "tables.npz"], "--save 'tables.npz' must end in .safetensors"),
         (["--backends", "numpy", "numpy"], "lists a backend twice"),
+        (["--heads", "2"], "--heads goes with --extrapolate"),
+        (["--length", "8"], "--length goes with --extrapolate"),
+        (["--extrapolate", "--length", "1"], "--length must be at least 2, got 1"),
+        (["--extrapolate", "--length", "600"], "would test at 4800 tokens"),
+        (["--extrapolate", "--heads", "0"], "--heads must be at least 1, got 0"),
+        (["--extrapolate", "--save", "t.safetensors"], "leave out --extrapolate"),
     ],
 )
 def test_bad_train_arguments_exit_2_with_one_line(capsys, argv, expected):
@@ -144,3 +150,85 @@ def test_tables_from_a_file_need_ids(capsys, tmp_path):
         == 0
     )
     assert "(the file has no position table)" in capsys.readouterr().out
+
+
+# --- train short, test long --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def short_extrapolation():
+    return extrapolate.run(NAMES, dtype="float64", steps=30, length=6)
+
+
+def test_extrapolation_agrees_across_backends_in_float64(short_extrapolation):
+    done = short_extrapolation
+    assert done.lengths == [6, 12, 24, 48]
+    assert 0 < done.tolerance() < 1e-11
+    for scheme, drift in done.drift.items():
+        assert drift <= done.tolerance(), scheme
+    first = done.run("alibi", NAMES[0]).loss
+    assert first[-5:].mean() < first[:5].mean()  # learning
+
+
+def test_learned_positions_are_an_error_past_their_table_not_a_number(short_extrapolation):
+    for name in NAMES:
+        test = short_extrapolation.run("learned", name).test
+        assert isinstance(test[6], float)
+        for length in (12, 24, 48):
+            assert test[length] == (
+                f"start 0 + T {length} = {length} exceeds max_seq_len 6: use at most 6 tokens "
+                "from start 0, or a longer position table"
+            )
+    for scheme in ("none", "sinusoidal", "rope", "alibi", "t5"):
+        assert all(np.isfinite(v) for v in short_extrapolation.run(scheme, NAMES[0]).test.values())
+
+
+def test_no_model_beats_the_bayes_optimal_loss(short_extrapolation):
+    for run in short_extrapolation.runs:
+        for length, value in run.test.items():
+            if isinstance(value, float):
+                assert value > short_extrapolation.optimal[length], (run.scheme, length)
+
+
+def test_the_optimal_loss_is_the_forward_algorithm():
+    """Checked against brute force: p(next | past) summed over every path of topics."""
+    import itertools
+
+    ids = language.sample(5, 4, seed=3)
+    e, a = language.emissions(), language.transitions()
+    start = np.full(language.TOPICS, 1 / language.TOPICS)
+    total = []
+    for seq in ids:
+        for t in range(1, len(seq)):
+
+            def joint(tokens):  # p(tokens), summing over every topic path
+                return sum(
+                    start[path[0]]
+                    * np.prod([a[p, q] for p, q in itertools.pairwise(path)])
+                    * np.prod([e[z, x] for z, x in zip(path, tokens, strict=True)])
+                    for path in itertools.product(range(language.TOPICS), repeat=len(tokens))
+                )
+
+            total.append(-np.log(joint(seq[: t + 1]) / joint(seq[:t])))
+    assert language.optimal_loss(ids) == pytest.approx(np.mean(total), rel=1e-12)
+
+
+def test_the_language_has_the_stated_statistics():
+    ids = language.sample(2000, 64, seed=0)
+    counts = np.bincount(ids.ravel(), minlength=language.VOCAB)
+    assert counts.min() > 0.8 * counts.mean()  # every token in use, roughly uniformly
+    # Consecutive tokens share a topic's own words more often than chance (1/8).
+    same = (ids[:, 1:] // language.WORDS) == (ids[:, :-1] // language.WORDS)
+    assert same.mean() > 0.2
+
+
+def test_extrapolate_from_the_command_line(tmp_path, capsys):
+    out, record = tmp_path / "x.png", tmp_path / "x.json"
+    argv = ["train", "--extrapolate", "--steps", "3", "--length", "4", "--dtype", "float64"]
+    assert compare.main([*argv, "--out", str(out), "--json", str(record)]) == 0
+    printed = capsys.readouterr().out
+    assert "Bayes-optimal" in printed and "lowest loss at T=32" in printed
+    assert "error: start 0 + T 8 = 8 exceeds max_seq_len 4" in printed
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    saved = json.loads(record.read_text())
+    assert saved["settings"]["length"] == 4 and len(saved["runs"]) == 6 * len(NAMES)

@@ -12,7 +12,7 @@ import optax
 
 from backends import jax_backend as backend
 from backends import validation
-from training.task import TRAINED, Architecture, embedding_layer
+from training.task import SUBJECT, TRAINED, Architecture, embedding_layer
 
 
 class Model:
@@ -22,7 +22,7 @@ class Model:
         scheme: str,
         *,
         lr: float,
-        arch: Architecture = Architecture(),
+        arch: Architecture = SUBJECT,
         betas=(0.9, 0.999),
         eps=1e-8,
     ):

@@ -7,7 +7,7 @@ import numpy as np
 
 from backends import numpy_backend as backend
 from backends import positional
-from training.task import T5_BUCKETS, Architecture, embedding_layer
+from training.task import SUBJECT, T5_BUCKETS, Architecture, embedding_layer
 
 
 class Model:
@@ -21,7 +21,7 @@ class Model:
         scheme: str,
         *,
         lr: float,
-        arch: Architecture = Architecture(),
+        arch: Architecture = SUBJECT,
         betas=(0.9, 0.999),
         eps=1e-8,
     ):

@@ -36,8 +36,8 @@ class Architecture:
     pooled: bool = True
     max_len: int = LENGTH
 
-    def is_causal(self, scheme: str) -> bool:
-        return self.causal or scheme == "alibi"
+
+SUBJECT = Architecture()  # the subject task's: one head, no mask, pooled over 3 positions
 
 
 @dataclass

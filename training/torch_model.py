@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from backends import torch_backend as backend
-from training.task import Architecture, embedding_layer
+from training.task import SUBJECT, Architecture, embedding_layer
 
 
 class Net(nn.Module):
@@ -51,7 +51,7 @@ class Model:
         scheme: str,
         *,
         lr: float,
-        arch: Architecture = Architecture(),
+        arch: Architecture = SUBJECT,
         betas=(0.9, 0.999),
         eps=1e-8,
     ):
