@@ -7,7 +7,7 @@ REQUIRED_BACKENDS ?= numpy,torch,jax
 # Model packages whose absence fails the test run (see tests/test_pretrained.py).
 REQUIRED_MODELS ?= minilm,smollm2,gpt2
 
-.PHONY: install compare test bench bench-backward bench-decode bench-sharding train clean
+.PHONY: install compare test bench bench-backward bench-decode bench-sharding train extrapolate clean
 
 install: $(VENV)/.installed
 
@@ -48,6 +48,11 @@ DTYPE ?= float32
 train: install
 	MPLBACKEND=Agg $(PY) compare.py train --dtype $(DTYPE) --out docs/train-$(DTYPE).png \
 		--json docs/train-$(DTYPE).json
+
+# Train short, test long: every scheme at 16 tokens, tested at 16 to 128 (about a minute).
+extrapolate: install
+	MPLBACKEND=Agg $(PY) compare.py train --extrapolate --dtype $(DTYPE) \
+		--out docs/extrapolate-$(DTYPE).png --json docs/extrapolate-$(DTYPE).json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis compare.png train.png train-positions.png shard.png
