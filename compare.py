@@ -4,6 +4,8 @@
     python compare.py --dtype bfloat16 --batch 3 --start 5
     python compare.py --scheme sinusoidal --layout concat
     python compare.py --scheme rope
+    python compare.py --scheme alibi                  # or t5: position as a bias per head
+    python compare.py --scheme t5 --heads 8 --max-seq-len 32
     python compare.py --text "the king and the queen drove a car"     # real tables (MiniLM)
     python compare.py --demo similarity                               # or --demo order
     python compare.py train --dtype float64                           # learning the tables
@@ -27,10 +29,10 @@ import numpy as np
 
 import backends
 from backends import pretrained
-from jobs import demos, parity, seed, text
+from jobs import bias, demos, parity, seed, text
 
 # The flags each mode uses (argparse dest names); any other flag given is an error.
-SCHEME = {"scheme", "layout", "base"}
+SCHEME = {"scheme", "layout", "base", "heads"}
 RANDOM = {"tokens", "vocab_size", "dim", "max_seq_len", "start", "batch", "seed"}
 REAL = {"weights", "tokenizer", "token_key", "position_key"}
 MODES = {
@@ -40,7 +42,14 @@ MODES = {
     "order": REAL | {"demo", "texts", "dims", "backends"},
 }
 EVERY_MODE = {"out", "show"}
-AT_LEAST = {"seed": 0, "vocab_size": 1, "dim": 1, "max_seq_len": 1, "batch": 1}
+AT_LEAST = {"seed": 0, "vocab_size": 1, "dim": 1, "max_seq_len": 1, "batch": 1, "heads": 1}
+# Seed-mode flags that --scheme alibi and t5 do not use, and what they go with instead.
+NOT_WITH_BIAS = {
+    "layout": "--scheme sinusoidal or rope",
+    "base": "--scheme sinusoidal or rope",
+    "batch": "--scheme learned, sinusoidal or rope",
+    "dims": "the embedding heatmaps (--scheme learned, sinusoidal, rope; --text; --demo order)",
+}
 MODE_NAMES = {
     "seed": "the seed demo (no --text, no --demo)",
     "text": "--text",
@@ -64,9 +73,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     random = parser.add_argument_group("random tables (the default mode)")
     random.add_argument(
         "--scheme",
-        choices=seed.SCHEMES,
-        help="how position enters: a learned table, the sinusoidal table, or rotary (RoPE) "
+        choices=seed.SCHEMES + bias.SCHEMES,
+        help="how position enters: a learned table, the sinusoidal table, rotary (RoPE), or "
+        "a bias on the attention scores per head: ALiBi, T5's bucketed table (random here); "
+        "alibi and t5 draw the bias and the attention it makes over --max-seq-len positions "
         "(default: learned)",
+    )
+    random.add_argument(
+        "--heads",
+        type=int,
+        metavar="N",
+        help="attention heads, with --scheme alibi or t5 (default: 4; the first 8 are drawn)",
     )
     random.add_argument(
         "--layout",
@@ -87,8 +104,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     random.add_argument(
         "--max-seq-len",
         type=int,
-        help="rows of the position table; for rope, positions in the score plot (up to 64) "
-        "(default: 16)",
+        help="rows of the position table; for rope, positions in the score plot (up to 64); "
+        "for alibi and t5, the positions drawn, which must hold --start + T (default: 16)",
     )
     random.add_argument("--start", type=int, help="position of the first token (default: 0)")
     random.add_argument(
@@ -178,6 +195,8 @@ def main(argv=None) -> int:
         if "backends" in MODES[mode]:
             for name in names:
                 backends.get(name)  # unknown or missing frameworks fail here, before any work
+        if mode == "seed" and args.scheme in bias.SCHEMES:
+            return _bias(args, names)
         if mode == "seed":
             return _report(args, seed.run(names, **_seed_settings(args)))
         model = text.load_model(
@@ -239,6 +258,17 @@ def _check(args) -> str:
         raise ValueError("--token-key and --position-key go with --weights PATH")
     if args.scheme in (None, "learned") and (args.layout is not None or args.base is not None):
         raise ValueError("--layout and --base apply to --scheme sinusoidal or rope")
+    if args.heads is not None and args.scheme not in bias.SCHEMES:
+        raise ValueError("--heads goes with --scheme alibi or t5")
+    if args.scheme in bias.SCHEMES:
+        unused = [f for f in NOT_WITH_BIAS if getattr(args, f) is not None]
+        if unused:
+            raise ValueError(
+                "; ".join(
+                    f"{_option(f)} goes with {NOT_WITH_BIAS[f]}, not --scheme {args.scheme}"
+                    for f in unused
+                )
+            )
     if args.base is not None and not (math.isfinite(args.base) and args.base > 0):
         raise ValueError(f"--base must be positive and finite, got {args.base:g}")
     for flag, least in AT_LEAST.items():
@@ -321,6 +351,23 @@ def _report(args, done: parity.Run) -> int:
     agreement = "bit-identical to" if done.exact else "within tolerance of"
     print(f"all {len(done.results)} backends {agreement} {done.reference_name}")
     return 0
+
+
+def _bias(args, names) -> int:
+    """--scheme alibi or t5: 1 if a backend's token rows, bias or attention differ."""
+    from drawing import bias as pictures
+
+    settings = _seed_settings(args)
+    if "heads" in settings:
+        settings["num_heads"] = settings.pop("heads")
+    done = bias.run(names, **settings)
+    print("\n".join(done.heading))
+    print(done.setting)
+    print(pictures.table(done))
+    pictures.plot(done, args.out, show=_show(args))
+    print(f"picture: {os.path.abspath(args.out)}")
+    print(done.summary())
+    return 1 if done.differing else 0
 
 
 def _similarity(args, model) -> int:

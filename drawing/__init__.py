@@ -4,6 +4,7 @@ picture is drawn, with the Agg backend unless a window was asked for.
 - ``table``: the plain-text table formatter (compare.py's parity table, the benchmark's).
 - ``heatmaps``: one row of heatmaps per backend, with the difference from the reference.
 - ``schemes``: the sinusoidal table and RoPE's scores, drawn under the heatmaps.
+- ``bias``: ALiBi's and T5's bias per head, the attention it makes, T5's buckets; its table.
 - ``demos``: the similarity matrix and the word-order picture.
 - ``training``: loss, accuracy and drift curves; the position table before and after training.
 - ``sharding``: which rows each shard owns, and how a sequence's rows are assembled.

@@ -61,7 +61,10 @@ def run(
         results = run_rope(names, token_table, token_ids, start, layout=layout, base=base)
         heading = f"x = rope(token_table[token_ids], positions {start}..{stop - 1})"
     else:
-        raise ValueError(f"unknown scheme {scheme!r}: use one of {', '.join(SCHEMES)}")
+        raise ValueError(
+            f"unknown scheme {scheme!r}: use one of {', '.join(SCHEMES)} "
+            "(alibi and t5 bias the attention scores instead: jobs.bias.run)"
+        )
     settings = {}
     if scheme != "learned":
         heading += f"  (layout {layout}, base {base:g})"
