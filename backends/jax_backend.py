@@ -425,6 +425,7 @@ def alibi_bias(
     """
     dtype = validation.resolve_dtype(dtype)
     num_heads, q_len, k_len = validation.check_lengths(num_heads, q_len, k_len)
+    causal = validation.flag(causal, "causal")
     compute = positional.compute_dtype(dtype)
     with _precision(dtype):
         slopes = alibi_slopes(num_heads, dtype=compute)
@@ -476,8 +477,8 @@ def t5_bias(
     query-key pair's bucket; differentiable in bias_table, and usable inside jit."""
     if not isinstance(bias_table, jax.Array):
         bias_table = np.asarray(bias_table)
-    dtype = validation.check_float_dtype(np.dtype(bias_table.dtype).name, "bias_table")
-    num_buckets, _ = validation.check_t5_table(tuple(bias_table.shape), dtype.name)
+    dtype = np.dtype(bias_table.dtype)
+    num_buckets = validation.check_t5_table(tuple(bias_table.shape), dtype.name)
     _, q_len, k_len = validation.check_lengths(None, q_len, k_len)
     with _precision(dtype):
         buckets = t5_relative_buckets(

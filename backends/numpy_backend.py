@@ -238,8 +238,9 @@ def alibi_bias(
     """
     dtype = validation.resolve_dtype(dtype)
     num_heads, q_len, k_len = validation.check_lengths(num_heads, q_len, k_len)
+    causal = validation.flag(causal, "causal")
     compute = positional.compute_dtype(dtype)
-    relative = np.arange(k_len) - np.arange(k_len - q_len, k_len)[:, None]  # (q, k) key - query
+    relative = positional.relative_positions(q_len, k_len)  # (q, k): key - query
     slopes = alibi_slopes(num_heads, dtype=compute)[:, None, None]  # (H, 1, 1)
     if not causal:
         return (slopes * (-np.abs(relative)).astype(compute)).astype(dtype)
@@ -277,7 +278,7 @@ def t5_bias(
     """(num_heads, q_len, k_len) T5 bias: bias_table (num_buckets, num_heads) at each
     query-key pair's bucket."""
     bias_table = np.asarray(bias_table)
-    num_buckets, _ = validation.check_t5_table(bias_table.shape, bias_table.dtype.name)
+    num_buckets = validation.check_t5_table(bias_table.shape, bias_table.dtype.name)
     _, q_len, k_len = validation.check_lengths(None, q_len, k_len)
     buckets = t5_relative_buckets(
         positional.relative_positions(q_len, k_len),

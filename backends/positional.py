@@ -194,7 +194,7 @@ def t5_bias(
 ):
     """(num_heads, q_len, k_len): bias_table[bucket(key - query)], transposed to heads first."""
     bias_table = np.asarray(bias_table)
-    num_buckets, _ = validation.check_t5_table(bias_table.shape, bias_table.dtype.name)
+    num_buckets = validation.check_t5_table(bias_table.shape, bias_table.dtype.name)
     _, q_len, k_len = validation.check_lengths(None, q_len, k_len)
     relative = relative_positions(q_len, k_len)  # (q, k)
     buckets = t5_relative_buckets(

@@ -291,6 +291,23 @@ def apply_rope(
     return torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
 
 
+def _rope_frequencies(dim: int, base: float, scaling: dict | None, dtype, device) -> torch.Tensor:
+    w = 1.0 / base ** (torch.arange(0, dim, 2, dtype=dtype, device=device) / dim)  # (dim/2,)
+    if scaling is None:
+        return w
+    if scaling["rope_type"] == "linear":
+        return w / scaling["factor"]
+    # llama3: slow the long wavelengths by factor, keep the short ones, blend in between.
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    context = scaling["original_max_position_embeddings"]
+    wavelength = 2 * math.pi / w
+    smooth = (context / wavelength - low) / (high - low)
+    blended = (1 - smooth) * w / factor + smooth * w
+    return torch.where(
+        wavelength < context / high, w, torch.where(wavelength > context / low, w / factor, blended)
+    )
+
+
 def alibi_slopes(num_heads: int, *, dtype="float32") -> torch.Tensor:
     """(num_heads,) ALiBi slopes 2**(-8i/n), with BLOOM's rule for n not a power of two."""
     dtype = validation.resolve_dtype(dtype)
@@ -308,9 +325,13 @@ def alibi_bias(
     """
     dtype = validation.resolve_dtype(dtype)
     num_heads, q_len, k_len = validation.check_lengths(num_heads, q_len, k_len)
+    causal = validation.flag(causal, "causal")
     compute = _torch_dtype(positional.compute_dtype(dtype))
-    relative = torch.arange(k_len) - torch.arange(k_len - q_len, k_len)[:, None]  # key - query
-    slopes = alibi_slopes(num_heads, dtype=positional.compute_dtype(dtype))[:, None, None]
+    # On torch's default device, as a factory function's result is (the slopes come from NumPy).
+    device = torch.get_default_device()
+    relative = _as_tensor(positional.relative_positions(q_len, k_len)).to(device)  # key - query
+    slopes = alibi_slopes(num_heads, dtype=positional.compute_dtype(dtype)).to(device)
+    slopes = slopes[:, None, None]  # (H, 1, 1)
     if not causal:
         return (slopes * (-relative.abs()).to(compute)).to(_torch_dtype(dtype))
     bias = slopes * relative.to(compute)  # (H, q, k); integers: exact in compute
@@ -349,7 +370,7 @@ def t5_bias(
     if not isinstance(bias_table, torch.Tensor):
         bias_table = _as_tensor(np.asarray(bias_table))
     dtype_name = str(bias_table.dtype).removeprefix("torch.")
-    num_buckets, _ = validation.check_t5_table(tuple(bias_table.shape), dtype_name)
+    num_buckets = validation.check_t5_table(tuple(bias_table.shape), dtype_name)
     _, q_len, k_len = validation.check_lengths(None, q_len, k_len)
     buckets = t5_relative_buckets(
         _as_tensor(positional.relative_positions(q_len, k_len)).to(bias_table.device),
@@ -358,23 +379,6 @@ def t5_bias(
         max_distance=max_distance,
     )  # (q, k)
     return nn.functional.embedding(buckets, bias_table).permute(2, 0, 1)  # (H, q, k)
-
-
-def _rope_frequencies(dim: int, base: float, scaling: dict | None, dtype, device) -> torch.Tensor:
-    w = 1.0 / base ** (torch.arange(0, dim, 2, dtype=dtype, device=device) / dim)  # (dim/2,)
-    if scaling is None:
-        return w
-    if scaling["rope_type"] == "linear":
-        return w / scaling["factor"]
-    # llama3: slow the long wavelengths by factor, keep the short ones, blend in between.
-    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
-    context = scaling["original_max_position_embeddings"]
-    wavelength = 2 * math.pi / w
-    smooth = (context / wavelength - low) / (high - low)
-    blended = (1 - smooth) * w / factor + smooth * w
-    return torch.where(
-        wavelength < context / high, w, torch.where(wavelength > context / low, w / factor, blended)
-    )
 
 
 def _weight(embedding: nn.Embedding) -> torch.Tensor:

@@ -349,6 +349,16 @@ def check_rope(
     return positions, check_rope_scaling(scaling)
 
 
+MAX_BIAS_SIZE = 2**31  # num_heads * q_len * k_len: 8 GiB of float32
+
+
+def flag(value, what: str) -> bool:
+    """True or False (NumPy's bools too); anything else, "False" included, is a TypeError."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{what} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def check_lengths(num_heads, q_len, k_len) -> tuple[int, int, int]:
     """Arguments of alibi_bias and t5_bias, as ints; k_len None means q_len.
 
@@ -372,13 +382,18 @@ def check_lengths(num_heads, q_len, k_len) -> tuple[int, int, int]:
             f"k_len {k_len} is below q_len {q_len}: the queries are the last q_len of the "
             "k_len key positions, so pass k_len >= q_len (or leave it out for k_len = q_len)"
         )
+    size = (num_heads or 1) * q_len * k_len
+    if size > MAX_BIAS_SIZE:
+        raise ValueError(
+            f"a bias of num_heads x q_len x k_len = {size} values is over {MAX_BIAS_SIZE}: "
+            "build it for fewer queries at a time (keep k_len, slice q_len)"
+        )
     return num_heads, q_len, k_len
 
 
 def check_t5_buckets(bidirectional, num_buckets, max_distance) -> tuple[int, int]:
     """T5's bucket settings, as (buckets per direction, max_distance)."""
-    if not isinstance(bidirectional, bool | np.bool_):
-        raise TypeError(f"bidirectional must be True or False, got {bidirectional!r}")
+    bidirectional = flag(bidirectional, "bidirectional")
     num_buckets = integer(num_buckets, "num_buckets")
     if num_buckets < 2 or num_buckets % 2:
         raise ValueError(
@@ -388,10 +403,11 @@ def check_t5_buckets(bidirectional, num_buckets, max_distance) -> tuple[int, int
     per_direction = num_buckets // 2 if bidirectional else num_buckets
     max_exact = per_direction // 2
     max_distance = integer(max_distance, "max_distance")
-    if max_distance <= max_exact:
+    if not max_exact < max_distance <= MAX_POSITION:
         raise ValueError(
             f"max_distance must exceed the {max_exact} exact distances "
-            f"(num_buckets={num_buckets}, bidirectional={bool(bidirectional)}), got {max_distance}"
+            f"(num_buckets={num_buckets}, bidirectional={bidirectional}) and be at most "
+            f"{MAX_POSITION}, the longest distance there is, got {max_distance}"
         )
     return per_direction, max_distance
 
@@ -411,8 +427,8 @@ def check_relative_positions(relative_position: np.ndarray) -> np.ndarray:
     return relative_position
 
 
-def check_t5_table(shape: tuple, dtype_name: str) -> tuple[int, int]:
-    """A T5 relative attention bias table (num_buckets, num_heads), as (num_buckets, heads)."""
+def check_t5_table(shape: tuple, dtype_name: str) -> int:
+    """A T5 relative attention bias table (num_buckets, num_heads); returns num_buckets."""
     check_float_dtype(dtype_name, "bias_table")
     if len(shape) != 2 or shape[0] < 2 or shape[0] % 2 or shape[1] < 1:
         raise ValueError(
@@ -420,7 +436,7 @@ def check_t5_table(shape: tuple, dtype_name: str) -> tuple[int, int]:
             f"and num_heads at least 1, got shape {tuple(shape)}: T5 stores it as "
             "relative_attention_bias.weight"
         )
-    return shape[0], shape[1]
+    return shape[0]
 
 
 def check_layer(token_table, position_table, positions: str, max_seq_len, base, layout: str):

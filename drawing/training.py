@@ -29,6 +29,8 @@ def summary(training: Training) -> list[str]:
     ]
     lines = text_table(rows, right_from=2).splitlines()
     tolerance, beyond = training.tolerance(), training.beyond()
+    if len({c.backend for c in training.curves}) == 1:
+        return [*lines, "one backend ran: no drift between backends to report"]
     for scheme, drift in training.drift.items():
         worst = float(drift.max())
         if tolerance is None:
@@ -44,7 +46,7 @@ def summary(training: Training) -> list[str]:
         lines.append(
             "BEYOND the tolerance: a backend computes differently, or these settings amplify "
             "rounding differences faster than the estimate assumes (a larger --lr, many more "
-            "--steps); the defaults stay 10x inside it"
+            "--steps); the defaults stay 4x inside it"
         )
     return lines
 
@@ -176,6 +178,8 @@ def extrapolation_summary(done: Extrapolation) -> list[str]:
     lines += [f"error: {message}" for message in dict.fromkeys(refusals)]  # once each, by T
     lines += _verdict(done)
     tolerance, beyond = done.tolerance(), done.beyond()
+    if len({r.backend for r in done.runs}) == 1:
+        return [*lines, "one backend ran: no drift between backends to report"]
     for scheme, drift in done.drift.items():
         if tolerance is None:
             lines.append(f"{scheme}: backends' losses differ by at most {drift:.3g} (relative)")

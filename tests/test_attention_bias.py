@@ -124,9 +124,10 @@ def test_slopes_are_bit_identical_across_backends(backend, dtype):
     for num_heads in range(1, 65):
         expected = numpy_backend.alibi_slopes(num_heads, dtype=dtype)
         assert_same_bits(backend.to_numpy(backend.alibi_slopes(num_heads, dtype=dtype)), expected)
-        # Rounded once from float64 (twice for float16 and bfloat16, through float32):
-        reference = positional.alibi_slopes(num_heads).astype(positional.compute_dtype(dtype))
-        assert_same_bits(expected, reference.astype(dtype))
+        # The exact values rounded to float64, then to the dtype (through float32 for the
+        # 16-bit dtypes, the suite's compute dtype):
+        exact = np.array([float(s) for s in exact_slopes(num_heads)])
+        assert_same_bits(expected, exact.astype(positional.compute_dtype(dtype)).astype(dtype))
 
 
 # --- ALiBi bias --------------------------------------------------------------------------
@@ -253,17 +254,17 @@ def test_buckets_have_t5s_shape():
 
 
 @pytest.mark.parametrize("framework", ["numpy", "torch", "jax"])
-def test_float32_log_lands_on_the_exact_buckets_at_t5s_settings(framework):
+def test_float32_formula_lands_on_the_exact_buckets_at_t5s_settings(framework):
     """Where the rule's real value is an integer (distance 16, 32, 64 at T5's defaults:
-    8 + 8 log(d/8)/log(16) = 10, 12, 14), a float32 log could fall just below it and move
-    the distance down a bucket. At T5's own settings no framework's float32 log does, over
-    every relative position from -1000 to 1000 (the float64 reference and the exact
-    bucket starts agree too)."""
+    8 + 8 log(d/8)/log(16) = 10, 12, 14), a float32 formula could fall just below it and
+    move the distance down a bucket. At T5's own settings none of the three frameworks'
+    float32 formulas (Hugging Face's, op by op) does, over every relative position from -1000
+    to 1000 (the float64 reference and the exact bucket starts agree too)."""
     backend_or_skip(framework)
     for bidirectional in (True, False):
         n = 16 if bidirectional else 32
         distance = np.abs(RELATIVE) if bidirectional else -np.minimum(RELATIVE, 0)
-        ratio = float32_log(framework, distance, n // 2) / math.log(128 / (n // 2)) * (n - n // 2)
+        ratio = float32_formula(framework, distance, n // 2, 128, n - n // 2)
         large = n // 2 + np.minimum(np.nan_to_num(ratio, neginf=0).astype(np.int64), n - 1 - n // 2)
         formula = np.where(distance < n // 2, distance, large) + bidirectional * n * (RELATIVE > 0)
         np.testing.assert_array_equal(
@@ -271,19 +272,21 @@ def test_float32_log_lands_on_the_exact_buckets_at_t5s_settings(framework):
         )
 
 
-def float32_log(framework: str, distance: np.ndarray, max_exact: int) -> np.ndarray:
-    """log(distance / max_exact) in float32, by the framework's own log."""
-    x = distance.astype(np.float32) / np.float32(max_exact)
+def float32_formula(framework, distance, max_exact: int, max_distance: int, scale: int):
+    """log(distance / max_exact) / log(max_distance / max_exact) * scale in float32, op by
+    op in the framework (as Hugging Face writes it, with a Python float for the second log)."""
+    x = distance.astype(np.float32)
+    denominator = math.log(max_distance / max_exact)
     with np.errstate(divide="ignore"):
         if framework == "numpy":
-            return np.log(x)
+            return np.log(x / max_exact) / denominator * scale
         if framework == "torch":
             import torch
 
-            return torch.log(torch.from_numpy(x)).numpy()
+            return (torch.log(torch.from_numpy(x) / max_exact) / denominator * scale).numpy()
         import jax.numpy as jnp
 
-        return np.asarray(jnp.log(x))
+        return np.asarray(jnp.log(jnp.asarray(x) / max_exact) / denominator * scale)
 
 
 @settings(max_examples=40, deadline=None)
@@ -417,6 +420,21 @@ BAD_CALLS = {
         TypeError,
         "bias_table must be one of",
     ),
+    "string causal": (
+        lambda be: be.alibi_bias(2, 3, causal="False"),
+        TypeError,
+        "causal must be True or False, got 'False'",
+    ),
+    "huge max_distance": (
+        lambda be: be.t5_relative_buckets(np.arange(3), max_distance=10**400),
+        ValueError,
+        "and be at most 16777216, the longest distance there is",
+    ),
+    "huge bias": (
+        lambda be: be.alibi_bias(8, 2**20),
+        ValueError,
+        "values is over 2147483648",
+    ),
     "string bidirectional": (
         lambda be: be.t5_relative_buckets(np.arange(3), bidirectional="yes"),
         TypeError,
@@ -431,3 +449,16 @@ def test_bad_input_raises_the_same_error_everywhere(backend, case):
     got = error_of(lambda: call(backend))
     assert got[0] is kind and fragment in got[1], got
     assert got == error_of(lambda: call(numpy_backend))
+
+
+def test_torch_builds_the_bias_on_its_default_device():
+    """Like a torch factory function: the bias lands where torch.arange would (checked on
+    the "meta" device, which every machine has)."""
+    torch_backend = backend_or_skip("torch")
+    import torch
+
+    torch.set_default_device("meta")
+    try:
+        assert torch_backend.alibi_bias(4, 3).device.type == "meta"
+    finally:
+        torch.set_default_device("cpu")

@@ -232,3 +232,11 @@ def test_extrapolate_from_the_command_line(tmp_path, capsys):
     assert out.read_bytes()[:8] == PNG_MAGIC
     saved = json.loads(record.read_text())
     assert saved["settings"]["length"] == 4 and len(saved["runs"]) == 6 * len(NAMES)
+
+
+def test_one_backend_reports_no_drift(capsys, tmp_path):
+    argv = ["train", "--extrapolate", "--steps", "2", "--length", "2", "--backends", "numpy"]
+    assert compare.main([*argv, "--scheme", "alibi", "--out", str(tmp_path / "x.png")]) == 0
+    printed = capsys.readouterr().out
+    assert "one backend ran: no drift between backends to report" in printed
+    assert "agree to" not in printed and "differ by" not in printed
