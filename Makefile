@@ -7,7 +7,7 @@ REQUIRED_BACKENDS ?= numpy,torch,jax
 # Model packages whose absence fails the test run (see tests/test_pretrained.py).
 REQUIRED_MODELS ?= minilm,smollm2,gpt2
 
-.PHONY: install compare test bench bench-backward bench-decode bench-sharding train extrapolate clean
+.PHONY: install compare test bench bench-backward bench-decode bench-sharding train extrapolate page clean
 
 install: $(VENV)/.installed
 
@@ -21,7 +21,8 @@ compare: install
 	MPLBACKEND=Agg $(PY) compare.py
 
 test: install
-	REQUIRED_BACKENDS=$(REQUIRED_BACKENDS) REQUIRED_MODELS=$(REQUIRED_MODELS) MPLBACKEND=Agg $(PY) -m pytest
+	REQUIRED_BACKENDS=$(REQUIRED_BACKENDS) REQUIRED_MODELS=$(REQUIRED_MODELS) \
+		REQUIRED_BROWSER=chromium MPLBACKEND=Agg $(PY) -m pytest
 
 # The full benchmark (several minutes); THREADS=2 for two threads. Writes docs/bench*.{json,png}.
 THREADS ?= 1
@@ -54,5 +55,10 @@ extrapolate: install
 	MPLBACKEND=Agg $(PY) compare.py train --extrapolate --dtype $(DTYPE) \
 		--out docs/extrapolate-$(DTYPE).png --json docs/extrapolate-$(DTYPE).json
 
+# The explorer: one self-contained HTML file (about a minute).
+page: install
+	MPLBACKEND=Agg $(PY) compare.py page --out explorer.html
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis compare.png train.png train-positions.png shard.png
+	rm -rf $(VENV) .pytest_cache .hypothesis compare.png train.png train-positions.png shard.png \
+		explorer.html

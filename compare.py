@@ -188,6 +188,8 @@ def main(argv=None) -> int:
         return _train(argv[1:])
     if argv[:1] == ["shard"]:
         return _shard(argv[1:])
+    if argv[:1] == ["page"]:
+        return _page(argv[1:])
     args = parse_args(argv)
     try:
         mode = _check(args)
@@ -515,6 +517,62 @@ def _extrapolate(args, names, schemes, settings) -> int:
         print(f"compare.py train: error: {error}", file=sys.stderr)
         return 2
     return 1 if done.beyond() else 0
+
+
+def parse_page_args(argv) -> argparse.Namespace:
+    from jobs.train import DEFAULTS
+
+    parser = argparse.ArgumentParser(
+        prog="compare.py page",
+        description="Run the suite (the seed demo, the positional schemes, MiniLM's real tables, "
+        "a training run) and write the explorer: one self-contained HTML file that draws it "
+        "all interactively, recomputes the seed's sums in the browser and needs no network.",
+        epilog="Exit status: 0 written and every backend agrees, 1 written but a backend "
+        "differs, 2 bad arguments.",
+    )
+    add = parser.add_argument
+    add("--out", default="explorer.html", help="the page (default: %(default)s)")
+    add("--backends", nargs="+", metavar="NAME", help="default: every installed one")
+    add(
+        "--train-steps",
+        type=int,
+        default=DEFAULTS["steps"],
+        help="steps of the training run the page draws (default: %(default)s)",
+    )
+    return parser.parse_args(argv)
+
+
+def _page(argv) -> int:
+    """compare.py page: 1 if a backend differs anywhere in what the page shows."""
+    from jobs import page
+    from page import render
+
+    args = parse_page_args(argv)
+    try:
+        names = _job_backends(args.backends)
+        _check_file_flag("--out", args.out, ".html")
+        if args.train_steps < 1:
+            raise ValueError(f"--train-steps must be at least 1, got {args.train_steps}")
+    except (ValueError, TypeError, ImportError, OSError) as error:
+        print(f"compare.py page: error: {error}", file=sys.stderr)
+        return 2
+    try:
+        pretrained.package_dir("minilm")
+        real = True
+    except pretrained.MissingPackage as missing:
+        print(f"compare.py page: without the real tables: {missing}")
+        real = False
+    data = page.run(names, train_steps=args.train_steps, real=real)
+    try:
+        size = render.write(data, args.out)
+    except OSError as error:
+        print(f"compare.py page: error: {error}", file=sys.stderr)
+        return 2
+    print(f"page: {os.path.abspath(args.out)} ({size / 1e6:.2f} MB, {', '.join(names)})")
+    differing = page.differing(data)
+    for line in differing:
+        print(f"DIFFERS: {line}")
+    return 1 if differing else 0
 
 
 def parse_shard_args(argv) -> argparse.Namespace:

@@ -1,0 +1,193 @@
+"""The page job: run the suite as compare.py does and gather what the explorer page shows
+(page/), as one JSON-ready dict. The schema is in docs/explorer.md.
+
+Float arrays are written so that they round-trip exactly: float32 as the hex of each value's
+bits ({"dtype": "float32", "shape": [...], "hex": "3f800000..."}), float64 as JSON numbers,
+which Python writes as the shortest decimal that reads back to the same double.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import backends
+from backends import positional
+from jobs import bias, demos, seed, text, train
+
+PRESETS = (
+    "the king and the queen drove a car",
+    "dog bites man",
+    "man bites dog",
+)
+SIMILARITY_WORDS = ("king", "queen", "man", "woman", "car", "truck", "paris", "london")
+REAL_DIMS = 48  # columns of MiniLM's 384 the page carries and draws
+SINUSOIDAL = {"positions": 128, "dim": 16, "base": 10000.0}
+ROPE_POSITIONS = 48  # each axis of the q(m) . k(n) score map
+
+
+def float32(array) -> dict:
+    """A float32 array as the big-endian hex of each value's bits: exact, and compact."""
+    array = np.ascontiguousarray(array, dtype=">f4")
+    return {"dtype": "float32", "shape": list(array.shape), "hex": array.tobytes().hex()}
+
+
+def float64(array) -> dict:
+    array = np.asarray(array, dtype=np.float64)
+    return {"dtype": "float64", "shape": list(array.shape), "values": array.ravel().tolist()}
+
+
+def run(names, *, train_steps: int = train.DEFAULTS["steps"], real: bool = True) -> dict:
+    """Everything the page shows; ``real`` False leaves out MiniLM (no package needed)."""
+    data = {
+        "schema": 1,
+        "backends": list(names),
+        "seed": _seed(names),
+        "schemes": _schemes(names),
+        "training": _training(names, train_steps),
+    }
+    if real:
+        data["real"] = _real(names)
+    return data
+
+
+def differing(data: dict) -> list[str]:
+    """Where in the page's data a backend disagrees with the reference; empty when none."""
+    found = [f"seed demo at start {r['start']}" for r in data["seed"]["runs"] if not r["agree"]]
+    found += [
+        data["schemes"][s]["summary"]
+        for s in bias.SCHEMES
+        if data["schemes"][s]["summary"].startswith("DIFFERS")
+    ]
+    if "real" in data:
+        found += [f"MiniLM: {p['text']!r}" for p in data["real"]["presets"] if not p["agree"]]
+    return found
+
+
+def _seed(names) -> dict:
+    """The seed demo, and every backend's sums at every start the seed tokens fit."""
+    from drawing import table
+
+    done = seed.run(names)
+    token_table, position_table = backends.shared_weights(100, 10, 16)
+    found = {
+        "vocab_size": 100,
+        "dim": 10,
+        "max_seq_len": 16,
+        "dtype": "float32",
+        "seed": 0,
+        "token_ids": [int(i) for i in done.token_ids],
+        "start": 0,
+        "token_table": float32(token_table),
+        "position_table": float32(position_table),
+        "parity": "\n".join(
+            [done.heading, f"{done.setting}, token_ids shape {done.token_ids.shape}"]
+            + [table.parity_table(done.results), _verdict(done)]
+        ),
+    }
+    for r in done.results:
+        found[f"sum_{r.backend}"] = float32(r.output)
+    found["runs"] = []
+    for start in range(16 - len(seed.SEED_TOKENS) + 1):
+        at = seed.run(names, start=start)
+        found["runs"].append(
+            {
+                "token_ids": found["token_ids"],
+                "start": start,
+                "sums": {r.backend: float32(r.output) for r in at.results},
+                "agree": not at.differing,
+            }
+        )
+    return found
+
+
+def _verdict(done) -> str:
+    if done.differing:
+        return f"DIFFERS from {done.reference_name}: {', '.join(done.differing)}"
+    agreement = "bit-identical to" if done.exact else "within tolerance of"
+    return f"all {len(done.results)} backends {agreement} {done.reference_name}"
+
+
+def _schemes(names) -> dict:
+    s = SINUSOIDAL
+    numpy_backend = backends.get("numpy")
+    token_table, _ = backends.shared_weights(100, 10, 16)
+    rope_dim = token_table.shape[1]
+    positions = np.arange(ROPE_POSITIONS)
+    q_id, k_id = seed.SEED_TOKENS[:2]
+
+    def rotated(token_id):  # (P, dim): the token's row at every position, by the suite's RoPE
+        rows = np.repeat(token_table[[token_id]], len(positions), axis=0)
+        return numpy_backend.apply_rope(rows, positions, layout="half").astype(np.float64)
+
+    biases = {}
+    for scheme in bias.SCHEMES:
+        done = bias.run(names, scheme=scheme)
+        checked = done.checked[0]
+        biases[scheme] = {
+            "num_heads": done.num_heads,
+            "window": done.window,
+            "bias": float32(checked.bias["window"]),
+            "attention": float32(checked.attention["window"]),
+            "summary": done.summary(),
+        }
+        if scheme == "alibi":
+            biases[scheme]["slopes"] = numpy_backend.alibi_slopes(done.num_heads).tolist()
+    return {
+        "sinusoidal": {
+            **s,
+            "table": float64(positional.sinusoidal_table(s["positions"], s["dim"], base=s["base"])),
+            "frequencies": (s["base"] ** (-np.arange(0, s["dim"], 2) / s["dim"])).tolist(),
+        },
+        "rope": {
+            "dim": rope_dim,
+            "token_ids": [q_id, k_id],
+            "q_row": float32(token_table[q_id]),
+            "k_row": float32(token_table[k_id]),
+            "frequencies": positional.frequencies(rope_dim).tolist(),
+            "scores": float64(rotated(q_id) @ rotated(k_id).T),
+        },
+        **biases,
+    }
+
+
+def _real(names) -> dict:
+    model = text.load_model("minilm")
+    presets = []
+    for sentence in PRESETS:
+        done = text.run(names, sentence, model)
+        first = done.results[0].panels
+        presets.append(
+            {
+                "text": sentence,
+                "labels": done.labels,
+                "token_ids": [int(i) for i in done.token_ids],
+                "token_rows": float32(first["token embeddings"][:, :REAL_DIMS]),
+                "position_rows": float32(first["position embeddings"][:, :REAL_DIMS]),
+                "sums": {r.backend: float32(r.output[:, :REAL_DIMS]) for r in done.results},
+                "agree": not done.differing,
+            }
+        )
+    found = demos.similarity(model, SIMILARITY_WORDS)
+    return {
+        "model": "minilm",
+        "dim": int(model.token_table.shape[1]),
+        "dims_shown": REAL_DIMS,
+        "presets": presets,
+        "similarity": {"labels": list(found.words), "matrix": float64(found.similarity)},
+    }
+
+
+def _training(names, steps: int) -> dict:
+    done = train.run(names, dtype="float32", steps=steps)
+    return {
+        "settings": done.settings,
+        "curves": [
+            {
+                "scheme": c.scheme,
+                "backend": c.backend,
+                "loss": c.loss.tolist(),
+                "test_accuracy": c.test_accuracy.tolist(),
+            }
+            for c in done.curves
+        ],
+    }

@@ -1,0 +1,573 @@
+"use strict";
+// The explorer: the suite's data (the JSON above, written by jobs/page.py) drawn as figures
+// you can point at, plus one computation of its own, token + position in float32, checked
+// against the backends' bits. No library, no network.
+
+const DATA = JSON.parse(document.getElementById("suite-data").textContent);
+const BACKEND_COLOURS = { numpy: "#0072B2", torch: "#E69F00", jax: "#009E73" }; // Okabe-Ito
+
+// --- exact numbers -----------------------------------------------------------------------
+
+function decode(array) {
+  // {dtype, shape, hex | values} -> {dtype, shape, values, bits}; float32 keeps each bit pattern.
+  if (array.dtype === "float32") {
+    const count = array.hex.length / 8;
+    const values = new Float32Array(count);
+    const bits = new Array(count);
+    const view = new DataView(new ArrayBuffer(4));
+    for (let i = 0; i < count; i++) {
+      bits[i] = array.hex.slice(8 * i, 8 * i + 8);
+      view.setUint32(0, parseInt(bits[i], 16));
+      values[i] = view.getFloat32(0);
+    }
+    return { dtype: "float32", shape: array.shape, values, bits };
+  }
+  return { dtype: "float64", shape: array.shape, values: Float64Array.from(array.values), bits: null };
+}
+
+function float32Bits(value) {
+  const view = new DataView(new ArrayBuffer(4));
+  view.setFloat32(0, value);
+  return view.getUint32(0).toString(16).padStart(8, "0");
+}
+
+function shortest(value, dtype) {
+  // The shortest decimal that reads back to the same float32 (or float64): exact, and short.
+  if (Object.is(value, -0)) return "-0";
+  if (dtype === "float64" || !Number.isFinite(value)) return String(value);
+  for (let digits = 1; digits <= 9; digits++) {
+    const candidate = Number(value.toPrecision(digits));
+    if (Math.fround(candidate) === value) return String(candidate);
+  }
+  return String(value);
+}
+
+// --- the suite's checks, with its messages (backends/validation.py) -------------------------
+
+const INTEGER = /^[+-]?\d+$/;
+const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+
+function parseIds(text) {
+  // What np.asarray makes of the typed tokens: int64, float64 or strings ("<U" + length).
+  const tokens = text.trim() === "" ? [] : text.trim().split(/[\s,]+/);
+  if (tokens.every((t) => INTEGER.test(t))) return { ids: tokens.map((t) => BigInt(t)) };
+  const dtype = tokens.every((t) => NUMBER.test(t))
+    ? "float64"
+    : "<U" + Math.max(...tokens.map((t) => t.length));
+  return {
+    error: ["TypeError", `token_ids must be integers, got dtype ${dtype}: cast to an integer ` +
+      "dtype such as int64, after making sure every value is a whole number"],
+  };
+}
+
+function checkCall(ids, start, vocabSize, maxSeqLen) {
+  // validation.check_token_ids then check_positions: the first problem, as [type, message].
+  const bad = ids.findIndex((id) => id < 0n || id >= BigInt(vocabSize));
+  if (bad >= 0) {
+    return ["IndexError", `token id ${ids[bad]} at token_ids[${bad}] is out of range for ` +
+      `vocab_size ${vocabSize}: ids must be in [0, ${vocabSize - 1}]; ` +
+      "check that the tokenizer matches the token table"];
+  }
+  const length = ids.length;
+  if (start + length > maxSeqLen) {
+    const room = maxSeqLen - start;
+    const fix = room > 0
+      ? `use at most ${room} token${room === 1 ? "" : "s"} from start ${start}`
+      : `start below ${maxSeqLen}`;
+    return ["ValueError", `start ${start} + T ${length} = ${start + length} exceeds ` +
+      `max_seq_len ${maxSeqLen}: ${fix}, or a longer position table`];
+  }
+  return null;
+}
+
+// --- colour ------------------------------------------------------------------------------
+
+// ColorBrewer RdBu (colour-blind safe), blue for negative, red for positive, white at zero.
+const DIVERGING = ["#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7",
+  "#fddbc7", "#f4a582", "#d6604d", "#b2182b", "#67001f"];
+// ColorBrewer Blues, for values from 0 to 1 (attention weights).
+const SEQUENTIAL = ["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6",
+  "#2171b5", "#08519c", "#08306b"];
+const MASKED = "#bdbdbd";
+
+function interpolate(stops, t) {
+  const x = Math.min(Math.max(t, 0), 1) * (stops.length - 1);
+  const i = Math.min(Math.floor(x), stops.length - 2);
+  const a = hex(stops[i]), b = hex(stops[i + 1]), f = x - i;
+  return `rgb(${a.map((c, k) => Math.round(c + (b[k] - c) * f)).join(",")})`;
+}
+
+function hex(colour) {
+  return [1, 3, 5].map((i) => parseInt(colour.slice(i, i + 2), 16));
+}
+
+function colourOf(value, scale, limit) {
+  if (!Number.isFinite(value)) return MASKED;
+  if (scale === "sequential") return interpolate(SEQUENTIAL, value / limit);
+  return interpolate(DIVERGING, 0.5 + value / (2 * limit));
+}
+
+// --- figures -----------------------------------------------------------------------------
+
+const tooltip = document.getElementById("tooltip");
+
+function element(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) {
+    if (key === "text") node.textContent = value;
+    else node.setAttribute(key, value);
+  }
+  node.append(...children);
+  return node;
+}
+
+function heatmap(parent, options) {
+  // A rows x cols grid of values on one colour scale. Pointing at a cell, or focusing the
+  // figure and moving with the arrow keys, shows its exact value. The drawn values are also
+  // on the canvas: data-bits (float32) or data-values (float64), row-major.
+  const { rows, cols, values, bits = null, dtype = "float32", title, describe } = options;
+  const scale = options.scale || "diverging";
+  const limit = options.limit || 1;
+  const cell = options.cell || Math.max(4, Math.min(22, Math.floor(480 / Math.max(cols, 1))));
+  const figure = element("div", { class: "figure" });
+  figure.append(element("h3", { text: title }));
+  const canvas = element("canvas", {
+    id: options.id,
+    width: Math.max(cols * cell, 1),
+    height: Math.max(rows * cell, 1),
+    tabindex: "0",
+    role: "img",
+    "aria-label": `${title}: ${describe} Focus it and use the arrow keys to read each value.`,
+    "data-rows": rows,
+    "data-cols": cols,
+  });
+  if (bits) canvas.dataset.bits = bits.join(" ");
+  else canvas.dataset.values = Array.from(values, (v) => shortest(v, "float64")).join(" ");
+  figure.append(canvas);
+  if (options.caption) figure.append(element("div", { class: "caption", text: options.caption }));
+  const context = canvas.getContext("2d");
+  let active = null;
+
+  function draw() {
+    for (let i = 0; i < rows; i++) {
+      for (let j = 0; j < cols; j++) {
+        context.fillStyle = colourOf(values[i * cols + j], scale, limit);
+        context.fillRect(j * cell, i * cell, cell, cell);
+      }
+    }
+    if (active) {
+      context.strokeStyle = "#000";
+      context.lineWidth = 2;
+      context.strokeRect(active[1] * cell + 1, active[0] * cell + 1, cell - 2, cell - 2);
+    }
+  }
+
+  function show(i, j, x, y) {
+    const k = i * cols + j;
+    const value = values[k];
+    const lines = [options.tip(i, j), `value: ${shortest(value, dtype)}`];
+    if (bits) lines.push(`bits: 0x${bits[k]} (float32)`);
+    tooltip.textContent = lines.join("\n");
+    tooltip.style.display = "block";
+    const width = tooltip.offsetWidth;
+    tooltip.style.left = `${Math.max(4, Math.min(x + 14, window.innerWidth - width - 4))}px`;
+    tooltip.style.top = `${y + 14}px`;
+  }
+
+  canvas.addEventListener("mousemove", (event) => {
+    const box = canvas.getBoundingClientRect();
+    const j = Math.floor(((event.clientX - box.left) / box.width) * cols);
+    const i = Math.floor(((event.clientY - box.top) / box.height) * rows);
+    if (i >= 0 && i < rows && j >= 0 && j < cols) show(i, j, event.clientX, event.clientY);
+  });
+  canvas.addEventListener("mouseleave", () => { tooltip.style.display = "none"; });
+  canvas.addEventListener("focus", () => {
+    active = active || [0, 0];
+    draw();
+    showActive();
+  });
+  canvas.addEventListener("blur", () => {
+    active = null;
+    tooltip.style.display = "none";
+    draw();
+  });
+  canvas.addEventListener("keydown", (event) => {
+    const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+    if (!moves[event.key] || !active) return;
+    event.preventDefault();
+    active = [
+      Math.min(Math.max(active[0] + moves[event.key][0], 0), rows - 1),
+      Math.min(Math.max(active[1] + moves[event.key][1], 0), cols - 1),
+    ];
+    draw();
+    showActive();
+  });
+
+  function showActive() {
+    if (!rows || !cols) return;
+    const box = canvas.getBoundingClientRect();
+    show(active[0], active[1], box.left + (active[1] + 1) * cell, box.top + active[0] * cell);
+  }
+
+  draw();
+  parent.append(figure);
+  return canvas;
+}
+
+function scaleLegend(parent, limit, scale = "diverging") {
+  const canvas = element("canvas", { width: 160, height: 12, role: "img",
+    "aria-label": scale === "diverging"
+      ? `colour scale: blue ${-limit.toPrecision(3)}, white 0, red ${limit.toPrecision(3)}`
+      : `colour scale: white 0, dark blue ${limit.toPrecision(3)}` });
+  const context = canvas.getContext("2d");
+  for (let x = 0; x < 160; x++) {
+    const t = x / 159;
+    context.fillStyle = scale === "diverging" ? interpolate(DIVERGING, t) : interpolate(SEQUENTIAL, t);
+    context.fillRect(x, 0, 1, 12);
+  }
+  const low = scale === "diverging" ? -limit : 0;
+  parent.append(element("div", { class: "scale" },
+    element("span", { text: low.toPrecision(3) }), canvas,
+    element("span", { text: limit.toPrecision(3) })));
+}
+
+function largest(...arrays) {
+  let top = 0;
+  for (const array of arrays) for (const v of array) if (Number.isFinite(v)) top = Math.max(top, Math.abs(v));
+  return top || 1;
+}
+
+function rowsOf(table, ids, columns, first = 0) {
+  // table (R, C) decoded -> the rows ids, first `columns` columns, as values and bits
+  const width = table.shape[1];
+  const values = [], bits = [];
+  for (const id of ids) {
+    for (let j = first; j < first + columns; j++) {
+      values.push(table.values[Number(id) * width + j]);
+      bits.push(table.bits[Number(id) * width + j]);
+    }
+  }
+  return { values: Float32Array.from(values), bits };
+}
+
+// --- views -------------------------------------------------------------------------------
+
+function seedView(view) {
+  const s = DATA.seed;
+  const T = s.token_ids.length;
+  const tokens = decode(s.token_table), positions = decode(s.position_table);
+  const tokenRows = rowsOf(tokens, s.token_ids, s.dim);
+  const positionIds = s.token_ids.map((_, t) => s.start + t);
+  const positionRows = rowsOf(positions, positionIds, s.dim);
+  const sums = Object.fromEntries(DATA.backends.map((b) => [b, decode(s[`sum_${b}`])]));
+  const limit = largest(tokenRows.values, positionRows.values, ...Object.values(sums).map((x) => x.values));
+  const label = (t) => `token #${s.token_ids[t]} @ pos ${s.start + t}`;
+  view.append(element("h2", { text: "The seed demo: x = token_table[token_ids] + position_table[start:start + T]" }));
+  view.append(element("p", { text: `vocab_size ${s.vocab_size}, dim ${s.dim}, max_seq_len ${s.max_seq_len}, ` +
+    `${s.dtype}, seed ${s.seed}; token_ids ${s.token_ids.join(" ")} at start ${s.start}. Rows are ` +
+    "tokens, columns are dimensions; one colour scale for every panel." }));
+  scaleLegend(view, limit);
+  const inputs = element("div", { class: "row" });
+  heatmap(inputs, { id: "seed-token", rows: T, cols: s.dim, ...tokenRows, limit, title: "token_table[token_ids]",
+    describe: `${T} token rows of ${s.dim} dimensions.`, tip: (i, j) => `${label(i)} · dim ${j} · token row` });
+  heatmap(inputs, { id: "seed-position", rows: T, cols: s.dim, ...positionRows, limit,
+    title: `position_table[${s.start}:${s.start + T}]`, describe: `${T} position rows.`,
+    tip: (i, j) => `${label(i)} · dim ${j} · position row` });
+  view.append(inputs);
+  const outputs = element("div", { class: "row" });
+  for (const backend of DATA.backends) {
+    heatmap(outputs, { id: `seed-sum-${backend}`, rows: T, cols: s.dim, values: sums[backend].values,
+      bits: sums[backend].bits, limit, title: `${backend}: token + position`,
+      describe: `the sum as ${backend} computed it.`,
+      tip: (i, j) => `backend ${backend} · ${label(i)} · dim ${j}` });
+  }
+  view.append(outputs);
+  view.append(element("h3", { text: "The parity verdict, as compare.py prints it" }));
+  view.append(element("pre", { id: "seed-parity", text: s.parity }));
+}
+
+function liveView(view) {
+  const s = DATA.seed;
+  const tokens = decode(s.token_table), positions = decode(s.position_table);
+  view.append(element("h2", { text: "Recompute in the browser: a fourth implementation" }));
+  view.append(element("p", { text: "Change the ids or slide start: the page adds the rows itself, in " +
+    "float32 (JavaScript doubles rounded with Math.fround: one correctly rounded float32 addition), " +
+    "and, where the backends ran on the same input, compares its bits with theirs. Bad input gets " +
+    "the suite's own message." }));
+  const ids = element("input", { type: "text", id: "live-ids", value: s.token_ids.join(" "),
+    "aria-describedby": "live-message" });
+  const start = element("input", { type: "range", id: "live-start", min: "0", max: String(s.max_seq_len),
+    step: "1", value: String(s.start) });
+  const startValue = element("output", { id: "live-start-value", for: "live-start", text: String(s.start) });
+  view.append(element("div", {}, element("label", { for: "live-ids", text: "token_ids" }), ids));
+  view.append(element("div", {}, element("label", { for: "live-start", text: "start" }), start, " ", startValue));
+  const message = element("div", { id: "live-message", class: "message", role: "status", "aria-live": "polite" });
+  const figures = element("div", { class: "row", id: "live-figures" });
+  const compared = element("div", { id: "live-compared", "aria-live": "polite" });
+  view.append(message, figures, compared);
+
+  function update() {
+    startValue.textContent = start.value;
+    figures.replaceChildren();
+    compared.replaceChildren();
+    message.textContent = "";
+    const parsed = parseIds(ids.value);
+    const at = Number(start.value);
+    const problem = parsed.error || checkCall(parsed.ids, at, s.vocab_size, s.max_seq_len);
+    if (problem) {
+      message.textContent = `${problem[0]}: ${problem[1]}`;
+      return;
+    }
+    const T = parsed.ids.length;
+    const tokenRows = rowsOf(tokens, parsed.ids, s.dim);
+    const positionRows = rowsOf(positions, parsed.ids.map((_, t) => at + t), s.dim);
+    const sum = Float32Array.from(tokenRows.values, (v, k) => Math.fround(v + positionRows.values[k]));
+    const sumBits = Array.from(sum, float32Bits);
+    const limit = largest(tokenRows.values, positionRows.values, sum);
+    const label = (t) => `token #${parsed.ids[t]} @ pos ${at + t}`;
+    heatmap(figures, { id: "live-position", rows: T, cols: s.dim, ...positionRows, limit,
+      title: `position_table[${at}:${at + T}]`, describe: "the position rows for these positions.",
+      tip: (i, j) => `${label(i)} · dim ${j} · position row` });
+    heatmap(figures, { id: "live-sum", rows: T, cols: s.dim, values: sum, bits: sumBits, limit,
+      title: "token + position, computed by this page", describe: "the browser's float32 sum.",
+      tip: (i, j) => `browser · ${label(i)} · dim ${j}` });
+    const run = s.runs.find((r) => r.start === at && r.token_ids.length === T &&
+      r.token_ids.every((id, t) => BigInt(id) === parsed.ids[t]));
+    if (!run) {
+      const starts = s.runs.map((r) => r.start);
+      compared.append(element("p", { text: `The backends ran on token_ids ${s.token_ids.join(" ")} at ` +
+        `starts ${starts[0]}–${starts[starts.length - 1]}; these inputs the page computes alone ` +
+        "(the tests hold it to NumPy's expression for random ids and starts)." }));
+      return;
+    }
+    const table = element("table", { class: "numbers", id: "live-table" });
+    table.append(element("tr", {}, element("th", { text: "backend" }), element("th", { text: "values" }),
+      element("th", { text: "same bits as the browser" })));
+    for (const backend of DATA.backends) {
+      const theirs = decode(run.sums[backend]).bits;
+      const same = theirs.filter((b, k) => b === sumBits[k]).length;
+      table.append(element("tr", {}, element("td", { text: backend }), element("td", { text: String(theirs.length) }),
+        element("td", { class: same === theirs.length ? "ok" : "bad", text: `${same} of ${theirs.length}` })));
+    }
+    compared.append(table);
+    const all = DATA.backends.every((b) => decode(run.sums[b]).bits.every((x, k) => x === sumBits[k]));
+    compared.append(element("p", { class: `verdict ${all ? "ok" : "bad"}`, id: "live-verdict",
+      text: all ? `browser bit-identical to ${DATA.backends.join(", ")}`
+        : "the browser's bits differ from a backend's" }));
+  }
+
+  ids.addEventListener("input", update);
+  start.addEventListener("input", update);
+  update();
+}
+
+function schemesView(view) {
+  const sin = DATA.schemes.sinusoidal;
+  const table = decode(sin.table);
+  view.append(element("h2", { text: "Sinusoidal positions" }));
+  view.append(element("p", { text: `PE[p, 2i] = sin(p·w_i), PE[p, 2i+1] = cos(p·w_i), w_i = ${sin.base}^(−2i/${sin.dim}): ` +
+    "each (sin, cos) pair turns at its own frequency. Frequencies w_i: " +
+    sin.frequencies.map((w) => w.toPrecision(3)).join(", ") }));
+  // drawn dims x positions: transpose the (positions, dim) table
+  const transposed = new Float64Array(table.values.length);
+  for (let p = 0; p < sin.positions; p++) for (let d = 0; d < sin.dim; d++) transposed[d * sin.positions + p] = table.values[p * sin.dim + d];
+  heatmap(view, { id: "sinusoidal-table", rows: sin.dim, cols: sin.positions, values: transposed, dtype: "float64",
+    limit: 1, cell: 6, title: `sinusoidal table: ${sin.dim} dims × ${sin.positions} positions (float64 reference)`,
+    describe: "rows are dimensions, columns positions; fast waves at the top, slow ones below.",
+    tip: (i, j) => `position ${j} · dim ${i} (${i % 2 ? "cos" : "sin"}, w = ${sin.frequencies[i >> 1].toPrecision(4)})` });
+
+  const rope = DATA.schemes.rope;
+  view.append(element("h2", { text: "RoPE: rotate q and k, and the score depends only on m − n" }));
+  const pair = element("select", { id: "rope-pair" });
+  rope.frequencies.forEach((w, i) => pair.append(element("option", { value: String(i), text: `pair ${i} (w = ${w.toPrecision(3)})` })));
+  const position = element("input", { type: "range", id: "rope-position", min: "0", max: String(rope.scores.shape[0] - 1), value: "0", step: "1" });
+  const positionValue = element("output", { for: "rope-position", text: "0" });
+  view.append(element("div", {}, element("label", { for: "rope-pair", text: "pair" }), pair, " ",
+    element("label", { for: "rope-position", text: "position m" }), position, " ", positionValue));
+  const svgNS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(svgNS, "svg");
+  svg.setAttribute("width", "220");
+  svg.setAttribute("height", "220");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("id", "rope-circle");
+  const row = decode(rope.q_row).values;
+  const half = rope.dim / 2;
+  function drawPair() {
+    const i = Number(pair.value), m = Number(position.value);
+    positionValue.textContent = position.value;
+    const a = row[i], b = row[i + half], angle = m * rope.frequencies[i];
+    const x = a * Math.cos(angle) - b * Math.sin(angle), y = b * Math.cos(angle) + a * Math.sin(angle);
+    const r = Math.hypot(a, b) || 1, scale = 90 / r;
+    svg.setAttribute("aria-label", `token #${rope.token_ids[0]}'s pair ${i} (dims ${i} and ${i + half}) ` +
+      `at position ${m}: turned by ${angle.toFixed(3)} rad to (${x.toFixed(3)}, ${y.toFixed(3)}); its length stays ${r.toFixed(3)}`);
+    svg.innerHTML = `<circle cx="110" cy="110" r="90" fill="none" stroke="#ccc"/>` +
+      `<line x1="110" y1="110" x2="${110 + a * scale}" y2="${110 - b * scale}" stroke="#bbb" stroke-width="2"/>` +
+      `<line x1="110" y1="110" x2="${110 + x * scale}" y2="${110 - y * scale}" stroke="#b2182b" stroke-width="3"/>` +
+      `<text x="6" y="14">grey: position 0; red: position ${m}</text>` +
+      `<text x="6" y="214">angle m·w = ${angle.toFixed(3)} rad</text>`;
+  }
+  pair.addEventListener("change", drawPair);
+  position.addEventListener("input", drawPair);
+  drawPair();
+  const figures = element("div", { class: "row" });
+  const circle = element("div", { class: "figure" }, element("h3", { text: `token #${rope.token_ids[0]}: one pair of q, rotating` }), svg);
+  figures.append(circle);
+  const scores = decode(rope.scores);
+  const P = rope.scores.shape[0];
+  heatmap(figures, { id: "rope-scores", rows: P, cols: P, values: scores.values, dtype: "float64",
+    limit: largest(scores.values), cell: 6, title: `q(m)·k(n): token #${rope.token_ids[0]} against #${rope.token_ids[1]}`,
+    describe: "the score of the two tokens at every pair of positions; it is constant along each diagonal.",
+    tip: (i, j) => `m = ${i}, n = ${j}, m − n = ${i - j}` });
+  view.append(figures);
+
+  for (const scheme of ["alibi", "t5"]) {
+    const found = DATA.schemes[scheme];
+    if (!found) continue;
+    const bias = decode(found.bias), attention = decode(found.attention);
+    const H = found.num_heads, W = found.window;
+    view.append(element("h2", { text: scheme === "alibi"
+      ? "ALiBi: −slope × distance added to each head's scores"
+      : "T5: a learned bias per head and bucketed distance (a random table here)" }));
+    view.append(element("p", { class: "caption", text: found.summary }));
+    const limit = largest(bias.values);
+    scaleLegend(view, limit);
+    const heads = element("div", { class: "row" });
+    for (let h = 0; h < H; h++) {
+      const slice = (x) => ({ values: x.values.slice(h * W * W, (h + 1) * W * W), bits: x.bits.slice(h * W * W, (h + 1) * W * W) });
+      const title = scheme === "alibi" ? `head ${h}: slope ${found.slopes[h]}` : `head ${h}`;
+      heatmap(heads, { id: `${scheme}-bias-${h}`, rows: W, cols: W, ...slice(bias), limit, cell: 9,
+        title: `${title}: bias`, describe: "query positions down, key positions across; grey: masked (keys after the query).",
+        tip: (i, j) => `${scheme} head ${h} · query ${i} · key ${j}` });
+      heatmap(heads, { id: `${scheme}-attention-${h}`, rows: W, cols: W, ...slice(attention), limit: 1, cell: 9,
+        scale: "sequential", title: `${title}: attention`, describe: "softmax over the keys of the bias alone.",
+        tip: (i, j) => `${scheme} head ${h} · query ${i} · key ${j} · attention` });
+    }
+    view.append(heads);
+  }
+}
+
+function realView(view) {
+  const real = DATA.real;
+  if (!real) {
+    view.append(element("p", { text: "This page was written without the real tables (MiniLM's package was not installed)." }));
+    return;
+  }
+  view.append(element("h2", { text: `Real tables: ${real.model}` }));
+  view.append(element("p", { text: `The first ${real.dims_shown} of ${real.dim} dimensions. [CLS] and [SEP] are ` +
+    "the tokens BERT adds; each label is the token and its position." }));
+  const choose = element("select", { id: "real-preset" });
+  real.presets.forEach((p, i) => choose.append(element("option", { value: String(i), text: p.text })));
+  view.append(element("div", {}, element("label", { for: "real-preset", text: "sentence" }), choose));
+  const figures = element("div", { id: "real-figures" });
+  view.append(figures);
+  function draw() {
+    figures.replaceChildren();
+    const preset = real.presets[Number(choose.value)];
+    const tokens = decode(preset.token_rows), positions = decode(preset.position_rows);
+    const sums = Object.fromEntries(Object.entries(preset.sums).map(([b, x]) => [b, decode(x)]));
+    const T = preset.labels.length, D = real.dims_shown;
+    const limit = largest(tokens.values, positions.values, ...Object.values(sums).map((x) => x.values));
+    const names = Object.keys(sums);
+    const same = names.every((b) => sums[b].bits.every((x, k) => x === sums[names[0]].bits[k]));
+    figures.append(element("p", { class: `verdict ${same && preset.agree ? "ok" : "bad"}`,
+      text: same && preset.agree ? `${names.join(", ")}: bit-identical on this sentence` : "the backends differ" }));
+    scaleLegend(figures, limit);
+    const row = element("div", { class: "row" });
+    const tip = (what) => (i, j) => `${preset.labels[i]} (id ${preset.token_ids[i]}) · dim ${j} · ${what}`;
+    heatmap(row, { id: "real-token", rows: T, cols: D, ...tokens, limit, cell: 7, title: "token rows",
+      describe: `${T} tokens.`, tip: tip("token row") });
+    heatmap(row, { id: "real-position", rows: T, cols: D, ...positions, limit, cell: 7, title: "position rows",
+      describe: `positions 0 to ${T - 1}.`, tip: tip("position row") });
+    heatmap(row, { id: "real-sum", rows: T, cols: D, ...sums[names[0]], limit, cell: 7,
+      title: `token + position (${names[0]})`, describe: "their sum.", tip: tip(`sum, ${names[0]}`) });
+    figures.append(row);
+    figures.append(element("p", { class: "caption", text: "Tokens: " + preset.labels.join(" · ") }));
+  }
+  choose.addEventListener("change", draw);
+  draw();
+  const sim = real.similarity, matrix = decode(sim.matrix), n = sim.labels.length;
+  view.append(element("h2", { text: "Word similarity: cosine of the raw token rows" }));
+  view.append(element("p", { text: "Before any layer runs, training alone put related words near each other. " +
+    "Words: " + sim.labels.join(", ") }));
+  heatmap(view, { id: "real-similarity", rows: n, cols: n, values: matrix.values, dtype: "float64", limit: 1, cell: 32,
+    title: "cosine similarity", describe: `${n} words against each other.`,
+    tip: (i, j) => `${sim.labels[i]} · ${sim.labels[j]}` });
+}
+
+function trainingView(view) {
+  const training = DATA.training;
+  const s = training.settings;
+  view.append(element("h2", { text: "Training in lockstep" }));
+  view.append(element("p", { text: `The same model, weights and batches in every backend: ${s.steps} steps of Adam ` +
+    `(lr ${s.lr}), ${s.dtype}. The task ("dog bites man": the target is the subject) needs word order; ` +
+    "test accuracy is on noun pairs never seen in training. Lines of the backends lie on top of each other." }));
+  const schemes = [...new Set(training.curves.map((c) => c.scheme))];
+  const charts = element("div", { class: "row" });
+  for (const scheme of schemes) {
+    const curves = training.curves.filter((c) => c.scheme === scheme);
+    charts.append(lineChart(`${scheme}: training loss`, curves, "loss", true));
+    charts.append(lineChart(`${scheme}: test accuracy`, curves, "test_accuracy", false));
+  }
+  view.append(charts);
+  const table = element("table", { class: "numbers", id: "training-table" });
+  table.append(element("caption", { text: "The curves' last values (their text alternative)" }));
+  table.append(element("tr", {}, ...["scheme", "backend", "final loss", "final test accuracy"].map((t) => element("th", { text: t }))));
+  for (const c of training.curves) {
+    table.append(element("tr", {}, element("td", { text: c.scheme }), element("td", { text: c.backend }),
+      element("td", { text: c.loss[c.loss.length - 1].toPrecision(4) }),
+      element("td", { text: c.test_accuracy[c.test_accuracy.length - 1].toFixed(3) })));
+  }
+  view.append(table);
+}
+
+function lineChart(title, curves, key, log) {
+  const width = 250, height = 150, left = 40, bottom = 22;
+  const all = curves.flatMap((c) => c[key]).filter((v) => v > 0 || !log);
+  const transform = log ? Math.log10 : (v) => v;
+  const low = log ? Math.floor(Math.log10(Math.min(...all))) : 0;
+  const high = log ? Math.ceil(Math.log10(Math.max(...all))) : 1;
+  const steps = curves[0][key].length;
+  const x = (t) => left + (t / Math.max(steps - 1, 1)) * (width - left - 6);
+  const y = (v) => 6 + (1 - (transform(Math.max(v, 1e-12)) - low) / (high - low || 1)) * (height - bottom - 6);
+  const lines = curves.map((c, k) => `<polyline fill="none" stroke="${BACKEND_COLOURS[c.backend] || "#333"}" ` +
+    `stroke-width="${3 - k}" ${k ? 'stroke-dasharray="4 3"' : ""} points="${c[key].map((v, t) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ")}"/>`).join("");
+  const ticks = [low, high].map((v) => `<text x="2" y="${y(log ? 10 ** v : v) + 4}">${log ? `1e${v}` : v}</text>`).join("");
+  const legend = curves.map((c, k) => `<text x="${left + 60 * k}" y="${height - 4}" ` +
+    `style="fill: ${BACKEND_COLOURS[c.backend] || "#333"}">${c.backend}</text>`).join("");
+  const figure = element("div", { class: "figure" });
+  figure.append(element("h3", { text: title }));
+  const last = curves.map((c) => `${c.backend} ${c[key][steps - 1].toPrecision(3)}`).join(", ");
+  figure.insertAdjacentHTML("beforeend", `<svg width="${width}" height="${height}" role="img" aria-label="${title} over ${steps} steps; last values: ${last}">` +
+    `<line x1="${left}" y1="${height - bottom}" x2="${width - 6}" y2="${height - bottom}" stroke="#999"/>` +
+    `<line x1="${left}" y1="6" x2="${left}" y2="${height - bottom}" stroke="#999"/>${ticks}${lines}${legend}</svg>`);
+  return figure;
+}
+
+// --- tabs --------------------------------------------------------------------------------
+
+const VIEWS = { seed: seedView, live: liveView, schemes: schemesView, real: realView, training: trainingView };
+
+function select(tab, focus) {
+  for (const other of document.querySelectorAll("[role=tab]")) {
+    const chosen = other === tab;
+    other.setAttribute("aria-selected", String(chosen));
+    other.tabIndex = chosen ? 0 : -1;
+    document.getElementById(other.getAttribute("aria-controls")).hidden = !chosen;
+  }
+  if (focus) tab.focus();
+  tooltip.style.display = "none";
+}
+
+const tabs = [...document.querySelectorAll("[role=tab]")];
+for (const tab of tabs) {
+  tab.addEventListener("click", () => select(tab, false));
+  tab.addEventListener("keydown", (event) => {
+    const i = tabs.indexOf(tab);
+    const next = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1 }[event.key];
+    if (next === undefined) return;
+    event.preventDefault();
+    select(tabs[(next + tabs.length) % tabs.length], true);
+  });
+}
+for (const [name, build] of Object.entries(VIEWS)) build(document.getElementById(`view-${name}`));
+document.body.dataset.ready = "true";

@@ -1,0 +1,25 @@
+"""Write the explorer: the markup, the script and the data, in one self-contained file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+HERE = Path(__file__).parent
+MAX_BYTES = 3 * 1024 * 1024  # the default page must stay below this
+
+
+def html(data: dict) -> str:
+    """The page as text. The data goes in as JSON inside <script type="application/json">,
+    with "</" escaped so that no string in it can close the script element."""
+    suite_data = json.dumps(data, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
+    markup = (HERE / "explorer.html").read_text(encoding="utf-8")
+    script = (HERE / "explorer.js").read_text(encoding="utf-8")
+    return markup.replace("/*SUITE-DATA*/", suite_data).replace("/*EXPLORER-JS*/", script)
+
+
+def write(data: dict, path: str) -> int:
+    """Write the page to ``path``; returns its size in bytes."""
+    text = html(data)
+    Path(path).write_text(text, encoding="utf-8")
+    return len(text.encode("utf-8"))

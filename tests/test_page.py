@@ -1,0 +1,316 @@
+"""The explorer page, opened from file:// in a real browser (Debian's chromium, driven by
+Playwright) with every network request blocked: no errors, no requests, tooltips with the
+exact values, the browser's own float32 sums equal to NumPy's bit for bit, the suite's own
+messages for bad input, keyboard operation, and screenshots that are not blank.
+"""
+
+import json
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+import backends
+import compare
+from jobs import page
+from page import render
+from tests.conftest import needs
+
+pytestmark = pytest.mark.slow  # a browser: still run by make test and CI
+
+NAMES = backends.names()
+VIEWS = ("seed", "live", "schemes", "real", "training")
+
+
+def chromium_or_skip() -> str:
+    """Debian's chromium. Skipping is safe: with REQUIRED_BROWSER set (make test, CI) a
+    missing browser fails instead."""
+    path = shutil.which("chromium")
+    if path is None:
+        message = "chromium is not installed: apt-get install chromium (Debian's package)"
+        if os.environ.get("REQUIRED_BROWSER"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="module")
+def explorer(tmp_path_factory):
+    needs("minilm")
+    data = page.run(NAMES, train_steps=20)
+    path = tmp_path_factory.mktemp("page") / "explorer.html"
+    size = render.write(data, str(path))
+    return path, data, size
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    executable = chromium_or_skip()
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+class Opened:
+    """A page opened from file:// with every other request blocked, and what it logged."""
+
+    def __init__(self, browser, path, width=1280, height=800):
+        self.context = browser.new_context(viewport={"width": width, "height": height})
+        self.requests, self.errors = [], []
+        self.context.route("**/*", self._route)
+        self.page = self.context.new_page()
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.goto(path.as_uri())
+        self.page.wait_for_selector("body[data-ready=true]", timeout=20_000)
+
+    def _route(self, route):
+        if route.request.url.startswith("file:"):
+            route.continue_()
+        else:
+            self.requests.append(route.request.url)
+            route.abort()
+
+    def show(self, view: str):
+        self.page.click(f"#tab-{view}")
+
+    def hover_cell(self, canvas_id: str, i: int, j: int) -> str:
+        """Point at cell (i, j) of a heatmap; the tooltip's text."""
+        canvas = self.page.locator(f"#{canvas_id}")
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        rows, cols = int(canvas.get_attribute("data-rows")), int(canvas.get_attribute("data-cols"))
+        x = box["x"] + (j + 0.5) * box["width"] / cols
+        y = box["y"] + (i + 0.5) * box["height"] / rows
+        self.page.mouse.move(x, y)
+        return self.page.inner_text("#tooltip")
+
+    def set_live(self, ids: str, start: int):
+        self.page.fill("#live-ids", ids)
+        self.page.eval_on_selector(
+            "#live-start", "(e, v) => { e.value = v; e.dispatchEvent(new Event('input')); }", start
+        )
+
+    def bits(self, canvas_id: str) -> np.ndarray:
+        words = self.page.get_attribute(f"#{canvas_id}", "data-bits").split()
+        return np.array([int(w, 16) for w in words], dtype=np.uint32)
+
+    def close(self):
+        self.context.close()
+
+
+@pytest.fixture
+def opened(browser, explorer):
+    done = Opened(browser, explorer[0])
+    yield done
+    done.close()
+
+
+def float32_bits(array) -> np.ndarray:
+    return np.ascontiguousarray(array, dtype=np.float32).view(np.uint32).ravel()
+
+
+def tooltip_value(text: str) -> tuple[np.float32, str]:
+    value = re.search(r"^value: (\S+)$", text, re.MULTILINE).group(1)
+    bits = re.search(r"^bits: 0x([0-9a-f]{8})", text, re.MULTILINE).group(1)
+    return np.float32(value), bits
+
+
+# --- the file ----------------------------------------------------------------------------
+
+
+def test_one_self_contained_file_under_3_mb_with_exact_data(explorer):
+    path, _, size = explorer
+    text = path.read_text()
+    assert size == len(text.encode()) < 3 * 1024 * 1024
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=", text)  # nothing to fetch
+    embedded = re.search(
+        r'<script type="application/json" id="suite-data">(.*?)</script>', text, re.DOTALL
+    ).group(1)
+    found = json.loads(embedded)
+    token_table, position_table = backends.shared_weights(100, 10, 16)
+    seed = found["seed"]
+    assert bytes.fromhex(seed["token_table"]["hex"]) == token_table.astype(">f4").tobytes()
+    assert bytes.fromhex(seed["position_table"]["hex"]) == position_table.astype(">f4").tobytes()
+    expected = token_table[[5, 10, 7, 21]] + position_table[0:4]
+    for name in NAMES:
+        assert bytes.fromhex(seed[f"sum_{name}"]["hex"]) == expected.astype(">f4").tobytes()
+    assert seed["token_ids"] == [5, 10, 7, 21] and seed["start"] == 0
+    assert seed["dtype"] == "float32"
+    assert page.differing(found) == []
+
+
+# --- in the browser ----------------------------------------------------------------------
+
+
+def test_opens_offline_with_no_errors_and_no_requests(opened):
+    for view in VIEWS:
+        opened.show(view)
+        assert opened.page.is_visible(f"#view-{view}")
+    opened.show("live")
+    opened.set_live("1 2 3", 9)
+    opened.show("real")
+    opened.page.select_option("#real-preset", "2")
+    assert opened.errors == [] and opened.requests == []
+
+
+def test_tooltips_show_numpys_exact_values(opened):
+    token_table, position_table = backends.shared_weights(100, 10, 16)
+    ids = [5, 10, 7, 21]
+    expected = token_table[ids] + position_table[:4]
+    for name in NAMES:
+        for i, j in ((0, 0), (2, 7), (3, 9)):
+            text = opened.hover_cell(f"seed-sum-{name}", i, j)
+            value, bits = tooltip_value(text)
+            assert value.view(np.uint32) == expected[i, j].view(np.uint32) == int(bits, 16)
+            assert f"backend {name}" in text and f"token #{ids[i]} @ pos {i}" in text
+            assert f"dim {j}" in text
+    value, _ = tooltip_value(opened.hover_cell("seed-token", 1, 4))
+    assert value == token_table[10, 4]
+
+
+def test_the_browser_sums_equal_numpys_for_random_ids_and_starts(opened):
+    token_table, position_table = backends.shared_weights(100, 10, 16)
+    opened.show("live")
+    rng = np.random.default_rng(0)
+    for _ in range(25):
+        length = int(rng.integers(1, 9))
+        ids = rng.integers(0, 100, length)
+        start = int(rng.integers(0, 16 - length + 1))
+        opened.set_live(" ".join(map(str, ids)), start)
+        expected = token_table[ids] + position_table[start : start + length]
+        np.testing.assert_array_equal(opened.bits("live-sum"), float32_bits(expected))
+        rows = position_table[start : start + length]
+        np.testing.assert_array_equal(opened.bits("live-position"), float32_bits(rows))
+        assert opened.page.inner_text("#live-message") == ""
+
+
+def test_the_browser_is_bit_identical_to_every_backend_where_they_ran(opened):
+    opened.show("live")
+    for start in (0, 5, 12):
+        opened.set_live("5 10 7 21", start)
+        verdict = opened.page.inner_text("#live-verdict")
+        assert verdict == f"browser bit-identical to {', '.join(NAMES)}"
+        assert opened.page.inner_text("#live-table").count("40 of 40") == len(NAMES)
+
+
+def test_the_start_slider_moves_the_position_rows_by_keyboard(opened):
+    _, position_table = backends.shared_weights(100, 10, 16)
+    opened.show("live")
+    opened.set_live("5 10 7 21", 0)
+    opened.page.focus("#live-start")
+    opened.page.keyboard.press("ArrowRight")
+    opened.page.keyboard.press("ArrowRight")
+    assert opened.page.inner_text("#live-start-value") == "2"
+    np.testing.assert_array_equal(opened.bits("live-position"), float32_bits(position_table[2:6]))
+
+
+@pytest.mark.parametrize(
+    "typed, start, python_ids",
+    [
+        ("5 100 7", 0, [5, 100, 7]),
+        ("5 -1", 0, [5, -1]),
+        ("5 3.5", 0, [5, 3.5]),
+        ("5 abc", 0, ["5", "abc"]),
+        ("5 10 7 21", 13, [5, 10, 7, 21]),
+        (" ".join(["1"] * 17), 0, [1] * 17),
+        ("1", 16, [1]),
+    ],
+)
+def test_bad_input_gets_the_suites_own_message(opened, typed, start, python_ids):
+    token_table, position_table = backends.shared_weights(100, 10, 16)
+    layer = backends.get("numpy").TokenPositionEmbedding(token_table, position_table)
+    with pytest.raises((TypeError, ValueError, IndexError)) as raised:
+        layer(python_ids, start=start)
+    opened.show("live")
+    opened.set_live(typed, start)
+    shown = opened.page.inner_text("#live-message")
+    assert shown == f"{type(raised.value).__name__}: {raised.value}"
+    assert not opened.page.locator("#live-sum").count()  # no silently wrong picture
+
+
+def test_tabs_and_figures_work_from_the_keyboard(opened):
+    opened.page.focus("#tab-seed")
+    opened.page.keyboard.press("ArrowRight")
+    assert opened.page.is_visible("#view-live") and not opened.page.is_visible("#view-seed")
+    assert opened.page.evaluate("document.activeElement.id") == "tab-live"
+    outline = opened.page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline != "none"  # focus is visible
+    opened.page.keyboard.press("End")
+    assert opened.page.is_visible("#view-training")
+    opened.page.keyboard.press("Home")
+    token_table, position_table = backends.shared_weights(100, 10, 16)
+    opened.page.focus("#seed-sum-numpy")
+    opened.page.keyboard.press("ArrowDown")
+    opened.page.keyboard.press("ArrowRight")
+    value, _ = tooltip_value(opened.page.inner_text("#tooltip"))
+    assert value == (token_table[10] + position_table[1])[1]  # cell (1, 1)
+
+
+def test_every_figure_has_a_text_alternative(opened):
+    for view in VIEWS:
+        opened.show(view)
+        unlabeled = opened.page.evaluate(
+            f"""[...document.querySelectorAll('#view-{view} canvas, #view-{view} svg')]
+                .filter(e => !e.getAttribute('aria-label')).length"""
+        )
+        assert unlabeled == 0, view
+
+
+def test_screenshots_of_every_view_are_not_blank(opened, tmp_path):
+    import matplotlib.image
+
+    for view in VIEWS:
+        opened.show(view)
+        path = tmp_path / f"{view}.png"
+        opened.page.screenshot(path=str(path))
+        pixels = matplotlib.image.imread(str(path))[..., :3]
+        assert pixels.shape[:2] == (800, 1280)
+        # Mostly white paper, but figures: many distinct colours and real contrast.
+        assert pixels.std() > 0.05 and len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50, view
+
+
+def test_a_narrow_window_scrolls_figures_not_the_page(browser, explorer):
+    narrow = Opened(browser, explorer[0], width=420, height=800)
+    try:
+        for view in VIEWS:
+            narrow.show(view)
+            overflow = narrow.page.evaluate(
+                "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
+            assert overflow <= 0, view
+        assert narrow.errors == []
+    finally:
+        narrow.close()
+
+
+# --- the command line --------------------------------------------------------------------
+
+
+def test_compare_page_writes_the_file(tmp_path, capsys):
+    needs("minilm")
+    out = tmp_path / "x.html"
+    assert compare.main(["page", "--out", str(out), "--train-steps", "3"]) == 0
+    printed = capsys.readouterr().out
+    assert f"page: {out}" in printed and "MB" in printed
+    assert out.read_text().startswith("<!doctype html>")
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--out", "x.txt"], "--out 'x.txt' must end in .html"),
+        (["--train-steps", "0"], "--train-steps must be at least 1, got 0"),
+        (["--backends", "numpy", "numpy"], "lists a backend twice"),
+    ],
+)
+def test_bad_page_arguments_exit_2(capsys, argv, expected):
+    assert compare.main(["page", *argv]) == 2
+    assert expected in capsys.readouterr().err
