@@ -10,6 +10,7 @@
     python compare.py --demo similarity                               # or --demo order
     python compare.py train --dtype float64                           # learning the tables
     python compare.py shard --shards 4                                # the table split 4 ways
+    python compare.py page --out explorer.html                        # the interactive page
 
 Prints a parity table and writes a picture. This file only parses the command line,
 checks that every flag given belongs to the chosen mode, dispatches to a job (``jobs/``),
@@ -63,8 +64,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Run the token + position embedding in every installed backend on the same "
         "weights, print a parity table against a reference and draw the embeddings. Three "
-        "modes: random tables (the default), --text on real tables, and --demo; and a job, "
-        "`compare.py train` and `compare.py shard` (see their --help).",
+        "modes: random tables (the default), --text on real tables, and --demo; and three jobs, "
+        "`compare.py train`, `compare.py shard` and `compare.py page` (see their --help).",
         epilog="Exit status: 0 all backends agree, 1 a backend differs (or a demonstration's "
         "claim fails), 2 bad arguments or input. A flag that the chosen mode does not use is "
         "an error, never ignored.",
