@@ -348,12 +348,8 @@ def _report(args, done: parity.Run) -> int:
     if args.save_arrays:
         arrays.save(args.save_arrays, done)
         print(f"arrays: {os.path.abspath(args.save_arrays)}")
-    if done.differing:
-        print(f"DIFFERS from {done.reference_name}: {', '.join(done.differing)}")
-        return 1
-    agreement = "bit-identical to" if done.exact else "within tolerance of"
-    print(f"all {len(done.results)} backends {agreement} {done.reference_name}")
-    return 0
+    print(done.verdict)
+    return 1 if done.differing else 0
 
 
 def _bias(args, names) -> int:

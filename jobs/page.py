@@ -54,9 +54,7 @@ def differing(data: dict) -> list[str]:
     """Where in the page's data a backend disagrees with the reference; empty when none."""
     found = [f"seed demo at start {r['start']}" for r in data["seed"]["runs"] if not r["agree"]]
     found += [
-        data["schemes"][s]["summary"]
-        for s in bias.SCHEMES
-        if data["schemes"][s]["summary"].startswith("DIFFERS")
+        data["schemes"][s]["summary"] for s in bias.SCHEMES if not data["schemes"][s]["agree"]
     ]
     if "real" in data:
         found += [f"MiniLM: {p['text']!r}" for p in data["real"]["presets"] if not p["agree"]]
@@ -81,7 +79,8 @@ def _seed(names) -> dict:
         "position_table": float32(position_table),
         "parity": "\n".join(
             [done.heading, f"{done.setting}, token_ids shape {done.token_ids.shape}"]
-            + [table.parity_table(done.results), _verdict(done)]
+            + done.notes
+            + [table.parity_table(done.results), done.verdict]
         ),
     }
     for r in done.results:
@@ -98,13 +97,6 @@ def _seed(names) -> dict:
             }
         )
     return found
-
-
-def _verdict(done) -> str:
-    if done.differing:
-        return f"DIFFERS from {done.reference_name}: {', '.join(done.differing)}"
-    agreement = "bit-identical to" if done.exact else "within tolerance of"
-    return f"all {len(done.results)} backends {agreement} {done.reference_name}"
 
 
 def _schemes(names) -> dict:
@@ -129,6 +121,7 @@ def _schemes(names) -> dict:
             "bias": float32(checked.bias["window"]),
             "attention": float32(checked.attention["window"]),
             "summary": done.summary(),
+            "agree": not done.differing,
         }
         if scheme == "alibi":
             biases[scheme]["slopes"] = numpy_backend.alibi_slopes(done.num_heads).tolist()
@@ -136,7 +129,7 @@ def _schemes(names) -> dict:
         "sinusoidal": {
             **s,
             "table": float64(positional.sinusoidal_table(s["positions"], s["dim"], base=s["base"])),
-            "frequencies": (s["base"] ** (-np.arange(0, s["dim"], 2) / s["dim"])).tolist(),
+            "frequencies": positional.frequencies(s["dim"], s["base"]).tolist(),
         },
         "rope": {
             "dim": rope_dim,

@@ -71,6 +71,14 @@ class Run:
     def differing(self) -> list[str]:
         return [r.backend for r in self.results if not r.agrees]
 
+    @property
+    def verdict(self) -> str:
+        """The last line compare.py prints."""
+        if self.differing:
+            return f"DIFFERS from {self.reference_name}: {', '.join(self.differing)}"
+        agreement = "bit-identical to" if self.exact else "within tolerance of"
+        return f"all {len(self.results)} backends {agreement} {self.reference_name}"
+
 
 def reference(token_table, position_table, token_ids, start: int) -> np.ndarray:
     """The seed's expression, the oracle every backend is held to."""

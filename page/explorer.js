@@ -32,9 +32,11 @@ function float32Bits(value) {
 }
 
 function shortest(value, dtype) {
-  // The shortest decimal that reads back to the same float32 (or float64): exact, and short.
+  // The shortest decimal that reads back to the same float32 (or float64): exact, and short;
+  // infinities and NaN spelled as NumPy prints them.
   if (Object.is(value, -0)) return "-0";
-  if (dtype === "float64" || !Number.isFinite(value)) return String(value);
+  if (!Number.isFinite(value)) return Number.isNaN(value) ? "nan" : value > 0 ? "inf" : "-inf";
+  if (dtype === "float64") return String(value);
   for (let digits = 1; digits <= 9; digits++) {
     const candidate = Number(value.toPrecision(digits));
     if (Math.fround(candidate) === value) return String(candidate);
@@ -44,20 +46,40 @@ function shortest(value, dtype) {
 
 // --- the suite's checks, with its messages (backends/validation.py) -------------------------
 
+// The typed ids, read as Python would read them: separated by spaces or commas, a token of
+// digits with an optional sign is an int, a decimal number (3.5, 1e3, .5) a float, anything
+// else a string. np.asarray then picks the dtype the suite checks (see dtypeOf).
 const INTEGER = /^[+-]?\d+$/;
 const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+const INT64 = [-(2n ** 63n), 2n ** 63n], BIG = [2n ** 63n, 2n ** 64n]; // BIG: only uint64 holds them
 
 function parseIds(text) {
-  // What np.asarray makes of the typed tokens: int64, float64 or strings ("<U" + length).
-  const tokens = text.trim() === "" ? [] : text.trim().split(/[\s,]+/);
-  if (tokens.every((t) => INTEGER.test(t))) return { ids: tokens.map((t) => BigInt(t)) };
-  const dtype = tokens.every((t) => NUMBER.test(t))
-    ? "float64"
-    : "<U" + Math.max(...tokens.map((t) => t.length));
+  const tokens = text.split(/[\s,]+/).filter((t) => t !== "");
+  const dtype = dtypeOf(tokens);
+  if (dtype === "int64" || dtype === "uint64") return { ids: tokens.map((t) => BigInt(t)) };
   return {
     error: ["TypeError", `token_ids must be integers, got dtype ${dtype}: cast to an integer ` +
       "dtype such as int64, after making sure every value is a whole number"],
   };
+}
+
+function dtypeOf(tokens) {
+  // NumPy's choice for a list of Python ints, floats and strings: each int is an int64, or a
+  // uint64 if it only fits there, or an object beyond both; int64 with uint64, or ints with
+  // floats, make float64; strings make "<U" + the widest of them and of the numbers' text
+  // (int64 21 characters, uint64 20, float64 32).
+  const ints = tokens.filter((t) => INTEGER.test(t)).map((t) => BigInt(t));
+  const floats = tokens.some((t) => !INTEGER.test(t) && NUMBER.test(t));
+  const words = tokens.filter((t) => !NUMBER.test(t));
+  const within = ([low, high]) => ints.every((v) => v >= low && v < high);
+  if (!within([INT64[0], BIG[1]])) return "object";
+  let numeric = null;
+  if (floats || !(within(INT64) || within(BIG))) numeric = ints.length || floats ? "float64" : null;
+  else if (ints.length) numeric = within(INT64) ? "int64" : "uint64";
+  if (!words.length) return numeric || "int64"; // no ids at all: an empty int64 array
+  let width = { int64: 21, uint64: 20, float64: 32 }[numeric] || 0;
+  for (const word of words) width = Math.max(width, word.length);
+  return `<U${width}`;
 }
 
 function checkCall(ids, start, vocabSize, maxSeqLen) {
@@ -110,6 +132,7 @@ function colourOf(value, scale, limit) {
 // --- figures -----------------------------------------------------------------------------
 
 const tooltip = document.getElementById("tooltip");
+const announce = document.getElementById("announce");
 
 function element(tag, attributes = {}, ...children) {
   const node = document.createElement(tag);
@@ -144,7 +167,6 @@ function heatmap(parent, options) {
   if (bits) canvas.dataset.bits = bits.join(" ");
   else canvas.dataset.values = Array.from(values, (v) => shortest(v, "float64")).join(" ");
   figure.append(canvas);
-  if (options.caption) figure.append(element("div", { class: "caption", text: options.caption }));
   const context = canvas.getContext("2d");
   let active = null;
 
@@ -169,22 +191,28 @@ function heatmap(parent, options) {
     if (bits) lines.push(`bits: 0x${bits[k]} (float32)`);
     tooltip.textContent = lines.join("\n");
     tooltip.style.display = "block";
-    const width = tooltip.offsetWidth;
+    const width = tooltip.offsetWidth, height = tooltip.offsetHeight;
     tooltip.style.left = `${Math.max(4, Math.min(x + 14, window.innerWidth - width - 4))}px`;
-    tooltip.style.top = `${y + 14}px`;
+    tooltip.style.top = `${y + 14 + height > window.innerHeight ? y - height - 8 : y + 14}px`;
   }
 
-  canvas.addEventListener("mousemove", (event) => {
+  function cellAt(event) {
     const box = canvas.getBoundingClientRect();
     const j = Math.floor(((event.clientX - box.left) / box.width) * cols);
     const i = Math.floor(((event.clientY - box.top) / box.height) * rows);
-    if (i >= 0 && i < rows && j >= 0 && j < cols) show(i, j, event.clientX, event.clientY);
+    return i >= 0 && i < rows && j >= 0 && j < cols ? [i, j] : null;
+  }
+
+  canvas.addEventListener("mousemove", (event) => {
+    const cell = cellAt(event);
+    if (cell) show(cell[0], cell[1], event.clientX, event.clientY);
   });
   canvas.addEventListener("mouseleave", () => { tooltip.style.display = "none"; });
+  canvas.addEventListener("mousedown", (event) => { active = cellAt(event) || active; });
   canvas.addEventListener("focus", () => {
     active = active || [0, 0];
     draw();
-    showActive();
+    if (canvas.matches(":focus-visible")) showActive(); // from the keyboard, not a click
   });
   canvas.addEventListener("blur", () => {
     active = null;
@@ -193,6 +221,7 @@ function heatmap(parent, options) {
   });
   canvas.addEventListener("keydown", (event) => {
     const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+    if (event.key === "Escape") tooltip.style.display = "none";
     if (!moves[event.key] || !active) return;
     event.preventDefault();
     active = [
@@ -205,13 +234,18 @@ function heatmap(parent, options) {
 
   function showActive() {
     if (!rows || !cols) return;
+    // Keep the cell in view inside a figure that scrolls sideways (a narrow window).
+    const x = active[1] * cell;
+    if (x < figure.scrollLeft || x + cell > figure.scrollLeft + figure.clientWidth) {
+      figure.scrollLeft = x - figure.clientWidth / 2;
+    }
     const box = canvas.getBoundingClientRect();
     show(active[0], active[1], box.left + (active[1] + 1) * cell, box.top + active[0] * cell);
+    announce.textContent = tooltip.textContent; // read out by screen readers
   }
 
   draw();
   parent.append(figure);
-  return canvas;
 }
 
 function scaleLegend(parent, limit, scale = "diverging") {
@@ -237,12 +271,12 @@ function largest(...arrays) {
   return top || 1;
 }
 
-function rowsOf(table, ids, columns, first = 0) {
-  // table (R, C) decoded -> the rows ids, first `columns` columns, as values and bits
+function rowsOf(table, ids, columns) {
+  // table (R, C) decoded -> the rows ids, their first `columns` columns, as values and bits
   const width = table.shape[1];
   const values = [], bits = [];
   for (const id of ids) {
-    for (let j = first; j < first + columns; j++) {
+    for (let j = 0; j < columns; j++) {
       values.push(table.values[Number(id) * width + j]);
       bits.push(table.bits[Number(id) * width + j]);
     }
@@ -325,6 +359,7 @@ function liveView(view) {
     const sumBits = Array.from(sum, float32Bits);
     const limit = largest(tokenRows.values, positionRows.values, sum);
     const label = (t) => `token #${parsed.ids[t]} @ pos ${at + t}`;
+    scaleLegend(figures, limit);
     heatmap(figures, { id: "live-position", rows: T, cols: s.dim, ...positionRows, limit,
       title: `position_table[${at}:${at + T}]`, describe: "the position rows for these positions.",
       tip: (i, j) => `${label(i)} · dim ${j} · position row` });
@@ -370,7 +405,10 @@ function schemesView(view) {
     sin.frequencies.map((w) => w.toPrecision(3)).join(", ") }));
   // drawn dims x positions: transpose the (positions, dim) table
   const transposed = new Float64Array(table.values.length);
-  for (let p = 0; p < sin.positions; p++) for (let d = 0; d < sin.dim; d++) transposed[d * sin.positions + p] = table.values[p * sin.dim + d];
+  for (let p = 0; p < sin.positions; p++) {
+    for (let d = 0; d < sin.dim; d++) transposed[d * sin.positions + p] = table.values[p * sin.dim + d];
+  }
+  scaleLegend(view, 1);
   heatmap(view, { id: "sinusoidal-table", rows: sin.dim, cols: sin.positions, values: transposed, dtype: "float64",
     limit: 1, cell: 6, title: `sinusoidal table: ${sin.dim} dims × ${sin.positions} positions (float64 reference)`,
     describe: "rows are dimensions, columns positions; fast waves at the top, slow ones below.",
@@ -414,36 +452,56 @@ function schemesView(view) {
   figures.append(circle);
   const scores = decode(rope.scores);
   const P = rope.scores.shape[0];
-  heatmap(figures, { id: "rope-scores", rows: P, cols: P, values: scores.values, dtype: "float64",
-    limit: largest(scores.values), cell: 6, title: `q(m)·k(n): token #${rope.token_ids[0]} against #${rope.token_ids[1]}`,
-    describe: "the score of the two tokens at every pair of positions; it is constant along each diagonal.",
+  const scoresFigure = element("div");
+  scaleLegend(scoresFigure, largest(scores.values));
+  heatmap(scoresFigure, { id: "rope-scores", rows: P, cols: P, values: scores.values, dtype: "float64",
+    limit: largest(scores.values), cell: 6,
+    title: `q(m)·k(n): token #${rope.token_ids[0]} against #${rope.token_ids[1]}`,
+    describe: "the score of the two tokens at every pair of positions, rotated by the suite's " +
+      "float32 RoPE: constant along each diagonal up to float32 rounding (about 1e-6).",
     tip: (i, j) => `m = ${i}, n = ${j}, m − n = ${i - j}` });
+  figures.append(scoresFigure);
   view.append(figures);
 
-  for (const scheme of ["alibi", "t5"]) {
-    const found = DATA.schemes[scheme];
-    if (!found) continue;
-    const bias = decode(found.bias), attention = decode(found.attention);
-    const H = found.num_heads, W = found.window;
-    view.append(element("h2", { text: scheme === "alibi"
-      ? "ALiBi: −slope × distance added to each head's scores"
-      : "T5: a learned bias per head and bucketed distance (a random table here)" }));
-    view.append(element("p", { class: "caption", text: found.summary }));
-    const limit = largest(bias.values);
-    scaleLegend(view, limit);
-    const heads = element("div", { class: "row" });
-    for (let h = 0; h < H; h++) {
-      const slice = (x) => ({ values: x.values.slice(h * W * W, (h + 1) * W * W), bits: x.bits.slice(h * W * W, (h + 1) * W * W) });
-      const title = scheme === "alibi" ? `head ${h}: slope ${found.slopes[h]}` : `head ${h}`;
-      heatmap(heads, { id: `${scheme}-bias-${h}`, rows: W, cols: W, ...slice(bias), limit, cell: 9,
-        title: `${title}: bias`, describe: "query positions down, key positions across; grey: masked (keys after the query).",
-        tip: (i, j) => `${scheme} head ${h} · query ${i} · key ${j}` });
-      heatmap(heads, { id: `${scheme}-attention-${h}`, rows: W, cols: W, ...slice(attention), limit: 1, cell: 9,
-        scale: "sequential", title: `${title}: attention`, describe: "softmax over the keys of the bias alone.",
-        tip: (i, j) => `${scheme} head ${h} · query ${i} · key ${j} · attention` });
-    }
-    view.append(heads);
+  for (const scheme of ["alibi", "t5"]) biasFigures(view, scheme, DATA.schemes[scheme]);
+}
+
+function biasFigures(view, scheme, found) {
+  // Each head's bias (queries down, keys across) and the attention the bias alone makes.
+  const bias = decode(found.bias), attention = decode(found.attention);
+  const H = found.num_heads, W = found.window;
+  view.append(element("h2", { text: scheme === "alibi"
+    ? "ALiBi: −slope × distance added to each head's scores"
+    : "T5: a learned bias per head and bucketed distance (a random table here)" }));
+  view.append(element("p", { text: scheme === "alibi"
+    ? "Grey: keys after the query, where the bias is −inf (the causal mask, folded in); " +
+      "their attention weight is 0."
+    : "Keys after the query share the bucket of distance 0 in the bias; the causal mask gives " +
+      "them attention weight 0." }));
+  view.append(element("p", { class: "caption", text: found.summary }));
+  const legends = element("div", { class: "row" });
+  scaleLegend(legends, largest(bias.values));
+  scaleLegend(legends, 1, "sequential");
+  view.append(legends);
+  const heads = element("div", { class: "row" });
+  for (let h = 0; h < H; h++) {
+    const part = (x) => ({
+      values: x.values.slice(h * W * W, (h + 1) * W * W),
+      bits: x.bits.slice(h * W * W, (h + 1) * W * W),
+    });
+    const head = scheme === "alibi" ? `head ${h} (slope ${found.slopes[h]})` : `head ${h}`;
+    const pair = element("div", { class: "row" }); // a head's two panels stay together
+    heatmap(pair, { id: `${scheme}-bias-${h}`, rows: W, cols: W, ...part(bias),
+      limit: largest(bias.values), cell: 9, title: `${head}: bias`,
+      describe: "query positions down, key positions across.",
+      tip: (i, j) => `${scheme} head ${h} · query ${i} · key ${j} · bias` });
+    heatmap(pair, { id: `${scheme}-attention-${h}`, rows: W, cols: W, ...part(attention), limit: 1,
+      cell: 9, scale: "sequential", title: `${head}: attention`,
+      describe: "the softmax over the keys of the bias alone, causal.",
+      tip: (i, j) => `${scheme} head ${h} · query ${i} · key ${j} · attention` });
+    heads.append(pair);
   }
+  view.append(heads);
 }
 
 function realView(view) {
@@ -489,6 +547,7 @@ function realView(view) {
   view.append(element("h2", { text: "Word similarity: cosine of the raw token rows" }));
   view.append(element("p", { text: "Before any layer runs, training alone put related words near each other. " +
     "Words: " + sim.labels.join(", ") }));
+  scaleLegend(view, 1);
   heatmap(view, { id: "real-similarity", rows: n, cols: n, values: matrix.values, dtype: "float64", limit: 1, cell: 32,
     title: "cosine similarity", describe: `${n} words against each other.`,
     tip: (i, j) => `${sim.labels[i]} · ${sim.labels[j]}` });
@@ -521,7 +580,9 @@ function trainingView(view) {
 }
 
 function lineChart(title, curves, key, log) {
-  const width = 250, height = 150, left = 40, bottom = 22;
+  // One line per backend (the first solid and widest, the others dashed on top); decade ticks
+  // on a log axis; the legend's words in the ink colour beside a swatch of each line.
+  const width = 270, height = 170, left = 40, bottom = 40;
   const all = curves.flatMap((c) => c[key]).filter((v) => v > 0 || !log);
   const transform = log ? Math.log10 : (v) => v;
   const low = log ? Math.floor(Math.log10(Math.min(...all))) : 0;
@@ -531,9 +592,14 @@ function lineChart(title, curves, key, log) {
   const y = (v) => 6 + (1 - (transform(Math.max(v, 1e-12)) - low) / (high - low || 1)) * (height - bottom - 6);
   const lines = curves.map((c, k) => `<polyline fill="none" stroke="${BACKEND_COLOURS[c.backend] || "#333"}" ` +
     `stroke-width="${3 - k}" ${k ? 'stroke-dasharray="4 3"' : ""} points="${c[key].map((v, t) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ")}"/>`).join("");
-  const ticks = [low, high].map((v) => `<text x="2" y="${y(log ? 10 ** v : v) + 4}">${log ? `1e${v}` : v}</text>`).join("");
-  const legend = curves.map((c, k) => `<text x="${left + 60 * k}" y="${height - 4}" ` +
-    `style="fill: ${BACKEND_COLOURS[c.backend] || "#333"}">${c.backend}</text>`).join("");
+  const levels = log ? Array.from({ length: high - low + 1 }, (_, k) => 10 ** (low + k)) : [0, 0.5, 1];
+  const ticks = levels.map((v) => `<text x="2" y="${y(v) + 4}">${log ? `1e${Math.round(Math.log10(v))}` : v}</text>`).join("") +
+    `<text x="${left}" y="${height - bottom + 14}">0</text>` +
+    `<text x="${width - 30}" y="${height - bottom + 14}">${steps}</text>` +
+    `<text x="${(left + width) / 2 - 10}" y="${height - bottom + 14}">step</text>`;
+  const legend = curves.map((c, k) => `<line x1="${left + 75 * k}" y1="${height - 8}" x2="${left + 75 * k + 16}" ` +
+    `y2="${height - 8}" stroke="${BACKEND_COLOURS[c.backend] || "#333"}" stroke-width="3" ${k ? 'stroke-dasharray="4 3"' : ""}/>` +
+    `<text x="${left + 75 * k + 20}" y="${height - 4}">${c.backend}</text>`).join("");
   const figure = element("div", { class: "figure" });
   figure.append(element("h3", { text: title }));
   const last = curves.map((c) => `${c.backend} ${c[key][steps - 1].toPrecision(3)}`).join(", ");
