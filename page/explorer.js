@@ -336,12 +336,14 @@ function liveView(view) {
   view.append(element("div", {}, element("label", { for: "live-ids", text: "token_ids" }), ids));
   view.append(element("div", {}, element("label", { for: "live-start", text: "start" }), start, " ", startValue));
   const message = element("div", { id: "live-message", class: "message", role: "status", "aria-live": "polite" });
+  const legend = element("div");
   const figures = element("div", { class: "row", id: "live-figures" });
   const compared = element("div", { id: "live-compared", "aria-live": "polite" });
-  view.append(message, figures, compared);
+  view.append(message, legend, figures, compared);
 
   function update() {
     startValue.textContent = start.value;
+    legend.replaceChildren();
     figures.replaceChildren();
     compared.replaceChildren();
     message.textContent = "";
@@ -359,7 +361,7 @@ function liveView(view) {
     const sumBits = Array.from(sum, float32Bits);
     const limit = largest(tokenRows.values, positionRows.values, sum);
     const label = (t) => `token #${parsed.ids[t]} @ pos ${at + t}`;
-    scaleLegend(figures, limit);
+    scaleLegend(legend, limit);
     heatmap(figures, { id: "live-position", rows: T, cols: s.dim, ...positionRows, limit,
       title: `position_table[${at}:${at + T}]`, describe: "the position rows for these positions.",
       tip: (i, j) => `${label(i)} · dim ${j} · position row` });
