@@ -51,7 +51,7 @@ import numpy as np
 
 import backends
 from backends import validation
-from benchmarks.lookup_add import configure_threads, finish_chart, header
+from benchmarks.lookup_add import checked_args, configure_threads, finish_chart, header
 from drawing.table import text_table
 
 SAMPLE_SECONDS = 2e-3  # each timed sample is a batch of calls at least this long
@@ -402,16 +402,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     add("--json", default="bench-decode.json", help="default: %(default)s")
     add("--png", default="bench-decode.png", help="default: %(default)s")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.shapes = [s for s in args.shapes if s in QUICK_SHAPES] or list(QUICK_SHAPES)
-    args.repeats = args.repeats or (3 if args.quick else 15)
-    if args.repeats < 1 or args.threads < 1:
-        parser.error("--repeats and --threads must be at least 1")
-    for path in (args.json, args.png):
-        if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            parser.error(f"the folder of {path} does not exist")
-    return args
+    return checked_args(parser, argv, QUICK_SHAPES, quick_repeats=3)
 
 
 def measure_backend(name: str, shapes, *, rounds: int, threads: int, profile: bool):

@@ -531,10 +531,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     add("--json", default="bench.json", help="where to write the records (default: %(default)s)")
     add("--png", default="bench.png", help="where to draw the chart (default: %(default)s)")
+    return checked_args(parser, argv, QUICK_SHAPES, quick_repeats=5)
+
+
+def checked_args(parser, argv, quick_shapes, *, quick_repeats: int) -> argparse.Namespace:
+    """A benchmark's arguments, with --quick applied and the checks every benchmark shares."""
     args = parser.parse_args(argv)
     if args.quick:
-        args.shapes = [s for s in args.shapes if s in QUICK_SHAPES] or list(QUICK_SHAPES)
-    args.repeats = args.repeats or (5 if args.quick else 15)
+        args.shapes = [s for s in args.shapes if s in quick_shapes] or list(quick_shapes)
+    args.repeats = args.repeats or (quick_repeats if args.quick else 15)
     if args.repeats < 1 or args.threads < 1:
         parser.error("--repeats and --threads must be at least 1")
     for path in (args.json, args.png):

@@ -22,7 +22,6 @@ the NumPy backend's bias), the attention to the float64 softmax of that bias wit
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 
@@ -31,7 +30,8 @@ import numpy as np
 
 import backends
 from backends import positional, validation
-from jobs.parity import Result, run_tokens
+from jobs import train
+from jobs.parity import Result, run_tokens, same_bits
 from jobs.seed import SEED_TOKENS
 
 SCHEMES = ("alibi", "t5")
@@ -158,13 +158,13 @@ def run(
     checked = []
     for result in run_tokens(names, token_table, token_ids):
         be = backends.get(result.backend)
-        with _precision(be.name, compute):
+        with train.precision(be.name, compute.name):
             biases = {c: bias(be, c) for c in CALLS}
             attention = {
                 c: be.to_numpy(_softmax(be.name, biases[c], masked[c], compute)) for c in CALLS
             }
         biases = {c: be.to_numpy(b) for c, b in biases.items()}
-        identical = all(_same_bits(biases[c], expected_bias[c]) for c in CALLS)
+        identical = all(same_bits(biases[c], expected_bias[c]) for c in CALLS)
         diff = max(float(np.abs(attention[c] - expected[c]).max()) for c in CALLS)
         checked.append(Checked(be.name, result, biases, attention, identical, diff, tolerance))
     return BiasRun(
@@ -235,23 +235,6 @@ def _softmax(name: str, bias, masked: np.ndarray, compute):
     scores = np.where(masked, -np.inf, np.asarray(bias).astype(compute))
     e = np.exp(scores - scores.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
-
-
-def _precision(name: str, compute):
-    """JAX computes in 32 bits unless x64 is on: on for a float64 softmax only."""
-    if name == "jax" and np.dtype(compute) == np.float64:
-        import jax
-
-        return jax.enable_x64(True)
-    return contextlib.nullcontext()
-
-
-def _same_bits(actual: np.ndarray, expected: np.ndarray) -> bool:
-    return (
-        actual.dtype == expected.dtype
-        and actual.shape == expected.shape
-        and actual.tobytes() == expected.tobytes()
-    )
 
 
 def _heading(scheme: str, num_heads: int, length: int, stop: int, seed: int) -> list[str]:

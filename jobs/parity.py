@@ -35,11 +35,7 @@ class Result:
 
     @property
     def bit_identical(self) -> bool:
-        return (
-            self.output.dtype == self.expected.dtype
-            and self.output.shape == self.expected.shape
-            and self.output.tobytes() == self.expected.tobytes()
-        )
+        return same_bits(self.output, self.expected)
 
     @property
     def agrees(self) -> bool:
@@ -78,6 +74,15 @@ class Run:
             return f"DIFFERS from {self.reference_name}: {', '.join(self.differing)}"
         agreement = "bit-identical to" if self.exact else "within tolerance of"
         return f"all {len(self.results)} backends {agreement} {self.reference_name}"
+
+
+def same_bits(actual: np.ndarray, expected: np.ndarray) -> bool:
+    """The same dtype, shape and bytes: bit for bit, -0.0 and 0.0 told apart."""
+    return (
+        actual.dtype == expected.dtype
+        and actual.shape == expected.shape
+        and actual.tobytes() == expected.tobytes()
+    )
 
 
 def reference(token_table, position_table, token_ids, start: int) -> np.ndarray:

@@ -50,6 +50,7 @@ def quick_run(tmp_path_factory):
             "--png",
             str(out / "bench.png"),
         ],
+        check=False,
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -12,6 +12,7 @@ import backends
 import compare
 from backends import numpy_backend, positional
 from jobs import bias, seed
+from tests.test_compare import exits_2_with_one_line
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -144,11 +145,7 @@ def test_a_differing_bias_exits_1(tmp_path, capsys, monkeypatch):
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(capsys, argv, expected):
-    assert compare.main(argv) == 2
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    [line] = captured.err.splitlines()
-    assert line.startswith("compare.py: error: ") and expected in line
+    exits_2_with_one_line(capsys, argv, expected)
 
 
 def test_the_jobs_name_each_others_schemes():

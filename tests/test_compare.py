@@ -17,6 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_seed_demo_as_a_user_runs_it(tmp_path):
     done = subprocess.run(
         [sys.executable, os.path.join(ROOT, "compare.py")],
+        check=False,
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -151,6 +152,11 @@ def test_a_differing_backend_exits_1(tmp_path, capsys, monkeypatch):
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(capsys, argv, expected):
+    exits_2_with_one_line(capsys, argv, expected)
+
+
+def exits_2_with_one_line(capsys, argv, expected):
+    """compare.py refuses argv: exit 2, nothing on stdout, one line naming the problem."""
     assert compare.main(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == ""

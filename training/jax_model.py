@@ -12,7 +12,7 @@ import optax
 
 from backends import jax_backend as backend
 from backends import validation
-from training.task import SUBJECT, TRAINED, Architecture, embedding_layer
+from training.task import SUBJECT, Architecture, embedding_layer
 
 
 class Model:
@@ -30,10 +30,10 @@ class Model:
         layer = embedding_layer(backend, weights, scheme, arch.max_len)
         self.limits = (layer.vocab_size, layer.max_seq_len)  # for the host checks below
         self.constants = layer.constants  # the fixed sinusoidal table, if any
-        trained = ("wq", "wk", "wv", "wo", "bo") + TRAINED[scheme][1:]
+        trained = ("wq", "wk", "wv", "wo", "bo") + (("bias_table",) if scheme == "t5" else ())
         self.params = {
             **layer.params,
-            **{k: jnp.asarray(weights[k]) for k in trained if k not in layer.params},
+            **{k: jnp.asarray(weights[k]) for k in trained},
         }
         self.optimizer = optax.adam(lr, b1=betas[0], b2=betas[1], eps=eps)
         self.state = self.optimizer.init(self.params)

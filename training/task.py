@@ -114,13 +114,3 @@ def embedding_layer(backend, weights: dict, scheme: str, max_len: int = LENGTH):
             weights["token_table"], positions="sinusoidal", max_seq_len=max_len
         )
     return backend.TokenPositionEmbedding(weights["token_table"], positions="none")
-
-
-TRAINED = {  # scheme -> the weights it trains besides wq, wk, wv, wo and bo
-    "none": ("token_table",),
-    "learned": ("token_table", "position_table"),
-    "sinusoidal": ("token_table",),
-    "rope": ("token_table",),
-    "alibi": ("token_table",),
-    "t5": ("token_table", "bias_table"),
-}
