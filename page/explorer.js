@@ -64,22 +64,28 @@ function parseIds(text) {
 }
 
 function dtypeOf(tokens) {
-  // NumPy's choice for a list of Python ints, floats and strings: each int is an int64, or a
-  // uint64 if it only fits there, or an object beyond both; int64 with uint64, or ints with
-  // floats, make float64; strings make "<U" + the widest of them and of the numbers' text
-  // (int64 21 characters, uint64 20, float64 32).
-  const ints = tokens.filter((t) => INTEGER.test(t)).map((t) => BigInt(t));
-  const floats = tokens.some((t) => !INTEGER.test(t) && NUMBER.test(t));
-  const words = tokens.filter((t) => !NUMBER.test(t));
-  const within = ([low, high]) => ints.every((v) => v >= low && v < high);
-  if (!within([INT64[0], BIG[1]])) return "object";
-  let numeric = null;
-  if (floats || !(within(INT64) || within(BIG))) numeric = ints.length || floats ? "float64" : null;
-  else if (ints.length) numeric = within(INT64) ? "int64" : "uint64";
-  if (!words.length) return numeric || "int64"; // no ids at all: an empty int64 array
-  let width = { int64: 21, uint64: 20, float64: 32 }[numeric] || 0;
-  for (const word of words) width = Math.max(width, word.length);
-  return `<U${width}`;
+  // NumPy's choice for a list of Python ints, floats and strings, found as NumPy finds it: left
+  // to right, each value's own dtype promoted into the dtype so far. An int beyond both int64
+  // and uint64 makes an object array. Own dtypes: an int is int64, or uint64 if it only fits
+  // there; a decimal number float64; a word "<U" + its length. int64 with uint64 gives float64;
+  // a string with a number gives "<U" + the wider of the two, a number's text being int64 21
+  // characters, uint64 20 and float64 32. So the order matters: 0 9223372036854775808 abc is
+  // float64 then <U32, but 0 abc 9223372036854775808 is <U21 then still <U21.
+  const own = tokens.map((t) => {
+    if (!NUMBER.test(t)) return { width: t.length };
+    if (!INTEGER.test(t)) return "float64";
+    const v = BigInt(t);
+    if (v >= INT64[0] && v < INT64[1]) return "int64";
+    return v >= BIG[0] && v < BIG[1] ? "uint64" : "object";
+  });
+  if (own.includes("object")) return "object";
+  if (!own.length) return "int64"; // no ids at all: an empty int64 array
+  const width = (d) => (typeof d === "string" ? { int64: 21, uint64: 20, float64: 32 }[d] : d.width);
+  const found = own.reduce((so, d) => {
+    if (typeof so !== "string" || typeof d !== "string") return { width: Math.max(width(so), width(d)) };
+    return so === d ? so : "float64";
+  });
+  return typeof found === "string" ? found : `<U${found.width}`;
 }
 
 function checkCall(ids, start, vocabSize, maxSeqLen) {

@@ -11,7 +11,7 @@ import shutil
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import backends
@@ -360,6 +360,11 @@ TOKENS = st.one_of(
     separator=st.sampled_from([" ", ", ", ","]),
     start=st.integers(0, 16),
 )
+# NumPy promotes left to right: a word before a uint64 keeps <U21, after int64 and uint64 met
+# (float64) it is <U32. The first example failed once in three to five runs before dtypeOf did so.
+@example(tokens=["0", "abc", "9223372036854775808"], separator=" ", start=0)
+@example(tokens=["0", "9223372036854775808", "abc"], separator=" ", start=0)
+@example(tokens=["+7", "5"], separator=" ", start=0)
 def test_any_typed_ids_get_what_numpy_says(opened, tokens, separator, start):
     typed = separator.join(tokens)
     opened.show("live")
