@@ -27,7 +27,7 @@ import numpy as np
 
 import backends
 from benchmarks.lookup_add import SHAPES, Shape, configure_threads, header
-from drawing.table import text_table
+from embedding_parity.drawing.table import text_table
 
 LR = 0.01
 

@@ -52,7 +52,7 @@ import numpy as np
 import backends
 from backends import validation
 from benchmarks.lookup_add import checked_args, configure_threads, finish_chart, header
-from drawing.table import text_table
+from embedding_parity.drawing.table import text_table
 
 SAMPLE_SECONDS = 2e-3  # each timed sample is a batch of calls at least this long
 MAX_CALLS = 3000  # fresh ids are made for every call of a sample: bound that set-up

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 import backends
-from drawing.table import text_table
+from embedding_parity.drawing.table import text_table
 
 VOCAB, DIM, BATCH, LENGTH = 50, 64, 8, 128
 

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 import backends
-from drawing.table import text_table
+from embedding_parity.drawing.table import text_table
 
 SAMPLE_SECONDS = 2e-3  # each timed sample is a batch of calls at least this long
 CHUNK_BYTES = 1 << 20  # chunked NumPy variant: gather ~1 MiB of rows, add while in cache

@@ -25,8 +25,8 @@ import time
 import numpy as np
 
 import backends
-from drawing.table import text_table
-from sharding import reference
+from embedding_parity.drawing.table import text_table
+from embedding_parity.sharding import reference
 
 VOCAB, DIM, MAX_SEQ_LEN, BATCH, LENGTH = 50257, 768, 1024, 8, 128
 # name: (vocab_size, dim, bytes per element); bfloat16 weights
@@ -80,7 +80,7 @@ def on_paper(tokens: int = 8 * 2048) -> list[dict]:
 
 def jax_worker(shards, rounds: int) -> list[dict]:
     """In a process with max(shards) CPU devices: every N and strategy, interleaved."""
-    from sharding import jax_shards
+    from embedding_parity.sharding import jax_shards
 
     token_table, position_table, ids, start = problem()
     layers = {
@@ -111,7 +111,7 @@ def jax_worker(shards, rounds: int) -> list[dict]:
 
 
 def torch_records(shards) -> list[dict]:
-    from sharding import torch_shards
+    from embedding_parity.sharding import torch_shards
 
     case = problem()
     records = []

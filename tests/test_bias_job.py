@@ -11,7 +11,7 @@ import pytest
 import backends
 import compare
 from backends import numpy_backend, positional
-from jobs import bias, seed
+from embedding_parity.jobs import bias, seed
 from tests.test_compare import exits_2_with_one_line
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -124,7 +124,7 @@ def test_a_differing_bias_exits_1(tmp_path, capsys, monkeypatch):
 @pytest.mark.parametrize(
     "argv, expected",
     [
-        (["--scheme", "alibi", "--heads", "0"], "--heads must be at least 1, got 0"),
+        (["--scheme", "alibi", "--heads", "0"], "argument --heads: must be at least 1, got 0"),
         (["--scheme", "learned", "--heads", "2"], "--heads goes with --scheme alibi or t5"),
         (["--heads", "2"], "--heads goes with --scheme alibi or t5"),
         (["--scheme", "rope", "--heads", "2"], "--heads goes with --scheme alibi or t5"),
@@ -141,7 +141,7 @@ def test_a_differing_bias_exits_1(tmp_path, capsys, monkeypatch):
         (["--scheme", "t5", "--weights", "minilm"], "--scheme does not go with --weights"),
         (["--scheme", "alibi", "--start", "14"], "start 14 + T 4 = 18 exceeds max_seq_len 16"),
         (["--scheme", "t5", "--tokens", "100"], "token id 100 at token_ids[0] is out of range"),
-        (["--text", "hi", "--heads", "2"], "--heads goes with the seed demo"),
+        (["text", "hi", "--heads", "2"], "--heads goes with compare.py seed or compare.py train)"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(capsys, argv, expected):

@@ -116,35 +116,40 @@ def test_a_differing_backend_exits_1(tmp_path, capsys, monkeypatch):
         (["--tokens", "-2"], "token id -2 at token_ids[0]"),
         (["--start", "14"], "start 14 + T 4 = 18 exceeds max_seq_len 16"),
         (["--backends", "numpy", "mxnet"], "unknown backend 'mxnet'"),
-        (["--dim", "0"], "--dim must be at least 1, got 0"),
-        (["--batch", "0"], "--batch must be at least 1, got 0"),
+        (["--dim", "0"], "argument --dim: must be at least 1, got 0"),
+        (["--batch", "0"], "argument --batch: must be at least 1, got 0"),
         (["--layout", "concat"], "--layout and --base apply to --scheme sinusoidal or rope"),
         (["--base", "500"], "--layout and --base apply to --scheme sinusoidal or rope"),
         (["--out", "/no/such/folder/x.png"], "folder /no/such/folder does not exist"),
         (["--out", "picture.txt"], "needs an extension, one of .png"),
         (["--out", "noextension"], "needs an extension"),
         (["--backends", "numpy", "numpy"], "lists a backend twice"),
-        (["--seed", "-1"], "--seed must be at least 0, got -1"),
-        (["--words", "king"], "--words goes with --demo similarity, not the seed demo"),
-        (["--save-arrays", "a.npz"], "--save-arrays goes with --text, not the seed demo"),
+        (["--seed", "-1"], "argument --seed: must be at least 0, got -1"),
+        (["--words", "king"], "unrecognized arguments: --words king (--words goes with compare.py demo similarity)"),
+        (["--save-arrays", "a.npz"], "(--save-arrays goes with compare.py text or compare.py shard)"),
         (["--weights", "/no/such/file.safetensors", "--tokens", "1"], "no such file: /no/such/"),
         (["--weights", "minilm", "--dim", "4"], "--dim does not go with --weights"),
         (["--weights", "minilm", "--scheme", "rope"], "--scheme does not go with --weights"),
         (["--token-key", "k"], "--token-key and --position-key go with --weights PATH"),
-        (["--text", "hi", "--tokens", "1"], "--tokens goes with the seed demo (no --text"),
-        (["--text", "hi", "--start", "0"], "--start goes with the seed demo"),
-        (["--text", "hi", "--scheme", "rope"], "--scheme goes with the seed demo"),
-        (["--demo", "order", "--tokens", "1"], "--tokens goes with the seed demo"),
-        (["--demo", "order", "--dtype", "float16"], "--dtype goes with the seed demo"),
-        (["--demo", "similarity", "--backends", "jax"], "--backends goes with"),
-        (["--demo", "similarity", "--dims", "0:8"], "--dims goes with"),
-        (["--demo", "order", "--truncate"], "--truncate goes with --text, not --demo order"),
-        (["--demo", "similarity", "--texts", "a", "b"], "--texts goes with --demo order"),
-        (["--tokenizer", "bert"], "--tokenizer goes with --text or --demo"),
-        (["--dims", "abc"], "--dims must look like 0:32, got 'abc'"),
-        (["--vocab-size", "0"], "--vocab-size must be at least 1, got 0"),
+        (["text", "hi", "--tokens", "1"], "--tokens goes with compare.py seed or compare.py shard"),
+        (["text", "hi", "--start", "0"], "--start goes with compare.py seed"),
+        (["text", "hi", "--scheme", "rope"], "--scheme goes with compare.py seed"),
+        (["demo", "order", "--tokens", "1"], "--tokens goes with compare.py seed"),
+        (["demo", "order", "--dtype", "float16"], "--dtype goes with compare.py seed"),
+        (["demo", "similarity", "--backends", "jax"], "--backends goes with"),
+        (["demo", "similarity", "--dims", "0:8"], "--dims goes with"),
+        (["demo", "order", "--truncate"], "--truncate goes with compare.py text)"),
+        (["demo", "similarity", "--texts", "a", "b"], "--texts goes with compare.py demo order)"),
+        (["--tokenizer", "bert"], "--tokenizer goes with compare.py text or compare.py demo"),
+        (["--dims", "abc"], "argument --dims: must look like 0:32, got 'abc'"),
+        (["--vocab-size", "0"], "argument --vocab-size: must be at least 1, got 0"),
+        # the spellings of the modes before they became commands: a hint with the new one
+        (["--text", "dog bites man"], "(--text is now a command: compare.py text ...)"),
+        (["--demo", "order"], "(--demo is now a command: compare.py demo ...)"),
+        (["demo"], "the following arguments are required: DEMO"),
+        (["trian"], "argument COMMAND: invalid choice: 'trian'"),
         (["--tokens", "99999999999999999999"], "too large"),
-        (["--scheme", "rope", "--base", "inf"], "base must be positive and finite"),
+        (["--scheme", "rope", "--base", "inf"], "--base: must be positive and finite, got inf"),
         (["--scheme", "rope", "--dim", "7"], "RoPE needs an even dim, got 7"),
         (["--scheme", "sinusoidal", "--dim", "7"], "a sinusoidal table needs an even dim, got 7"),
         (["--scheme", "rope", "--layout", "concat"], "unknown RoPE layout 'concat'"),
@@ -156,30 +161,34 @@ def test_bad_arguments_exit_2_with_one_line(capsys, argv, expected):
 
 
 def exits_2_with_one_line(capsys, argv, expected):
-    """compare.py refuses argv: exit 2, nothing on stdout, one line naming the problem."""
+    """compare.py refuses argv: exit 2, nothing on stdout, one line naming the problem, after
+    the command typed ("compare.py demo order: error: ..."; plain "compare.py" for the default)."""
     assert compare.main(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     [line] = captured.err.splitlines()
-    assert line.startswith("compare.py: error: ") and expected in line
+    typed = argv[:1] if argv[0] in ("text", "demo") else []
+    if typed == ["demo"] and argv[1:2] in (["order"], ["similarity"]):
+        typed = argv[:2]
+    assert line.startswith(" ".join(["compare.py", *typed]) + ": error: ") and expected in line
 
 
-def test_argparse_errors_exit_2(capsys):
-    with pytest.raises(SystemExit) as info:
-        compare.main(["--dtype", "int8"])
-    assert info.value.code == 2
+def test_argparse_errors_are_one_line_too(capsys):
+    exits_2_with_one_line(capsys, ["--dtype", "int8"], "argument --dtype: invalid choice: 'int8'")
 
 
 def test_every_stray_flag_is_named_in_one_line(capsys):
-    assert compare.main(["--text", "hi", "--tokens", "1", "--batch", "2"]) == 2
+    assert compare.main(["text", "hi", "--tokens", "1", "--batch", "2"]) == 2
     [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("compare.py text: error: unrecognized arguments: --tokens 1 --batch 2")
     assert "--tokens goes with" in line and "--batch goes with" in line
 
 
 def test_a_flag_given_with_its_default_value_is_still_checked(capsys):
-    # Given explicitly, even at its default, a flag the mode does not use is an error.
-    assert compare.main(["--demo", "similarity", "--dtype", "float32"]) == 2
-    assert "--dtype goes with" in capsys.readouterr().err
+    # Given explicitly, even at its default, a flag the command does not take is an error.
+    assert compare.main(["demo", "similarity", "--dtype", "float32"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("compare.py demo similarity: error:") and "--dtype goes with" in line
 
 
 def test_right_bytes_in_the_wrong_dtype_differ(tmp_path, capsys, monkeypatch):
@@ -198,8 +207,8 @@ def test_right_bytes_in_the_wrong_dtype_differ(tmp_path, capsys, monkeypatch):
 @pytest.mark.parametrize(
     "argv, expected",
     [
-        (["--text", "hi", "--demo", "order"], "--text and --demo are two modes: give one of them"),
-        (["--scheme", "rope", "--base", "0"], "--base must be positive and finite, got 0"),
+        (["text", "hi", "--demo", "order"], "--demo is now a command: compare.py demo ..."),
+        (["--scheme", "rope", "--base", "0"], "--base: must be positive and finite, got 0"),
         (["--batch", "2", "--tokens", "200", "--vocab-size", "5"], "token id 200 at token_ids[0]"),
         (["--start", "20"], "exceeds max_seq_len 16: start below 16"),
     ],

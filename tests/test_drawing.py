@@ -10,8 +10,8 @@ import pytest
 
 import backends
 from benchmarks import lookup_add
-from drawing import heatmaps, pyplot, table, wrap
-from jobs import parity, seed
+from embedding_parity.drawing import heatmaps, pyplot, table, wrap
+from embedding_parity.jobs import parity, seed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

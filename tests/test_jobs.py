@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import backends
-from jobs import arrays, demos, parity, seed, text
+from embedding_parity.jobs import arrays, demos, parity, seed, text
 
 NAMES = backends.names()
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 import backends
 import compare
 from backends import positional, pretrained
-from jobs import page
-from page import render
+from embedding_parity.jobs import page
+from embedding_parity.page import render
 from tests.conftest import needs
 
 pytestmark = pytest.mark.slow  # a browser: still run by make test and CI
@@ -260,7 +260,7 @@ def test_float64_tooltips_are_the_reference_values(opened):
 
 def test_the_real_view_shows_minilms_rows_exactly(opened, explorer):
     needs("minilm")
-    from jobs import text
+    from embedding_parity.jobs import text
 
     model = text.load_model("minilm")
     done = text.run(["numpy"], page.PRESETS[1], model)

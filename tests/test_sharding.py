@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import backends
-from sharding import reference
+from embedding_parity.sharding import reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IDS = [np.array([[5, 10, 7, 102], [0, 5, 1, 2]]), np.array([3, 4]), np.zeros((2, 0), np.int64)]
@@ -116,7 +116,7 @@ JAX_CHECKS = textwrap.dedent(
     import json
     import numpy as np
     import backends
-    from sharding import jax_shards
+    from embedding_parity.sharding import jax_shards
 
     IDS = [np.array([[5, 10, 7, 102], [0, 5, 1, 2]]), np.array([3, 4]), np.zeros((2, 0), int)]
     checked, errors = 0, {}
@@ -147,7 +147,7 @@ JAX_CHECKS = textwrap.dedent(
                     checked += 1
     # Signed zeros: JAX agrees with the reference (an all-reduce sums from +0.0), and the
     # column split, which only moves values, keeps them.
-    from sharding import reference
+    from embedding_parity.sharding import reference
     signed = np.array([[1.5, -0.0, -0.0], [2.0, 3.0, -1.0]], np.float32)
     positions = np.array([[0.25, 0.5, -0.0]], np.float32)
     for num_shards in (1, 2):  # one shard: a copy, -0.0 kept; two: summed from +0.0
@@ -224,7 +224,7 @@ def torch_cases():
 @pytest.mark.parametrize("strategy", ["rows", "columns", "dtensor"])
 def test_torch_ranks_give_the_unsharded_layer_bit_for_bit(num_shards, strategy):
     pytest.importorskip("torch")
-    from sharding import torch_shards
+    from embedding_parity.sharding import torch_shards
 
     cases = torch_cases()
     found = torch_shards.embed_many(cases, num_shards=num_shards, strategy=strategy, timeout=60)
@@ -241,7 +241,7 @@ def test_torch_ranks_train_their_own_rows_and_gathered_give_the_unsharded_gradie
     """Each rank computes the gradient of its own shard; gathered, it is the unsharded token
     gradient, bit for bit (each row here sums at most two terms; see docs/learning.md)."""
     pytest.importorskip("torch")
-    from sharding import torch_shards
+    from embedding_parity.sharding import torch_shards
 
     numpy_backend = backends.get("numpy")
     rng = np.random.default_rng(0)
@@ -260,7 +260,7 @@ def test_torch_refuses_a_bad_id_before_starting_a_process():
     pytest.importorskip("torch")
     import multiprocessing
 
-    from sharding import torch_shards
+    from embedding_parity.sharding import torch_shards
 
     token_table, position_table = backends.shared_weights(103, 10, 16)
     with pytest.raises(IndexError, match="token id 103 at token_ids\\[1\\]"):
@@ -274,7 +274,7 @@ def test_every_rank_checks_the_ids_before_its_collective(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     import torch.distributed as dist
 
-    from sharding import torch_shards
+    from embedding_parity.sharding import torch_shards
 
     def collective(*args, **kwargs):
         raise AssertionError("a collective ran before the ids were checked")
@@ -298,7 +298,7 @@ def test_a_failed_rank_makes_the_run_fail_not_hang(fault):
     import multiprocessing
     import time
 
-    from sharding import torch_shards
+    from embedding_parity.sharding import torch_shards
 
     token_table, position_table = backends.shared_weights(103, 10, 16)
     began = time.monotonic()
@@ -326,7 +326,7 @@ def test_a_failed_rank_makes_the_run_fail_not_hang(fault):
 @pytest.mark.parametrize("strategy", ["rows", "columns", "compiler"])
 def test_jax_processes_give_the_unsharded_layer_bit_for_bit(num_processes, strategy):
     pytest.importorskip("jax")
-    from sharding import jax_processes
+    from embedding_parity.sharding import jax_processes
 
     cases = torch_cases()  # the same tables, ids and starts
     found = jax_processes.embed_many(
@@ -341,7 +341,7 @@ def test_a_failed_jax_process_stops_the_others():
     pytest.importorskip("jax")
     import time
 
-    from sharding import jax_processes
+    from embedding_parity.sharding import jax_processes
 
     token_table, position_table = backends.shared_weights(103, 10, 16)
     cases = [(token_table, position_table, np.array([1, 2]), 0)]
@@ -350,14 +350,14 @@ def test_a_failed_jax_process_stops_the_others():
         jax_processes.embed_many(cases, num_processes=2, timeout=60, fail_process=1)
     assert time.monotonic() - began < 60
     left = subprocess.run(
-        ["pgrep", "-f", "sharding.jax_processes"], capture_output=True, text=True, check=False
+        ["pgrep", "-f", "embedding_parity.sharding.jax_processes"], capture_output=True, text=True, check=False
     )
     assert left.stdout == "", "a JAX process outlived the run"
 
 
 def test_jax_processes_refuse_a_bad_id_before_starting():
     pytest.importorskip("jax")
-    from sharding import jax_processes
+    from embedding_parity.sharding import jax_processes
 
     token_table, position_table = backends.shared_weights(103, 10, 16)
     with pytest.raises(IndexError, match="token id 103 at token_ids\\[1\\]"):

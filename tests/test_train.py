@@ -8,8 +8,8 @@ import pytest
 
 import backends
 import compare
-from jobs import extrapolate, train
-from training import language, numpy_model, task
+from embedding_parity.jobs import extrapolate, train
+from embedding_parity.training import language, numpy_model, task
 
 NAMES = backends.names()
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

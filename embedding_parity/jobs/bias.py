@@ -30,9 +30,9 @@ import numpy as np
 
 import backends
 from backends import positional, validation
-from jobs import train
-from jobs.parity import Result, run_tokens, same_bits
-from jobs.seed import SEED_TOKENS
+from embedding_parity.jobs import train
+from embedding_parity.jobs.parity import Result, run_tokens, same_bits
+from embedding_parity.jobs.seed import SEED_TOKENS
 
 SCHEMES = ("alibi", "t5")
 CALLS = ("tokens", "window")  # the tokens' positions, and the window drawn

@@ -1,19 +1,34 @@
-"""The train job: the same tiny model (training/) in every backend, from the same initial
-weights on the same batches, under each positional scheme; losses, accuracies and how far
-the backends' loss curves drift apart."""
+"""Train the same tiny model in every backend, from the same weights on the same batches.
+
+The model is the suite's layer, attention and a readout (``embedding_parity/training/``),
+trained under each positional scheme; the job reports losses, accuracies and how far the
+backends' loss curves drift apart. By default the task needs word order ("dog bites man": the
+target is the subject). With --extrapolate: train short, test long, a causal next-token model
+trained at --length tokens and tested at 1, 2, 4 and 8 times that (``jobs.extrapolate``).
+
+    compare.py train --dtype float64          # about 20 s on 2 cores
+    compare.py train --extrapolate            # about a minute on 2 cores
+
+Exit status: 0 done (float64: every backend's loss within the tolerance), 1 float64 losses
+beyond the tolerance, 2 bad arguments.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import importlib
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from backends import validation
-from training import task as tasks
+from embedding_parity.jobs import command
+from embedding_parity.training import task as tasks
+
+COMMAND = "train"
 
 DEFAULTS = {"steps": 300, "batch_size": 32, "lr": 0.01, "dim": 32, "head_dim": 16, "seed": 0}
 
@@ -122,7 +137,7 @@ def check_common(dtype: str, defaults: dict, **settings) -> dict:
 
 
 def _train(name, scheme, weights, task, batches, settings, bar) -> Curve:
-    model_module = importlib.import_module(f"training.{name}_model")
+    model_module = importlib.import_module(f"embedding_parity.training.{name}_model")
     with precision(name, settings["dtype"]):
         model = model_module.Model(weights, scheme, lr=settings["lr"])
         loss, accuracy, test = (np.empty(len(batches)) for _ in range(3))
@@ -182,3 +197,102 @@ def save_tables(training: Training, path: str) -> tuple[str, str]:
     curve = training.curves[schemes.index("learned") if "learned" in schemes else 0]
     save_file({k: np.ascontiguousarray(v) for k, v in curve.tables.items()}, path)
     return curve.scheme, curve.backend
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def add_arguments(parser) -> None:
+    """Numeric flags default to None: given ones override the mode's own defaults."""
+    from embedding_parity.jobs import extrapolate
+
+    add = parser.add_argument
+    add("--scheme", nargs="+", choices=tasks.SCHEMES, default=list(tasks.SCHEMES),
+        help="default: all")
+    command.add_backends(parser)
+    add("--dtype", choices=("float64", "float32"), default="float32", help="default: float32")
+    add("--extrapolate", action="store_true",
+        help="train short, test long, on a drifting-topic language")
+    for flag, kind, what in (
+        ("steps", int, "Adam steps"),
+        ("batch_size", int, "training sequences per step"),
+        ("lr", float, "Adam's learning rate"),
+        ("dim", int, "embedding width"),
+        ("head_dim", int, "width of q, k and v per head (even: RoPE pairs them)"),
+        ("seed", int, "seed of the weights, the batches and the held-out data"),
+        ("heads", int, "attention heads, with --extrapolate"),
+        ("length", int, "training length, with --extrapolate"),
+    ):
+        add(
+            "--" + flag.replace("_", "-"),
+            type=kind,
+            help=f"{what} (default: {DEFAULTS.get(flag, '-')}; with --extrapolate: "
+            f"{extrapolate.DEFAULTS[flag]})",
+        )
+    add("--json", metavar="PATH", help="write every curve and the settings as JSON")
+    add("--save", metavar="PATH.safetensors", help="write the trained tables (not --extrapolate)")
+    command.add_picture(
+        parser, "train.png", "the curves picture; with the learned scheme also OUT-positions.png"
+    )
+    parser.set_defaults(run=main)
+
+
+def main(args) -> int:
+    """1 if float64 losses drift beyond the tolerance."""
+    from embedding_parity.jobs import extrapolate
+
+    names = command.chosen_backends(args.backends)
+    command.check_picture(args.out)
+    command.check_file("--json", args.json, ".json")
+    command.check_file("--save", args.save, ".safetensors")
+    job = extrapolate if args.extrapolate else sys.modules[__name__]
+    settings = {k: getattr(args, k) for k in extrapolate.DEFAULTS if getattr(args, k) is not None}
+    if not args.extrapolate:
+        for flag in ("heads", "length"):
+            if flag in settings:
+                raise command.UsageError(f"--{flag} goes with --extrapolate")
+    elif args.save:
+        raise command.UsageError(
+            "--save writes the word-order task's tables: leave out --extrapolate"
+        )
+    settings = job.check_settings(args.dtype, **settings)
+    settings.pop("dtype")
+    schemes = tuple(dict.fromkeys(args.scheme))
+    if args.extrapolate:
+        return _report_extrapolation(args, names, schemes, settings)
+    return _report(args, run(names, schemes, dtype=args.dtype, progress=True, **settings))
+
+
+def _report(args, done: Training) -> int:
+    from embedding_parity.drawing import training as pictures
+
+    print("\n".join(pictures.summary(done)))
+    show = command.show(args)
+    pictures.curves(done, args.out, show=show)
+    print(f"picture: {os.path.abspath(args.out)}")
+    if "learned" in done.drift:
+        stem, extension = os.path.splitext(args.out)
+        pictures.positions(done, f"{stem}-positions{extension}", show=show)
+        print(f"picture: {os.path.abspath(f'{stem}-positions{extension}')}")
+    if args.json:
+        save_json(done, args.json)
+        print(f"curves: {os.path.abspath(args.json)}")
+    if args.save:
+        scheme, backend = save_tables(done, args.save)
+        note = "" if scheme == "learned" else "; token_table only: no learned positions"
+        print(f"tables ({scheme}, {backend}{note}): {os.path.abspath(args.save)}")
+    return 1 if done.beyond() else 0
+
+
+def _report_extrapolation(args, names, schemes, settings) -> int:
+    from embedding_parity.drawing import training as pictures
+    from embedding_parity.jobs import extrapolate
+
+    done = extrapolate.run(names, schemes, dtype=args.dtype, progress=True, **settings)
+    print("\n".join(pictures.extrapolation_summary(done)))
+    pictures.extrapolation(done, args.out, show=command.show(args))
+    print(f"picture: {os.path.abspath(args.out)}")
+    if args.json:
+        extrapolate.save_json(done, args.json)
+        print(f"losses: {os.path.abspath(args.json)}")
+    return 1 if done.beyond() else 0

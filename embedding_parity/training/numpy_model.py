@@ -7,7 +7,7 @@ import numpy as np
 
 from backends import numpy_backend as backend
 from backends import positional
-from training.task import SUBJECT, T5_BUCKETS, Architecture, embedding_layer
+from embedding_parity.training.task import SUBJECT, T5_BUCKETS, Architecture, embedding_layer
 
 
 class Model:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jobs.parity import Run
+from embedding_parity.jobs.parity import Run
 
 _SAVED = {"token embeddings": "token", "position embeddings": "position"}
 

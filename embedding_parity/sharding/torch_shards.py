@@ -33,7 +33,7 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from backends import torch_backend, validation
-from sharding import reference
+from embedding_parity.sharding import reference
 
 STRATEGIES = ("rows", "columns", "dtensor")
 

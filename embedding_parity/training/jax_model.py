@@ -12,7 +12,7 @@ import optax
 
 from backends import jax_backend as backend
 from backends import validation
-from training.task import SUBJECT, Architecture, embedding_layer
+from embedding_parity.training.task import SUBJECT, Architecture, embedding_layer
 
 
 class Model:

@@ -28,9 +28,10 @@ import traceback
 import numpy as np
 
 from backends import validation
-from sharding import reference
+from embedding_parity.sharding import reference
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The folder holding backends/ and embedding_parity/: the workers import both from there.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def embed_many(
@@ -47,8 +48,8 @@ def embed_many(
     or a run longer than timeout seconds, stops them all and raises RuntimeError.
     fail_process: a process that raises before its first lookup (for the test that shows
     the others are stopped, not left waiting in their collective)."""
-    from sharding import free_port
-    from sharding.jax_shards import STRATEGIES
+    from embedding_parity.sharding import free_port
+    from embedding_parity.sharding.jax_shards import STRATEGIES
 
     validation.choice(strategy, STRATEGIES, "sharding strategy")
     arrays, dtypes = {}, []
@@ -84,7 +85,7 @@ def embed_many(
                     command = [
                         sys.executable,
                         "-m",
-                        "sharding.jax_processes",
+                        "embedding_parity.sharding.jax_processes",
                         "--coordinator",
                         coordinator,
                         "--num-processes",
@@ -168,7 +169,7 @@ def main(argv=None) -> int:
 
 
 def _lookups(args) -> None:
-    from sharding.jax_shards import ShardedEmbedding
+    from embedding_parity.sharding.jax_shards import ShardedEmbedding
 
     if args.process_id == args.fail_process:
         raise RuntimeError(f"process {args.process_id} failed on purpose, before its lookups")

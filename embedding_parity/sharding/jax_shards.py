@@ -30,7 +30,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from backends import validation
-from sharding import reference
+from embedding_parity.sharding import reference
 
 AXIS = "shards"
 STRATEGIES = ("rows", "columns", "compiler")

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from backends import torch_backend as backend
-from training.task import SUBJECT, Architecture, embedding_layer
+from embedding_parity.training.task import SUBJECT, Architecture, embedding_layer
 
 
 class Net(nn.Module):

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from jobs import train
-from training import language
-from training import task as tasks
+from embedding_parity.jobs import train
+from embedding_parity.training import language
+from embedding_parity.training import task as tasks
 
 DEFAULTS = {
     "steps": 1000,
@@ -129,7 +129,7 @@ def check_settings(dtype: str = "float32", **settings) -> dict:
 
 
 def _train(name, scheme, weights, arch, batches, tests, settings, bar) -> Run:
-    model_module = importlib.import_module(f"training.{name}_model")
+    model_module = importlib.import_module(f"embedding_parity.training.{name}_model")
     with train.precision(name, settings["dtype"]):
         model = model_module.Model(weights, scheme, lr=settings["lr"], arch=arch)
         loss = np.empty(len(batches))

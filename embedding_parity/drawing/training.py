@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from drawing import pyplot, save
-from drawing.table import text_table
-from jobs.extrapolate import Extrapolation
-from jobs.train import Training
+from embedding_parity.drawing import pyplot, save
+from embedding_parity.drawing.table import text_table
+from embedding_parity.jobs.extrapolate import Extrapolation
+from embedding_parity.jobs.train import Training
 
 COLOURS = {"numpy": "tab:blue", "torch": "tab:orange", "jax": "tab:green"}
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from drawing import save, wrap
-from jobs.shard import Sharded
-from sharding import reference
+from embedding_parity.drawing import save, wrap
+from embedding_parity.jobs.shard import Sharded
+from embedding_parity.sharding import reference
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency.
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#999999"]
@@ -16,7 +16,7 @@ OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "
 def ownership(done: Sharded, path: str, *, show: bool = False) -> None:
     from matplotlib.patches import ConnectionPatch
 
-    from drawing import pyplot
+    from embedding_parity.drawing import pyplot
 
     plt = pyplot(show)
     vocab_size = len(done.token_table)

@@ -1,6 +1,12 @@
-"""Real text on real tables: a packaged model (``minilm``, ``smollm2``) or your own
-.safetensors/.npz file with a tokenizer, every backend held bit for bit to the NumPy
-expression. Error messages name compare.py's flags."""
+"""Real text on real tables: a packaged model (minilm, smollm2) or your own .safetensors/.npz
+file with a tokenizer, every backend held bit for bit to the NumPy expression.
+
+    compare.py text "the king and the queen drove a car"       # MiniLM, offline
+    compare.py text "Hello world" --weights smollm2
+    compare.py text "hi" --weights model.safetensors --tokenizer bert
+
+Exit status: 0 every backend bit-identical, 1 one differs, 2 bad arguments or input.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,12 @@ import os
 
 import numpy as np
 
+import backends
 from backends import pretrained, validation
-from jobs.parity import Run, run_learned, run_tokens
+from embedding_parity.jobs import command
+from embedding_parity.jobs.parity import Run, run_learned, run_tokens
+
+COMMAND = "text"
 
 
 def load_model(
@@ -110,3 +120,59 @@ def quote(text: str, tokens: int, *, embedded: int | None = None, limit: int = 6
     words = text.split(" ")
     head, tail = " ".join(words[:5])[: limit // 2], " ".join(words[-3:])[-limit // 2 :]
     return f'"{head} … {tail}" ({len(words)} words, {tokens} tokens{cut})'
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def add_real_tables(parser) -> None:
+    """--weights and what reads it: the flags of text and of both demonstrations."""
+    add = parser.add_argument
+    add(
+        "--weights",
+        default="minilm",
+        metavar="minilm|smollm2|PATH",
+        help="a packaged model, or a .safetensors/.npz file (default: %(default)s)",
+    )
+    add(
+        "--tokenizer",
+        choices=pretrained.TOKENIZERS,
+        help="with --weights PATH: bert (WordPiece) or gpt2 (byte-level BPE)",
+    )
+    add("--token-key", help="name of the token table in a --weights file")
+    add("--position-key", help="name of the position table in a --weights file")
+
+
+def load_model_of(args) -> pretrained.Pretrained:
+    """The model that add_real_tables's flags name."""
+    return load_model(
+        args.weights,
+        tokenizer=args.tokenizer,
+        token_key=args.token_key,
+        position_key=args.position_key,
+    )
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("text", help='the text to tokenize and embed, e.g. "dog bites man"')
+    add_real_tables(parser)
+    parser.add_argument(
+        "--truncate", action="store_true", help="cut a text longer than the model's positions"
+    )
+    parser.add_argument("--save-arrays", metavar="OUT.npz", help="also save ids and every array")
+    parser.add_argument(
+        "--dtype", choices=list(backends.DTYPES), default="float32", help="(default: %(default)s)"
+    )
+    command.add_dims(parser)
+    command.add_backends(parser)
+    command.add_picture(parser, "compare.png")
+    parser.set_defaults(run=main)
+
+
+def main(args) -> int:
+    command.check_picture(args.out)
+    command.check_file("--save-arrays", args.save_arrays, ".npz")
+    names = command.chosen_backends(args.backends)
+    model = load_model_of(args)
+    done = run(names, args.text, model, dtype=args.dtype, truncate=args.truncate)
+    return command.report_parity(args, done)

@@ -1,0 +1,132 @@
+"""The command line: one subcommand per job, each declared by its own module.
+
+The parser only creates the subparsers; every job module in ``JOBS`` adds its own flags
+(``add_arguments``, which also sets its ``run``), checks them and runs itself
+(``main(args) -> int``), the way torchtune's
+``tune`` command is built. With no command, or with flags first, the seed demo runs, so bare
+``python compare.py`` is the seed demo. Exit status: 0 every backend agrees, 1 one differs
+(or a demonstration's claim fails), 2 bad usage or input (one line, no traceback),
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import sys
+
+# Job modules in embedding_parity.jobs, in the order --help lists them; the first is the default.
+JOBS = ("seed", "text", "demos", "train", "shard", "page")
+
+
+class UsageError(ValueError):
+    """Bad arguments or input: the CLI prints the message as one line and exits 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors raised (one line from main) instead of printed with usage."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
+    def error(self, message):
+        raise UsageError(message)
+
+
+def build_parser(prog: str = "compare.py") -> Parser:
+    parser = Parser(
+        prog=prog,
+        description="The token + position embedding in NumPy, PyTorch and JAX on the same "
+        "weights: parity tables against a reference, pictures, training, sharding, the explorer "
+        f"page. With no command (or flags first) it runs `seed`: `{prog} --dtype bfloat16` is "
+        f"`{prog} seed --dtype bfloat16`. Each command's --help lists its flags.",
+        epilog="Exit status: 0 every backend agrees, 1 one differs (or a demonstration's claim "
+        "fails), 2 bad arguments or input (one line), 130 interrupted.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for name in JOBS:
+        job = importlib.import_module(f"embedding_parity.jobs.{name}")
+        summary = job.__doc__.split("\n\n")[0].replace("\n", " ")
+        sub = commands.add_parser(job.COMMAND, help=summary, description=job.__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        job.add_arguments(sub)  # its flags, and set_defaults(run=its main)
+    return parser
+
+
+def main(argv=None, prog: str = "compare.py") -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(prog)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv = [JOBS[0], *argv]  # the default command
+        where = prog
+    else:
+        where = " ".join([prog, *_command_words(parser, argv)])
+    try:
+        args = parser.parse_args(argv)
+        return args.run(args)
+    except KeyboardInterrupt:
+        print(f"{where}: interrupted", file=sys.stderr)
+        return 130
+    except UsageError as error:
+        print(f"{where}: error: {_hint(parser, str(error))}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError, IndexError, ImportError, OverflowError, MemoryError) as error:
+        print(f"{where}: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # an unwritable output, say
+        print(f"{where}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def console() -> int:
+    """The embedding-parity script."""
+    return main(prog="embedding-parity")
+
+
+def _command_words(parser, argv) -> list[str]:
+    """The (sub)command names at the start of argv: ["demo", "order"], say."""
+    words = []
+    for word in argv:
+        choices = _subcommands(parser)
+        if word not in choices:
+            break
+        words.append(word)
+        parser = choices[word]
+    return words
+
+
+def _subcommands(parser) -> dict:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices
+    return {}
+
+
+def _hint(parser, message: str) -> str:
+    """argparse's message, plus where an unrecognised flag belongs: another command's flag,
+    or a flag that became a command (--text is now `compare.py text`)."""
+    found = re.match(r"unrecognized arguments: (.*)", message)
+    if not found:
+        return message
+    hints = []
+    for flag in dict.fromkeys(re.findall(r"(?:^| )(--[\w-]+)", found.group(1))):
+        if flag[2:] in _subcommands(parser):
+            hints.append(f"{flag} is now a command: {parser.prog} {flag[2:]} ...")
+            continue
+        owners = [" ".join(path) for path, sub in _all_commands(parser) if flag in _flags(sub)]
+        if owners:
+            hints.append(f"{flag} goes with {' or '.join(owners)}")
+    return message + (f" ({'; '.join(hints)})" if hints else "")
+
+
+def _all_commands(parser, path=None):
+    """(path, parser) of every command and subcommand, depth first."""
+    for name, sub in _subcommands(parser).items():
+        here = [*(path or [parser.prog]), name]
+        yield here, sub
+        yield from _all_commands(sub, here)
+
+
+def _flags(parser) -> set[str]:
+    return set(parser._option_string_actions)

@@ -1,0 +1,139 @@
+"""What the commands share: the flags several jobs declare, their checks, and the report of a
+parity run. Each job module declares its own flags with these and checks the rest itself."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+import backends
+from embedding_parity.cli import UsageError
+
+
+def at_least(least: int):
+    """An argparse type: an int, at least ``least``."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type in "invalid int value: 'x'"
+    return parse
+
+
+def positive_finite(text: str) -> float:
+    """An argparse type: a float that is positive and finite."""
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be positive and finite, got {value:g}")
+    return value
+
+
+positive_finite.__name__ = "float"
+
+
+def column_range(text: str) -> tuple[int, int]:
+    """An argparse type for --dims: "A:B" as (A, B)."""
+    first, _, stop = text.partition(":")
+    try:
+        return int(first), int(stop)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must look like 0:32, got {text!r}") from None
+
+
+column_range.__name__ = "dims"
+
+
+def add_backends(parser) -> None:
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        metavar="NAME",
+        help=f"backends to run (default: every installed one: {' '.join(backends.names())})",
+    )
+
+
+def add_picture(parser, default: str, what: str = "the picture") -> None:
+    """--out and --show."""
+    parser.add_argument("--out", default=default, help=f"{what} (default: %(default)s)")
+    parser.add_argument(
+        "--show", action="store_true", help="also open the picture in a window, if there is a display"
+    )
+
+
+def add_dims(parser) -> None:
+    parser.add_argument(
+        "--dims",
+        type=column_range,
+        metavar="A:B",
+        help="columns to draw (default: all, or 0:32 for tables wider than 64)",
+    )
+
+
+def chosen_backends(given) -> list[str]:
+    """--backends (default: every installed one), each imported now: an unknown, missing or
+    repeated one fails here, before any work."""
+    names = list(given or backends.names())
+    if len(set(names)) != len(names):
+        raise UsageError(f"--backends lists a backend twice: {' '.join(names)}")
+    for name in names:
+        backends.get(name)
+    return names
+
+
+def check_picture(path: str, flag: str = "--out") -> None:
+    """A picture path: a format matplotlib writes, in a folder that exists."""
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    extension = os.path.splitext(path)[1].lstrip(".").lower()
+    if extension not in formats:
+        raise UsageError(f"{flag} {path!r} needs an extension, one of .png .svg .pdf .jpg ...")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"{flag} {path!r}: folder {folder} does not exist")
+
+
+def check_file(flag: str, path: str | None, ending: str) -> None:
+    """An output file flag, if given: the right ending, in a folder that exists."""
+    if path is None:
+        return
+    if not path.endswith(ending):
+        raise UsageError(f"{flag} {path!r} must end in {ending}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"{flag} {path!r}: folder {folder} does not exist")
+
+
+def show(args) -> bool:
+    """--show when a display exists; without one, say so and only write the file."""
+    display = sys.platform in ("darwin", "win32") or bool(
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    )
+    if args.show and not display:
+        print("--show: no display found, only writing the file")
+    return bool(args.show and display)
+
+
+def report_parity(args, done) -> int:
+    """Print and draw a parity run (``jobs.parity.Run``); 1 if a backend differs."""
+    from embedding_parity.drawing import heatmaps, table
+    from embedding_parity.jobs import arrays
+
+    dims = heatmaps.columns(args.dims, done.results[0].output.shape[-1])
+    print(done.heading)
+    print(f"{done.setting}, token_ids shape {done.token_ids.shape}")
+    for note in done.notes:
+        print(note)
+    print(table.parity_table(done.results))
+    heatmaps.plot(done, args.out, dims=dims, show=show(args))
+    print(f"picture: {os.path.abspath(args.out)}")
+    if getattr(args, "save_arrays", None):
+        arrays.save(args.save_arrays, done)
+        print(f"arrays: {os.path.abspath(args.save_arrays)}")
+    print(done.verdict)
+    return 1 if done.differing else 0

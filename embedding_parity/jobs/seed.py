@@ -1,0 +1,275 @@
+"""The seed demo (the default command): random tables from one seeded generator, or your own
+--weights, every backend run on them under each positional scheme, against one reference.
+
+    compare.py                                   # tokens 5 10 7 21, vocab 100, dim 10
+    compare.py --dtype bfloat16 --batch 3 --start 5
+    compare.py --scheme sinusoidal --layout concat   # or --scheme rope; --base
+    compare.py --scheme alibi --heads 8          # or t5: position as a bias on the scores
+    compare.py --weights trained.safetensors --tokens 0 10 2
+
+Exit status: 0 every backend agrees (bit-identical to the NumPy expression for learned
+positions, within the derived tolerance of the float64 reference for sinusoidal and RoPE),
+1 a backend differs, 2 bad arguments or input.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+import backends
+from backends import validation
+from embedding_parity.cli import UsageError
+from embedding_parity.jobs import command
+from embedding_parity.jobs.parity import Run, run_learned, run_rope, run_sinusoidal, run_tokens
+
+COMMAND = "seed"
+
+SEED_TOKENS = (5, 10, 7, 21)
+SCHEMES = ("learned", "sinusoidal", "rope")
+LAYOUTS = {"sinusoidal": "interleaved", "rope": "half"}  # each scheme's default layout
+
+
+def run(
+    names,
+    tokens=SEED_TOKENS,
+    *,
+    vocab_size: int = 100,
+    dim: int = 10,
+    max_seq_len: int = 16,
+    start: int = 0,
+    batch: int | None = None,
+    seed: int = 0,
+    dtype: str = "float32",
+    scheme: str = "learned",
+    layout: str | None = None,
+    base: float = 10000.0,
+    tables: tuple | None = None,
+    source: str | None = None,
+) -> Run:
+    """Tables from ``backends.shared_weights(..., seed=seed)``; ``tokens`` as one sequence,
+    or with ``batch`` a random (batch, len(tokens)) batch drawn with the same seed (the
+    tokens then give T, and are still checked against the vocabulary).
+
+    ``tables``: (token_table, position_table or None) to run instead of random ones (a
+    trained or downloaded pair, from ``source``), cast to ``dtype``; learned positions only,
+    or the token rows alone when there is no position table.
+    """
+    if tables is not None:
+        return _run_tables(
+            names, tokens, tables, source, start=start, batch=batch, seed=seed, dtype=dtype
+        )
+    token_table, position_table = backends.shared_weights(
+        vocab_size, dim, max_seq_len, seed=seed, dtype=dtype
+    )
+    token_ids = _token_ids(tokens, vocab_size, batch, seed)
+    stop = start + token_ids.shape[-1]
+    layout = layout or LAYOUTS.get(scheme)
+    if scheme == "learned":
+        results = run_learned(names, token_table, position_table, token_ids, start)
+        heading = f"x = token_table[token_ids] + position_table[{start}:{stop}]"
+    elif scheme == "sinusoidal":
+        results = run_sinusoidal(
+            names, token_table, token_ids, start, max_seq_len, layout=layout, base=base
+        )
+        heading = f"x = token_table[token_ids] + sinusoidal_table[{start}:{stop}]"
+    elif scheme == "rope":
+        results = run_rope(names, token_table, token_ids, start, layout=layout, base=base)
+        heading = f"x = rope(token_table[token_ids], positions {start}..{stop - 1})"
+    else:
+        raise ValueError(
+            f"unknown scheme {scheme!r}: use one of {', '.join(SCHEMES)} "
+            "(alibi and t5 bias the attention scores instead: jobs.bias.run)"
+        )
+    settings = {}
+    if scheme != "learned":
+        heading += f"  (layout {layout}, base {base:g})"
+        settings = {
+            "name": scheme,
+            "layout": layout,
+            "base": base,
+            "max_seq_len": max_seq_len,
+            "start": start,
+            "stop": stop,
+            "token_table": token_table,
+        }
+    setting = f"vocab_size {vocab_size}, dim {dim}, max_seq_len {max_seq_len}, {dtype}, seed {seed}"
+    return Run(results, heading, setting, _labels(token_ids, start), token_ids, scheme=settings)
+
+
+def _run_tables(names, tokens, tables, source, *, start, batch, seed, dtype) -> Run:
+    dtype = validation.resolve_dtype(dtype)
+    token_table = tables[0].astype(dtype, copy=False)
+    position_table = None if tables[1] is None else tables[1].astype(dtype, copy=False)
+    vocab_size = len(token_table)
+    token_ids = _token_ids(tokens, vocab_size, batch, seed)
+    stop = start + token_ids.shape[-1]
+    setting = f"{source}: vocab_size {vocab_size}, dim {token_table.shape[1]}"
+    if position_table is None:
+        if start:
+            raise ValueError(f"{source} has no position table, so no --start: leave it out")
+        results = run_tokens(names, token_table, token_ids)
+        heading = "x = token_table[token_ids]  (the file has no position table)"
+    else:
+        results = run_learned(names, token_table, position_table, token_ids, start)
+        heading = f"x = token_table[token_ids] + position_table[{start}:{stop}]"
+        setting += f", max_seq_len {len(position_table)}"
+    return Run(results, heading, f"{setting}, {dtype.name}", _labels(token_ids, start), token_ids)
+
+
+def _token_ids(tokens, vocab_size: int, batch: int | None, seed: int) -> np.ndarray:
+    """``tokens`` as one sequence (T,), checked; or a random (batch, T) batch from ``seed``
+    (the tokens then give T, and are still checked against the vocabulary)."""
+    token_ids = validation.check_token_ids(np.array(tokens, dtype=np.int64), vocab_size)
+    if batch is None:
+        return token_ids
+    return np.random.default_rng(seed).integers(0, vocab_size, size=(batch, len(tokens)))
+
+
+def _labels(token_ids: np.ndarray, start: int) -> list[str]:
+    first = token_ids if token_ids.ndim == 1 else token_ids[0]
+    return [f"token #{t} @ pos {start + i}" for i, t in enumerate(first)]
+
+
+# --- the command ---------------------------------------------------------------------------
+
+# Flags that the file's tables decide, so they do not go with --weights.
+FROM_WEIGHTS = ("scheme", "layout", "base", "vocab_size", "dim", "max_seq_len")
+# Flags that --scheme alibi and t5 do not use, and what they go with instead.
+NOT_WITH_BIAS = {
+    "layout": "--scheme sinusoidal or rope",
+    "base": "--scheme sinusoidal or rope",
+    "batch": "--scheme learned, sinusoidal or rope",
+    "dims": "the embedding heatmaps (--scheme learned, sinusoidal, rope)",
+}
+
+
+def add_arguments(parser) -> None:
+    """Flags that pick a variation default to None, so that "given" can be told from default."""
+    from embedding_parity.jobs import bias
+
+    add = parser.add_argument
+    add(
+        "--scheme",
+        choices=SCHEMES + bias.SCHEMES,
+        help="how position enters: a learned table, the sinusoidal table, rotary (RoPE), or "
+        "a bias on the attention scores per head: ALiBi, T5's bucketed table (random here); "
+        "alibi and t5 draw the bias and the attention it makes over --max-seq-len positions "
+        "(default: learned)",
+    )
+    add(
+        "--heads",
+        type=command.at_least(1),
+        metavar="N",
+        help="attention heads, with --scheme alibi or t5 (default: 4; the first 8 are drawn)",
+    )
+    add("--layout", help="sinusoidal: interleaved (default) or concat; rope: half (default) or "
+        "interleaved")
+    add("--base", type=command.positive_finite, help="sinusoidal and rope frequency base "
+        "(default: 10000)")
+    add(
+        "--tokens",
+        type=int,
+        nargs="+",
+        metavar="ID",
+        help=f"token ids of one sequence (default: {' '.join(map(str, SEED_TOKENS))})",
+    )
+    add("--vocab-size", type=command.at_least(1), help="rows of token_table (default: 100)")
+    add("--dim", type=command.at_least(1), help="embedding width (default: 10)")
+    add(
+        "--max-seq-len",
+        type=command.at_least(1),
+        help="rows of the position table; for rope, positions in the score plot (up to 64); "
+        "for alibi and t5, the positions drawn, which must hold --start + T (default: 16)",
+    )
+    add("--start", type=int, help="position of the first token (default: 0)")
+    add(
+        "--batch",
+        type=command.at_least(1),
+        metavar="B",
+        help="instead of --tokens, a random (B, T) batch, T = how many --tokens were given",
+    )
+    add("--seed", type=command.at_least(0), help="seed of the weights and --batch (default: 0)")
+    add("--dtype", choices=list(backends.DTYPES), help="dtype of the tables (default: float32)")
+    add(
+        "--weights",
+        metavar="minilm|smollm2|PATH",
+        help="real tables instead of random ones: a packaged model or a .safetensors/.npz "
+        "file (needs --tokens)",
+    )
+    add("--token-key", help="name of the token table in a --weights file")
+    add("--position-key", help="name of the position table in a --weights file")
+    command.add_dims(parser)
+    command.add_backends(parser)
+    command.add_picture(parser, "compare.png")
+    parser.set_defaults(run=main)
+
+
+def main(args) -> int:
+    _check(args)
+    names = command.chosen_backends(args.backends)
+    settings = {
+        flag: getattr(args, flag)
+        for flag in ("scheme", "layout", "base", "tokens", "vocab_size", "dim", "max_seq_len",
+                     "start", "batch", "seed", "dtype", "heads")
+        if getattr(args, flag) is not None
+    }
+    if args.scheme in ("alibi", "t5"):
+        return _bias(args, names, settings)
+    if args.weights is not None:
+        from embedding_parity.jobs import text
+
+        settings["tables"] = text.load_tables(args.weights, args.token_key, args.position_key)
+        settings["source"] = os.path.basename(args.weights)
+    return command.report_parity(args, run(names, **settings))
+
+
+def _check(args) -> None:
+    """The flags that go together; argparse has refused every flag this command lacks."""
+    if args.weights is not None:
+        chosen = [flag for flag in FROM_WEIGHTS if getattr(args, flag) is not None]
+        if chosen:
+            raise UsageError(
+                f"{_option(chosen[0])} does not go with --weights: the tables come from the "
+                "file, with their own sizes and learned positions (or none)"
+            )
+        if args.tokens is None:
+            raise UsageError("--weights needs --tokens: the ids to look up in its tables")
+    elif args.token_key is not None or args.position_key is not None:
+        raise UsageError("--token-key and --position-key go with --weights PATH")
+    if args.scheme in (None, "learned") and (args.layout is not None or args.base is not None):
+        raise UsageError("--layout and --base apply to --scheme sinusoidal or rope")
+    if args.heads is not None and args.scheme not in ("alibi", "t5"):
+        raise UsageError("--heads goes with --scheme alibi or t5")
+    if args.scheme in ("alibi", "t5"):
+        unused = [flag for flag in NOT_WITH_BIAS if getattr(args, flag) is not None]
+        if unused:
+            raise UsageError(
+                "; ".join(
+                    f"{_option(f)} goes with {NOT_WITH_BIAS[f]}, not --scheme {args.scheme}"
+                    for f in unused
+                )
+            )
+    command.check_picture(args.out)
+
+
+def _option(flag: str) -> str:
+    return "--" + flag.replace("_", "-")
+
+
+def _bias(args, names, settings) -> int:
+    """--scheme alibi or t5: 1 if a backend's token rows, bias or attention differ."""
+    from embedding_parity.drawing import bias as pictures
+    from embedding_parity.jobs import bias
+
+    if "heads" in settings:
+        settings["num_heads"] = settings.pop("heads")
+    done = bias.run(names, **settings)
+    print("\n".join(done.heading))
+    print(done.setting)
+    print(pictures.table(done))
+    pictures.plot(done, args.out, show=command.show(args))
+    print(f"picture: {os.path.abspath(args.out)}")
+    print(done.summary())
+    return 1 if done.differing else 0

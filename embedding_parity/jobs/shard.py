@@ -1,0 +1,301 @@
+"""Split the token table N ways, by rows and by columns, and hold every result to one device's.
+
+The lookup runs in NumPy (the reference, over a list of shards), in JAX (one process, N
+devices: shard_map with psum or all_gather, and the compiler's own gather) and in torch (N
+processes, gloo on 127.0.0.1, by hand and with DTensor), every result against the unsharded
+layer, bit for bit. The table is the seed's random one (--vocab-size, --dim, --max-seq-len,
+--seed) or a real one (--weights).
+
+    compare.py shard --shards 4 --tokens 5 40 77 21
+    compare.py shard --shards 8 --dim 64 --vocab-size 1000
+    compare.py shard --shards 4 --weights minilm --tokens 101 2054 102
+
+Exit status: 0 every sharded result is bit-identical to the unsharded layer, 1 one differs,
+2 bad arguments or input, or a distributed run that failed.
+
+JAX makes its N CPU devices only when it is imported (``XLA_FLAGS``), so ``run`` sets the
+flag itself when JAX is not imported yet, and refuses clearly when it is, with too few.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import backends
+from backends import validation
+from embedding_parity.jobs import command
+from embedding_parity.sharding import reference
+
+COMMAND = "shard"
+SEED = {"vocab_size": 100, "dim": 10, "max_seq_len": 16, "tokens": (5, 10, 7, 21)}
+# Per backend: its strategies, and the collective each one runs.
+STRATEGIES = {
+    "numpy": {"rows": "sum over shards", "columns": "concatenate"},
+    "jax": {"rows": "psum (all-reduce)", "columns": "all-gather", "compiler": None},
+    "torch": {"rows": "all_reduce", "columns": "all_gather", "dtensor": "all-reduce (DTensor)"},
+}
+
+
+@dataclass
+class Row:
+    backend: str
+    strategy: str
+    collective: str
+    bytes_per_device: int
+    output: np.ndarray
+    max_abs_diff: float
+    identical: bool
+
+
+@dataclass
+class Sharded:
+    num_shards: int
+    token_ids: np.ndarray
+    start: int
+    token_table: np.ndarray
+    position_table: np.ndarray
+    unsharded: np.ndarray
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def differing(self) -> list[Row]:
+        return [r for r in self.rows if not r.identical]
+
+
+def prepare(names, num_shards, vocab_size: int = SEED["vocab_size"], dim: int = SEED["dim"]) -> int:
+    """Check num_shards against the table (every shard must own a row and a column) and, with
+    JAX among names, make JAX see that many devices. Call before JAX is imported."""
+    num_shards = reference.check_shards(num_shards, vocab_size, "rows")
+    num_shards = reference.check_shards(num_shards, dim, "columns")
+    if "jax" in names:
+        ensure_devices(num_shards)
+    return num_shards
+
+
+def ensure_devices(num_shards: int) -> None:
+    """Make JAX see num_shards CPU devices: set XLA_FLAGS if JAX is not imported yet."""
+    if "jax" not in sys.modules:
+        flags = os.environ.get("XLA_FLAGS", "")
+        flags = re.sub(r"--xla_force_host_platform_device_count=\d+", "", flags)
+        os.environ["XLA_FLAGS"] = (
+            f"{flags} --xla_force_host_platform_device_count={num_shards}".strip()
+        )
+        return
+    import jax
+
+    if jax.device_count() < num_shards:
+        raise ValueError(
+            f"JAX was imported with {jax.device_count()} devices, {num_shards} are needed: "
+            f"run in a fresh process (XLA_FLAGS=--xla_force_host_platform_device_count="
+            f"{num_shards})"
+        )
+
+
+def run(
+    names,
+    num_shards: int,
+    *,
+    tokens=None,
+    batch: int | None = None,
+    start: int = 0,
+    dtype="float32",
+    seed: int = 0,
+    vocab_size: int = SEED["vocab_size"],
+    dim: int = SEED["dim"],
+    max_seq_len: int = SEED["max_seq_len"],
+    tables: tuple | None = None,
+) -> Sharded:
+    """The tables of ``backends.shared_weights(vocab_size, dim, max_seq_len, seed=seed)``, or
+    ``tables`` (token_table, position_table) cast to dtype, split num_shards ways, every
+    strategy of every backend in names. tokens: the ids (default: the seed's 5 10 7 21);
+    batch: B random sequences of their length instead (drawn with seed)."""
+    if tables is None:
+        tables = backends.shared_weights(vocab_size, dim, max_seq_len, seed=seed, dtype=dtype)
+    dtype = validation.resolve_dtype(dtype)
+    token_table, position_table = (np.asarray(t).astype(dtype, copy=False) for t in tables)
+    vocab_size = len(token_table)
+    token_ids = np.array(SEED["tokens"] if tokens is None else tokens, dtype=np.int64)
+    if batch is not None:
+        batch = validation.integer(batch, "--batch")
+        if batch < 1:
+            raise ValueError(f"--batch must be at least 1, got {batch}")
+        rng = np.random.default_rng(seed)
+        token_ids = rng.integers(0, vocab_size, (batch, len(token_ids)))
+    token_ids, start = validation.check_call(
+        token_ids, start, *map(len, (token_table, position_table))
+    )
+    num_shards = prepare(names, num_shards, *token_table.shape)
+    unsharded = token_table[token_ids] + position_table[start : start + token_ids.shape[-1]]
+    done = Sharded(num_shards, token_ids, start, token_table, position_table, unsharded)
+    for name in names:
+        for strategy, collective in STRATEGIES[name].items():
+            output, per_device, collective = _one(
+                name,
+                strategy,
+                collective,
+                num_shards,
+                token_table,
+                position_table,
+                token_ids,
+                start,
+            )
+            difference = np.abs(output.astype(np.float64) - unsharded.astype(np.float64))
+            done.rows.append(
+                Row(
+                    name,
+                    strategy,
+                    collective,
+                    per_device,
+                    output,
+                    float(difference.max(initial=0.0)),
+                    output.dtype == unsharded.dtype and output.tobytes() == unsharded.tobytes(),
+                )
+            )
+    return done
+
+
+def _one(name, strategy, collective, num_shards, token_table, position_table, token_ids, start):
+    """(output, token-table bytes per device, collective) of one backend and strategy."""
+    vocab_size, dim = token_table.shape
+    itemsize = token_table.dtype.itemsize
+    rows = reference.per_shard(vocab_size, num_shards) * dim * itemsize
+    columns = vocab_size * reference.per_shard(dim, num_shards) * itemsize
+    per_device = columns if strategy == "columns" else rows
+    if name == "numpy":
+        output = reference.embed(
+            token_table, position_table, token_ids, start, num_shards=num_shards, strategy=strategy
+        )
+        return output, per_device, collective
+    if name == "jax":
+        from embedding_parity.sharding import jax_shards
+
+        layer = jax_shards.ShardedEmbedding(
+            token_table, position_table, num_shards=num_shards, strategy=strategy
+        )
+        if collective is None:  # the compiler's choice, read from the compiled program
+            collective = "compiler: " + ", ".join(jax_shards.collectives(layer, token_ids, start))
+        return np.asarray(layer(token_ids, start)), layer.bytes_per_device(), collective
+    from embedding_parity.sharding import torch_shards
+
+    output = torch_shards.embed(
+        token_table, position_table, token_ids, start, num_shards=num_shards, strategy=strategy
+    )
+    return output, per_device, collective
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def add_arguments(parser) -> None:
+    add = parser.add_argument
+    add(
+        "--shards",
+        type=int,
+        default=4,
+        help="how many shards: each must own a row and a column, so at most --dim; a count "
+        "that would leave a shard empty is refused with the ones that work (default: "
+        "%(default)s)",
+    )
+    add("--tokens", type=int, nargs="+", metavar="ID", help="ids (default: 5 10 7 21)")
+    add("--batch", type=int, help="B random sequences as long as --tokens, instead of it")
+    add("--start", type=int, default=0, help="first position (default: 0)")
+    add("--vocab-size", type=command.at_least(1), help="rows of the random token table "
+        f"(default: {SEED['vocab_size']})")
+    add("--dim", type=command.at_least(1), help=f"its width (default: {SEED['dim']})")
+    add("--max-seq-len", type=command.at_least(1),
+        help=f"rows of the position table (default: {SEED['max_seq_len']})")
+    add("--seed", type=command.at_least(0), default=0, help="seed of the random tables and "
+        "--batch (default: %(default)s)")
+    add("--weights", metavar="minilm|smollm2|PATH", help="split a real token table instead: "
+        "a packaged model or a .safetensors/.npz file with a position table (give --tokens)")
+    add("--token-key", help="name of the token table in a --weights file")
+    add("--position-key", help="name of the position table in a --weights file")
+    add("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
+    command.add_backends(parser)
+    add("--save-arrays", metavar="PATH.npz", help="write reference and sum_<backend> arrays")
+    command.add_picture(parser, "shard.png")
+    parser.set_defaults(run=main)
+
+
+def main(args) -> int:
+    """1 if a sharded result differs from the unsharded layer."""
+    sizes = {k: getattr(args, k) for k in ("vocab_size", "dim", "max_seq_len")}
+    tables = None
+    if args.weights is not None:
+        tables = _real_tables(args, sizes)
+    else:
+        if args.token_key is not None or args.position_key is not None:
+            raise command.UsageError("--token-key and --position-key go with --weights PATH")
+        sizes = {k: SEED[k] if v is None else v for k, v in sizes.items()}
+    names = args.backends or backends.names()
+    shape = tables[0].shape if tables is not None else (sizes["vocab_size"], sizes["dim"])
+    prepare(names, args.shards, *shape)  # before JAX is imported: it makes its devices then
+    names = command.chosen_backends(names)
+    command.check_picture(args.out)
+    command.check_file("--save-arrays", args.save_arrays, ".npz")
+    settings = {} if tables is not None else sizes
+    try:
+        done = run(names, args.shards, tokens=args.tokens, batch=args.batch, start=args.start,
+                   dtype=args.dtype, seed=args.seed, tables=tables, **settings)
+    except RuntimeError as error:  # a rank or process that failed: its own error, last line
+        raise command.UsageError(
+            f"a distributed run failed: {str(error).splitlines()[-1]}"
+        ) from None
+    _report(args, done)
+    return 1 if done.differing else 0
+
+
+def _real_tables(args, sizes) -> tuple:
+    from embedding_parity.jobs import text
+
+    given = [f"--{k.replace('_', '-')}" for k, v in sizes.items() if v is not None]
+    if given:
+        raise command.UsageError(f"{given[0]} does not go with --weights: the file sets the sizes")
+    if args.tokens is None and args.batch is None:
+        raise command.UsageError("--weights needs --tokens: ids of its vocabulary")
+    tables = text.load_tables(args.weights, args.token_key, args.position_key)
+    if tables[1] is None:
+        raise command.UsageError(
+            f"{args.weights} has no position table: shard splits a learned-position layer"
+        )
+    return tables
+
+
+def _report(args, done: Sharded) -> None:
+    from embedding_parity.drawing import sharding as pictures
+    from embedding_parity.drawing.table import text_table
+
+    ids = " ".join(map(str, done.token_ids.reshape(-1)[:12]))
+    print(
+        f"token table {done.token_table.shape[0]} x {done.token_table.shape[1]} "
+        f"({done.token_table.dtype}) split {done.num_shards} ways; ids {ids}"
+        f"{' ...' if done.token_ids.size > 12 else ''}; start {done.start}"
+    )
+    rows = [("backend", "strategy", "collective", "bytes/device", "max |diff|", "bit-identical")]
+    rows += [
+        (r.backend, r.strategy, r.collective, str(r.bytes_per_device), f"{r.max_abs_diff:.3g}",
+         "yes" if r.identical else "NO")
+        for r in done.rows
+    ]
+    print(text_table(rows, right_from=3))
+    print(f"(the whole token table: {done.token_table.nbytes} bytes on one device)")
+    pictures.ownership(done, args.out, show=command.show(args))
+    print(f"picture: {os.path.abspath(args.out)}")
+    if args.save_arrays:
+        arrays = {"reference": done.unsharded}
+        for r in done.rows:
+            arrays[f"sum_{r.backend}_{r.strategy}"] = r.output
+            if r.strategy == "rows":
+                arrays[f"sum_{r.backend}"] = r.output
+        np.savez(args.save_arrays, **{k: _savable(v) for k, v in arrays.items()})
+        print(f"arrays: {os.path.abspath(args.save_arrays)}")
+
+
+def _savable(array: np.ndarray) -> np.ndarray:
+    """.npz cannot hold ml_dtypes.bfloat16: widen it to float32 (exactly)."""
+    return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
