@@ -1,10 +1,9 @@
 """The command line: one subcommand per job, each declared by its own module.
 
-The parser only creates the subparsers; every job module in ``JOBS`` adds its own flags
-(``add_arguments``, which also sets its ``run``), checks them and runs itself
-(``main(args) -> int``), the way torchtune's
-``tune`` command is built. With no command, or with flags first, the seed demo runs, so bare
-``python compare.py`` is the seed demo. Exit status: 0 every backend agrees, 1 one differs
+The parser only creates the subparsers, the way torchtune's ``tune`` command is built: every
+job module in ``JOBS`` adds its own flags (``add_arguments``, which also sets ``run`` to its
+``main(args) -> int``), checks them and runs itself. With no command, or with flags first, the
+seed demo runs, so bare ``python compare.py`` is the seed demo. Exit status: 0 every backend agrees, 1 one differs
 (or a demonstration's claim fails), 2 bad usage or input (one line, no traceback),
 130 interrupted.
 """
@@ -48,8 +47,12 @@ def build_parser(prog: str = "compare.py") -> Parser:
     for name in JOBS:
         job = importlib.import_module(f"embedding_parity.jobs.{name}")
         summary = job.__doc__.split("\n\n")[0].replace("\n", " ")
-        sub = commands.add_parser(job.COMMAND, help=summary, description=job.__doc__,
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub = commands.add_parser(
+            job.COMMAND,
+            help=summary,
+            description=job.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         job.add_arguments(sub)  # its flags, and set_defaults(run=its main)
     return parser
 
@@ -57,11 +60,12 @@ def build_parser(prog: str = "compare.py") -> Parser:
 def main(argv=None, prog: str = "compare.py") -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(prog)
-    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
-        argv = [JOBS[0], *argv]  # the default command
-        where = prog
-    else:
-        where = " ".join([prog, *_command_words(parser, argv)])
+    implied = _implies_default(argv)
+    if implied:
+        argv = [JOBS[0], *argv]
+    # Errors name what was typed: "compare.py demo order: error: ...", "compare.py: error: ..."
+    # when the default command was implied.
+    where = prog if implied else " ".join([prog, *_command_words(parser, argv)])
     try:
         args = parser.parse_args(argv)
         return args.run(args)
@@ -77,6 +81,18 @@ def main(argv=None, prog: str = "compare.py") -> int:
     except OSError as error:  # an unwritable output, say
         print(f"{where}: error: {error}", file=sys.stderr)
         return 2
+
+
+def parse(argv, prog: str = "compare.py") -> argparse.Namespace:
+    """The parsed command line, the default command implied as main implies it; UsageError
+    if argparse refuses it. Runs nothing."""
+    argv = list(argv)
+    return build_parser(prog).parse_args([JOBS[0], *argv] if _implies_default(argv) else argv)
+
+
+def _implies_default(argv) -> bool:
+    """No command: nothing at all, or flags first (but not --help, which lists the commands)."""
+    return not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help"))
 
 
 def console() -> int:

@@ -125,8 +125,14 @@ def test_a_differing_backend_exits_1(tmp_path, capsys, monkeypatch):
         (["--out", "noextension"], "needs an extension"),
         (["--backends", "numpy", "numpy"], "lists a backend twice"),
         (["--seed", "-1"], "argument --seed: must be at least 0, got -1"),
-        (["--words", "king"], "unrecognized arguments: --words king (--words goes with compare.py demo similarity)"),
-        (["--save-arrays", "a.npz"], "(--save-arrays goes with compare.py text or compare.py shard)"),
+        (
+            ["--words", "king"],
+            "unrecognized arguments: --words king (--words goes with compare.py demo similarity)",
+        ),
+        (
+            ["--save-arrays", "a.npz"],
+            "(--save-arrays goes with compare.py text or compare.py shard)",
+        ),
         (["--weights", "/no/such/file.safetensors", "--tokens", "1"], "no such file: /no/such/"),
         (["--weights", "minilm", "--dim", "4"], "--dim does not go with --weights"),
         (["--weights", "minilm", "--scheme", "rope"], "--scheme does not go with --weights"),

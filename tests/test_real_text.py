@@ -161,9 +161,7 @@ def test_dims_picks_the_drawn_columns_only(tmp_path, capsys, minilm):
         capsys, "text", "dog bites man", "--dims", "64:96", "--out", str(tmp_path / "d.png")
     )
     assert code == 0 and (tmp_path / "d.png").stat().st_size > 0
-    code, _, err = run_cli(
-        capsys, "text", "dog", "--dims", "5:5", "--out", str(tmp_path / "d.png")
-    )
+    code, _, err = run_cli(capsys, "text", "dog", "--dims", "5:5", "--out", str(tmp_path / "d.png"))
     assert code == 2 and "non-empty range within 0:384" in err
 
 
@@ -273,7 +271,7 @@ def test_the_order_demo_needs_position(tmp_path, capsys, minilm):
         str(tmp_path / "o.png"),
     )
     [line] = err.splitlines()
-    assert code == 2 and "--demo order needs position, but tokens-only.npz has no position" in line
+    assert code == 2 and "demo order needs position, but tokens-only.npz has no position" in line
 
 
 @pytest.mark.parametrize(

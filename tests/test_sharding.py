@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import backends
+import compare
 from embedding_parity.sharding import reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -350,7 +351,10 @@ def test_a_failed_jax_process_stops_the_others():
         jax_processes.embed_many(cases, num_processes=2, timeout=60, fail_process=1)
     assert time.monotonic() - began < 60
     left = subprocess.run(
-        ["pgrep", "-f", "embedding_parity.sharding.jax_processes"], capture_output=True, text=True, check=False
+        ["pgrep", "-f", "embedding_parity.sharding.jax_processes"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert left.stdout == "", "a JAX process outlived the run"
 
@@ -433,3 +437,44 @@ def test_compare_shard_refuses_bad_input_with_one_line(flags, message):
     )
     assert done.returncode == 2
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_compare_shard_splits_a_larger_random_table(tmp_path, capsys):
+    out = tmp_path / "shard.png"
+    argv = ["shard", "--backends", "numpy", "--shards", "8", "--vocab-size", "1000", "--dim", "64"]
+    assert compare.main([*argv, "--tokens", "0", "124", "125", "999", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "token table 1000 x 64 (float32) split 8 ways; ids 0 124 125 999" in printed
+    assert "numpy    rows" in printed and " NO" not in printed
+
+
+def test_compare_shard_splits_a_real_table(tmp_path, capsys, minilm):
+    out, arrays = tmp_path / "shard.png", tmp_path / "shard.npz"
+    argv = ["shard", "--backends", "numpy", "--weights", "minilm", "--tokens", "101", "2054", "102"]
+    assert compare.main([*argv, "--out", str(out), "--save-arrays", str(arrays)]) == 0
+    assert "token table 30522 x 384 (float32) split 4 ways" in capsys.readouterr().out
+    with np.load(arrays, allow_pickle=False) as saved:
+        expected = minilm.token_table[[101, 2054, 102]] + minilm.position_table[:3]
+        np.testing.assert_array_equal(saved["sum_numpy"], expected)
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--weights", "minilm", "--dim", "4", "--tokens", "1"],
+            "--dim does not go with --weights",
+        ),
+        (["--weights", "minilm"], "--weights needs --tokens"),
+        (["--token-key", "k"], "--token-key and --position-key go with --weights PATH"),
+        (["--dim", "4", "--shards", "5"], "cannot split 4 columns into 5 shards"),
+        (
+            ["--vocab-size", "3", "--dim", "8", "--shards", "4", "--tokens", "1"],
+            "cannot split 3 rows into 4 shards",
+        ),
+    ],
+)
+def test_compare_shard_refuses_table_flags_that_do_not_fit(capsys, flags, message):
+    assert compare.main(["shard", "--backends", "numpy", *flags]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("compare.py shard: error: ") and message in line

@@ -142,7 +142,7 @@ def test_tables_from_a_file_need_ids(capsys, tmp_path):
     path = tmp_path / "tables.safetensors"
     save_file({"token_table": np.ones((4, 2), np.float32)}, str(path))
     assert compare.main(["--weights", str(path)]) == 2
-    assert "--weights in the seed demo needs --tokens" in capsys.readouterr().err
+    assert "--weights needs --tokens" in capsys.readouterr().err
     assert (
         compare.main(
             ["--weights", str(path), "--tokens", "3", "1", "--out", str(tmp_path / "x.png")]
@@ -240,3 +240,24 @@ def test_one_backend_reports_no_drift(capsys, tmp_path):
     printed = capsys.readouterr().out
     assert "one backend ran: no drift between backends to report" in printed
     assert "agree to" not in printed and "differ by" not in printed
+
+
+def test_the_recorded_run_the_page_reads_is_what_training_computes():
+    # compare.py page reads docs/train-float32.json instead of training: it must be this code's.
+    from embedding_parity.jobs import page
+
+    names = backends.names()
+    recorded = page.recorded_training(names, train.DEFAULTS["steps"])
+    assert recorded is not None, "docs/train-float32.json no longer matches: run make train"
+    assert page.recorded_training(names, 7) is None  # other settings: trained afresh
+    # The first steps of the recorded run: the batches and Adam do not depend on the step count.
+    steps = 40
+    fresh = train.run(names, ["learned"], dtype="float32", steps=steps)
+    for curve in fresh.curves:
+        [kept] = [
+            c
+            for c in recorded["curves"]
+            if (c["scheme"], c["backend"]) == ("learned", curve.backend)
+        ]
+        np.testing.assert_array_equal(kept["loss"][:steps], curve.loss)
+        np.testing.assert_array_equal(kept["test_accuracy"][:steps], curve.test_accuracy)

@@ -61,7 +61,9 @@ def add_picture(parser, default: str, what: str = "the picture") -> None:
     """--out and --show."""
     parser.add_argument("--out", default=default, help=f"{what} (default: %(default)s)")
     parser.add_argument(
-        "--show", action="store_true", help="also open the picture in a window, if there is a display"
+        "--show",
+        action="store_true",
+        help="also open the picture in a window, if there is a display",
     )
 
 

@@ -121,7 +121,7 @@ def order(names, model: pretrained.Pretrained, texts=None) -> Order:
     texts = tuple(texts or default_texts(model.tokenizer))
     if model.position_table is None and model.rope is None:
         raise ValueError(
-            f"--demo order needs position, but {model.name} has no position table (and a file "
+            f"demo order needs position, but {model.name} has no position table (and a file "
             "carries no RoPE parameters): use a file with a position table, or --weights smollm2"
         )
     for i, text in enumerate(texts, 1):

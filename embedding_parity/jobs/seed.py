@@ -164,10 +164,15 @@ def add_arguments(parser) -> None:
         metavar="N",
         help="attention heads, with --scheme alibi or t5 (default: 4; the first 8 are drawn)",
     )
-    add("--layout", help="sinusoidal: interleaved (default) or concat; rope: half (default) or "
-        "interleaved")
-    add("--base", type=command.positive_finite, help="sinusoidal and rope frequency base "
-        "(default: 10000)")
+    add(
+        "--layout",
+        help="sinusoidal: interleaved (default) or concat; rope: half (default) or interleaved",
+    )
+    add(
+        "--base",
+        type=command.positive_finite,
+        help="sinusoidal and rope frequency base (default: 10000)",
+    )
     add(
         "--tokens",
         type=int,
@@ -211,8 +216,20 @@ def main(args) -> int:
     names = command.chosen_backends(args.backends)
     settings = {
         flag: getattr(args, flag)
-        for flag in ("scheme", "layout", "base", "tokens", "vocab_size", "dim", "max_seq_len",
-                     "start", "batch", "seed", "dtype", "heads")
+        for flag in (
+            "scheme",
+            "layout",
+            "base",
+            "tokens",
+            "vocab_size",
+            "dim",
+            "max_seq_len",
+            "start",
+            "batch",
+            "seed",
+            "dtype",
+            "heads",
+        )
         if getattr(args, flag) is not None
     }
     if args.scheme in ("alibi", "t5"):

@@ -70,8 +70,8 @@ class Sharded:
 def prepare(names, num_shards, vocab_size: int = SEED["vocab_size"], dim: int = SEED["dim"]) -> int:
     """Check num_shards against the table (every shard must own a row and a column) and, with
     JAX among names, make JAX see that many devices. Call before JAX is imported."""
-    num_shards = reference.check_shards(num_shards, vocab_size, "rows")
     num_shards = reference.check_shards(num_shards, dim, "columns")
+    num_shards = reference.check_shards(num_shards, vocab_size, "rows")
     if "jax" in names:
         ensure_devices(num_shards)
     return num_shards
@@ -204,15 +204,29 @@ def add_arguments(parser) -> None:
     add("--tokens", type=int, nargs="+", metavar="ID", help="ids (default: 5 10 7 21)")
     add("--batch", type=int, help="B random sequences as long as --tokens, instead of it")
     add("--start", type=int, default=0, help="first position (default: 0)")
-    add("--vocab-size", type=command.at_least(1), help="rows of the random token table "
-        f"(default: {SEED['vocab_size']})")
+    add(
+        "--vocab-size",
+        type=command.at_least(1),
+        help=f"rows of the random token table (default: {SEED['vocab_size']})",
+    )
     add("--dim", type=command.at_least(1), help=f"its width (default: {SEED['dim']})")
-    add("--max-seq-len", type=command.at_least(1),
-        help=f"rows of the position table (default: {SEED['max_seq_len']})")
-    add("--seed", type=command.at_least(0), default=0, help="seed of the random tables and "
-        "--batch (default: %(default)s)")
-    add("--weights", metavar="minilm|smollm2|PATH", help="split a real token table instead: "
-        "a packaged model or a .safetensors/.npz file with a position table (give --tokens)")
+    add(
+        "--max-seq-len",
+        type=command.at_least(1),
+        help=f"rows of the position table (default: {SEED['max_seq_len']})",
+    )
+    add(
+        "--seed",
+        type=command.at_least(0),
+        default=0,
+        help="seed of the random tables and --batch (default: %(default)s)",
+    )
+    add(
+        "--weights",
+        metavar="minilm|smollm2|PATH",
+        help="split a real token table instead: "
+        "a packaged model or a .safetensors/.npz file with a position table (give --tokens)",
+    )
     add("--token-key", help="name of the token table in a --weights file")
     add("--position-key", help="name of the position table in a --weights file")
     add("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
@@ -240,8 +254,17 @@ def main(args) -> int:
     command.check_file("--save-arrays", args.save_arrays, ".npz")
     settings = {} if tables is not None else sizes
     try:
-        done = run(names, args.shards, tokens=args.tokens, batch=args.batch, start=args.start,
-                   dtype=args.dtype, seed=args.seed, tables=tables, **settings)
+        done = run(
+            names,
+            args.shards,
+            tokens=args.tokens,
+            batch=args.batch,
+            start=args.start,
+            dtype=args.dtype,
+            seed=args.seed,
+            tables=tables,
+            **settings,
+        )
     except RuntimeError as error:  # a rank or process that failed: its own error, last line
         raise command.UsageError(
             f"a distributed run failed: {str(error).splitlines()[-1]}"
@@ -278,8 +301,14 @@ def _report(args, done: Sharded) -> None:
     )
     rows = [("backend", "strategy", "collective", "bytes/device", "max |diff|", "bit-identical")]
     rows += [
-        (r.backend, r.strategy, r.collective, str(r.bytes_per_device), f"{r.max_abs_diff:.3g}",
-         "yes" if r.identical else "NO")
+        (
+            r.backend,
+            r.strategy,
+            r.collective,
+            str(r.bytes_per_device),
+            f"{r.max_abs_diff:.3g}",
+            "yes" if r.identical else "NO",
+        )
         for r in done.rows
     ]
     print(text_table(rows, right_from=3))

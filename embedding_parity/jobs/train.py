@@ -207,12 +207,20 @@ def add_arguments(parser) -> None:
     from embedding_parity.jobs import extrapolate
 
     add = parser.add_argument
-    add("--scheme", nargs="+", choices=tasks.SCHEMES, default=list(tasks.SCHEMES),
-        help="default: all")
+    add(
+        "--scheme",
+        nargs="+",
+        choices=tasks.SCHEMES,
+        default=list(tasks.SCHEMES),
+        help="default: all",
+    )
     command.add_backends(parser)
     add("--dtype", choices=("float64", "float32"), default="float32", help="default: float32")
-    add("--extrapolate", action="store_true",
-        help="train short, test long, on a drifting-topic language")
+    add(
+        "--extrapolate",
+        action="store_true",
+        help="train short, test long, on a drifting-topic language",
+    )
     for flag, kind, what in (
         ("steps", int, "Adam steps"),
         ("batch_size", int, "training sequences per step"),

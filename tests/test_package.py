@@ -1,0 +1,116 @@
+"""The package as a user installs it: two top-level names, three ways to start one command
+line, and every command the README and docs show still parsing (or failing as they say)."""
+
+import glob
+import os
+import pathlib
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from embedding_parity import cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def documented_commands():
+    """(file, argv, the error line shown after it or None) for every `python compare.py ...`
+    line in a code block of the README and docs."""
+    found = []
+    for path in ["README.md", *sorted(glob.glob("docs/*.md", root_dir=ROOT))]:
+        lines = pathlib.Path(ROOT, path).read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            command = re.match(r"^(?:\$ )?(?:\.venv/bin/)?python compare\.py(.*)$", line)
+            if command:
+                argv = shlex.split(re.split(r"\s+#", command.group(1))[0])
+                after = lines[i + 1] if i + 1 < len(lines) else ""
+                shown = after if re.match(r"compare\.py[\w ]*: error: ", after) else None
+                found.append(pytest.param(argv, shown, id=f"{path}:{i + 1}"))
+    return found
+
+
+@pytest.mark.parametrize("argv, shown_error", documented_commands())
+def test_every_documented_command_parses_or_fails_as_shown(capsys, argv, shown_error):
+    if shown_error is None:
+        cli.parse(argv)  # raises UsageError for a flag or value the command does not take
+    else:
+        assert cli.main(argv) == 2
+        assert capsys.readouterr().err.strip() == shown_error
+
+
+def test_readme_stays_a_front_page():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as readme:
+        assert len(readme.read().splitlines()) <= 300
+
+
+def test_every_command_has_help(capsys):
+    for argv in (["--help"], *([command, "--help"] for command in _commands())):
+        with pytest.raises(SystemExit) as done:
+            cli.main(argv)
+        assert done.value.code == 0, argv
+        assert "usage:" in capsys.readouterr().out
+
+
+def _commands():
+    parser = cli.build_parser()
+    return list(cli._subcommands(parser))
+
+
+def test_the_wheel_installs_two_names_and_runs_the_seed_demo(tmp_path):
+    # Build from a copy, so that the build's own files (build/, *.egg-info) stay out of the tree.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(os.path.join(ROOT, name), source)
+    for package in ("backends", "embedding_parity"):
+        shutil.copytree(
+            os.path.join(ROOT, package),
+            source / package,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", tmp_path / "wheel", source],
+        check=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    [wheel] = (tmp_path / "wheel").glob("embedding_parity-*.whl")
+    site = tmp_path / "site"
+    subprocess.run([*pip, "install", "--no-deps", "--target", site, wheel], check=True, timeout=300)
+    names = {p.name for p in site.iterdir() if not p.name.endswith(".dist-info")} - {"bin"}
+    assert names == {"backends", "embedding_parity"}
+    assert (site / "embedding_parity" / "page" / "explorer.js").is_file()  # package data
+    env = {**os.environ, "PYTHONPATH": str(site), "MPLBACKEND": "Agg"}
+    outputs = []
+    commands = (
+        [site / "bin" / "embedding-parity"],
+        [sys.executable, "-m", "embedding_parity"],
+        [sys.executable, os.path.join(ROOT, "compare.py")],
+    )
+    for command in commands:
+        run = tmp_path / f"run{len(outputs)}"
+        run.mkdir()
+        done = subprocess.run(
+            command, cwd=run, env=env, capture_output=True, text=True, timeout=300, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert (run / "compare.png").is_file()
+        outputs.append(done.stdout.replace(str(run), "RUN"))
+    assert outputs[0] == outputs[1] == outputs[2]  # one program, three ways to start it
+    assert outputs[0].startswith("x = token_table[token_ids] + position_table[0:4]\n")
+    assert "picture: RUN/compare.png\n" in outputs[0]
+    imported = subprocess.run(
+        [sys.executable, "-c", "import embedding_parity; print(embedding_parity.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert imported.stdout.startswith(str(site))  # the wheel's copy ran, not the clone's
