@@ -4,6 +4,7 @@ exact values, the browser's own float32 sums equal to NumPy's bit for bit, the s
 messages for bad input, keyboard operation, and screenshots that are not blank.
 """
 
+import itertools
 import json
 import os
 import re
@@ -246,6 +247,42 @@ def test_tooltips_show_numpys_exact_values(opened):
     assert value == token_table[10, 4]
 
 
+def test_heatmaps_label_rows_with_id_and_position_and_columns_with_dims(opened):
+    ids = [5, 10, 7, 21]
+    for figure in FIGURES["seed"]:
+        rows = opened.page.locator(f"{figure}-rows > div").all_inner_texts()
+        assert rows == [f"{token} @ {position}" for position, token in enumerate(ids)], figure
+        columns = opened.page.locator(f"{figure}-cols > div").all_inner_texts()
+        assert columns == [str(j) for j in range(10)], figure  # few columns: every one
+
+
+# Where each label's text lies: (first, last) along the axis, for those a row or column shows.
+LABEL_EXTENTS = """ticks => [...ticks.children].filter(d => d.textContent).map(d => {
+    const range = document.createRange();
+    range.selectNodeContents(d);
+    const box = range.getBoundingClientRect();
+    return ticks.classList.contains('rows') ? [box.top, box.bottom] : [box.left, box.right];
+})"""
+
+
+def test_many_rows_or_columns_get_every_nth_label_and_none_overlap(opened, explorer):
+    for view in VIEWS:
+        if view == "real" and "real" not in explorer[1]:
+            continue
+        opened.show(view)
+        for ticks in opened.page.locator(f"#view-{view} .ticks").all():
+            extents = ticks.evaluate(LABEL_EXTENTS)
+            assert extents, ticks.get_attribute("id")
+            for before, after in itertools.pairwise(extents):
+                assert before[1] <= after[0], ticks.get_attribute("id")
+    opened.show("schemes")
+    # 128 positions 6 px apart: every 8th; 16 dims 6 px apart: every 4th.
+    columns = opened.page.locator("#sinusoidal-table-cols > div").all_inner_texts()
+    assert len(columns) == 128 and columns[:9] == ["0"] + [""] * 7 + ["8"]
+    rows = opened.page.locator("#sinusoidal-table-rows > div").all_inner_texts()
+    assert len(rows) == 16 and rows[:5] == ["0"] + [""] * 3 + ["4"]
+
+
 def test_float64_tooltips_are_the_reference_values(opened):
     """Figures of float64 data show the shortest decimal of the double itself."""
     opened.show("schemes")
@@ -446,7 +483,7 @@ def test_compare_page_writes_the_file(tmp_path, capsys):
     "argv, expected",
     [
         (["--out", "x.txt"], "--out 'x.txt' must end in .html"),
-        (["--train-steps", "0"], "--train-steps must be at least 1, got 0"),
+        (["--train-steps", "0"], "argument --train-steps: must be at least 1, got 0"),
         (["--backends", "numpy", "numpy"], "lists a backend twice"),
     ],
 )

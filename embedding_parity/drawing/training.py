@@ -259,7 +259,9 @@ def extrapolation(done: Extrapolation, path: str, *, show: bool = False) -> None
         ylim=(0, None),
         title='excess over the floor ("error": learned positions stop at their table)',
     )
-    loss_ax.legend(fontsize=8, loc="upper left")
+    # One legend for both panels, below them: inside either it would cover points.
+    handles, labels = loss_ax.get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="outside lower center", ncol=len(labels))
     markers = ", ".join(f"{MARKERS.get(b, 'o')} {b}" for b in backends)
     s = done.settings
     fig.suptitle(

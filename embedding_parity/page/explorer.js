@@ -150,20 +150,54 @@ function element(tag, attributes = {}, ...children) {
   return node;
 }
 
+// Axis labels: 11 px text (.ticks in the markup), measured with the same font.
+const LABEL_LINE = 13; // px between two rows' labels
+const measure = document.createElement("canvas").getContext("2d");
+measure.font = "11px system-ui, sans-serif";
+
+function textWidth(text) {
+  return measure.measureText(text).width;
+}
+
+function numbered(count) {
+  return Array.from({ length: count }, (_, k) => String(k));
+}
+
+function labelStep(room, size) {
+  // Label every row (column), or every 2nd, 4th, 8th ...: the fewest left out that still
+  // gives each label `room` px, the rows (columns) being `size` px apart.
+  let step = 1;
+  while (step * size < room) step *= 2;
+  return step;
+}
+
+function ticks(id, kind, labels, step, style) {
+  // One box per row (column), lined up with the canvas; every step-th holds its label.
+  const axis = element("div", { id, class: `ticks ${kind}`, "aria-hidden": "true" });
+  labels.forEach((label, k) => axis.append(element("div", { style, text: k % step ? "" : label })));
+  return axis;
+}
+
 function heatmap(parent, options) {
-  // A rows x cols grid of values on one colour scale. Pointing at a cell, or focusing the
-  // figure and moving with the arrow keys, shows its exact value. The drawn values are also
-  // on the canvas: data-bits (float32) or data-values (float64), row-major.
-  const { rows, cols, values, bits = null, dtype = "float32", title, describe } = options;
+  // A grid of values on one colour scale, its rows labelled (options.rows: one label each) and
+  // its columns too (options.cols: a count, numbered from 0, or words, each written sideways);
+  // options.axes names the two. Pointing at a cell, or focusing the figure and moving with the
+  // arrow keys, shows its exact value. The drawn values are also on the canvas: data-bits
+  // (float32) or data-values (float64), row-major.
+  const { values, bits = null, dtype = "float32", title, describe } = options;
+  const rows = options.rows.length;
+  const words = Array.isArray(options.cols) ? options.cols : null;
+  const cols = words ? words.length : options.cols;
   const scale = options.scale || "diverging";
   const limit = options.limit || 1;
   const cell = options.cell || Math.max(4, Math.min(22, Math.floor(480 / Math.max(cols, 1))));
+  const high = options.rowHeight || cell; // taller rows where every row's label must show
   const figure = element("div", { class: "figure" });
   figure.append(element("h3", { text: title }));
   const canvas = element("canvas", {
     id: options.id,
     width: Math.max(cols * cell, 1),
-    height: Math.max(rows * cell, 1),
+    height: Math.max(rows * high, 1),
     tabindex: "0",
     role: "img",
     "aria-label": `${title}: ${describe} Focus it and use the arrow keys to read each value.`,
@@ -172,7 +206,18 @@ function heatmap(parent, options) {
   });
   if (bits) canvas.dataset.bits = bits.join(" ");
   else canvas.dataset.values = Array.from(values, (v) => shortest(v, "float64")).join(" ");
-  figure.append(canvas);
+  // The labels repeat what the tooltips say, so screen readers skip them.
+  const rowTicks = ticks(`${options.id}-rows`, "rows", options.rows, labelStep(LABEL_LINE, high),
+    `height: ${high}px; line-height: ${high}px`);
+  const colTicks = words
+    ? ticks(`${options.id}-cols`, "cols words", words, labelStep(LABEL_LINE, cell),
+      `width: ${cell}px; line-height: ${cell}px`)
+    : ticks(`${options.id}-cols`, "cols", numbered(cols), labelStep(textWidth(String(cols - 1)) + 6, cell),
+      `width: ${cell}px`);
+  figure.append(element("div", { class: "plot" },
+    element("div", { class: "axis", text: options.axes[0], "aria-hidden": "true" }), element("div"),
+    rowTicks, canvas,
+    element("div", { class: "axis", text: options.axes[1], "aria-hidden": "true" }), colTicks));
   const context = canvas.getContext("2d");
   let active = null;
 
@@ -180,13 +225,13 @@ function heatmap(parent, options) {
     for (let i = 0; i < rows; i++) {
       for (let j = 0; j < cols; j++) {
         context.fillStyle = colourOf(values[i * cols + j], scale, limit);
-        context.fillRect(j * cell, i * cell, cell, cell);
+        context.fillRect(j * cell, i * high, cell, high);
       }
     }
     if (active) {
       context.strokeStyle = "#000";
       context.lineWidth = 2;
-      context.strokeRect(active[1] * cell + 1, active[0] * cell + 1, cell - 2, cell - 2);
+      context.strokeRect(active[1] * cell + 1, active[0] * high + 1, cell - 2, high - 2);
     }
   }
 
@@ -240,13 +285,15 @@ function heatmap(parent, options) {
 
   function showActive() {
     if (!rows || !cols) return;
-    // Keep the cell in view inside a figure that scrolls sideways (a narrow window).
-    const x = active[1] * cell;
+    // Keep the cell in view inside a figure that scrolls sideways (a narrow window); the row
+    // labels sit left of the canvas.
+    const box = canvas.getBoundingClientRect();
+    const x = box.left - figure.getBoundingClientRect().left + figure.scrollLeft + active[1] * cell;
     if (x < figure.scrollLeft || x + cell > figure.scrollLeft + figure.clientWidth) {
       figure.scrollLeft = x - figure.clientWidth / 2;
     }
-    const box = canvas.getBoundingClientRect();
-    show(active[0], active[1], box.left + (active[1] + 1) * cell, box.top + active[0] * cell);
+    const moved = canvas.getBoundingClientRect();
+    show(active[0], active[1], moved.left + (active[1] + 1) * cell, moved.top + active[0] * high);
     announce.textContent = tooltip.textContent; // read out by screen readers
   }
 
@@ -302,21 +349,22 @@ function seedView(view) {
   const sums = Object.fromEntries(DATA.backends.map((b) => [b, decode(s[`sum_${b}`])]));
   const limit = largest(tokenRows.values, positionRows.values, ...Object.values(sums).map((x) => x.values));
   const label = (t) => `token #${s.token_ids[t]} @ pos ${s.start + t}`;
+  const rows = s.token_ids.map((id, t) => `${id} @ ${s.start + t}`), axes = ["id @ pos", "dim"];
   view.append(element("h2", { text: "The seed demo: x = token_table[token_ids] + position_table[start:start + T]" }));
   view.append(element("p", { text: `vocab_size ${s.vocab_size}, dim ${s.dim}, max_seq_len ${s.max_seq_len}, ` +
     `${s.dtype}, seed ${s.seed}; token_ids ${s.token_ids.join(" ")} at start ${s.start}. Rows are ` +
     "tokens, columns are dimensions; one colour scale for every panel." }));
   scaleLegend(view, limit);
   const inputs = element("div", { class: "row" });
-  heatmap(inputs, { id: "seed-token", rows: T, cols: s.dim, ...tokenRows, limit, title: "token_table[token_ids]",
+  heatmap(inputs, { id: "seed-token", rows, cols: s.dim, axes, ...tokenRows, limit, title: "token_table[token_ids]",
     describe: `${T} token rows of ${s.dim} dimensions.`, tip: (i, j) => `${label(i)} · dim ${j} · token row` });
-  heatmap(inputs, { id: "seed-position", rows: T, cols: s.dim, ...positionRows, limit,
+  heatmap(inputs, { id: "seed-position", rows, cols: s.dim, axes, ...positionRows, limit,
     title: `position_table[${s.start}:${s.start + T}]`, describe: `${T} position rows.`,
     tip: (i, j) => `${label(i)} · dim ${j} · position row` });
   view.append(inputs);
   const outputs = element("div", { class: "row" });
   for (const backend of DATA.backends) {
-    heatmap(outputs, { id: `seed-sum-${backend}`, rows: T, cols: s.dim, values: sums[backend].values,
+    heatmap(outputs, { id: `seed-sum-${backend}`, rows, cols: s.dim, axes, values: sums[backend].values,
       bits: sums[backend].bits, limit, title: `${backend}: token + position`,
       describe: `the sum as ${backend} computed it.`,
       tip: (i, j) => `backend ${backend} · ${label(i)} · dim ${j}` });
@@ -367,11 +415,12 @@ function liveView(view) {
     const sumBits = Array.from(sum, float32Bits);
     const limit = largest(tokenRows.values, positionRows.values, sum);
     const label = (t) => `token #${parsed.ids[t]} @ pos ${at + t}`;
+    const rows = parsed.ids.map((id, t) => `${id} @ ${at + t}`), axes = ["id @ pos", "dim"];
     scaleLegend(legend, limit);
-    heatmap(figures, { id: "live-position", rows: T, cols: s.dim, ...positionRows, limit,
+    heatmap(figures, { id: "live-position", rows, cols: s.dim, axes, ...positionRows, limit,
       title: `position_table[${at}:${at + T}]`, describe: "the position rows for these positions.",
       tip: (i, j) => `${label(i)} · dim ${j} · position row` });
-    heatmap(figures, { id: "live-sum", rows: T, cols: s.dim, values: sum, bits: sumBits, limit,
+    heatmap(figures, { id: "live-sum", rows, cols: s.dim, axes, values: sum, bits: sumBits, limit,
       title: "token + position, computed by this page", describe: "the browser's float32 sum.",
       tip: (i, j) => `browser · ${label(i)} · dim ${j}` });
     const run = s.runs.find((r) => r.start === at && r.token_ids.length === T &&
@@ -417,7 +466,8 @@ function schemesView(view) {
     for (let d = 0; d < sin.dim; d++) transposed[d * sin.positions + p] = table.values[p * sin.dim + d];
   }
   scaleLegend(view, 1);
-  heatmap(view, { id: "sinusoidal-table", rows: sin.dim, cols: sin.positions, values: transposed, dtype: "float64",
+  heatmap(view, { id: "sinusoidal-table", rows: numbered(sin.dim), cols: sin.positions,
+    axes: ["dim", "position"], values: transposed, dtype: "float64",
     limit: 1, cell: 6, title: `sinusoidal table: ${sin.dim} dims × ${sin.positions} positions (float64 reference)`,
     describe: "rows are dimensions, columns positions; fast waves at the top, slow ones below.",
     tip: (i, j) => `position ${j} · dim ${i} (${i % 2 ? "cos" : "sin"}, w = ${sin.frequencies[i >> 1].toPrecision(4)})` });
@@ -462,7 +512,7 @@ function schemesView(view) {
   const P = rope.scores.shape[0];
   const scoresFigure = element("div");
   scaleLegend(scoresFigure, largest(scores.values));
-  heatmap(scoresFigure, { id: "rope-scores", rows: P, cols: P, values: scores.values, dtype: "float64",
+  heatmap(scoresFigure, { id: "rope-scores", rows: numbered(P), cols: P, axes: ["m", "n"], values: scores.values, dtype: "float64",
     limit: largest(scores.values), cell: 6,
     title: `q(m)·k(n): token #${rope.token_ids[0]} against #${rope.token_ids[1]}`,
     describe: "the score of the two tokens at every pair of positions, rotated by the suite's " +
@@ -499,11 +549,12 @@ function biasFigures(view, scheme, found) {
     });
     const head = scheme === "alibi" ? `head ${h} (slope ${found.slopes[h]})` : `head ${h}`;
     const pair = element("div", { class: "row" }); // a head's two panels stay together
-    heatmap(pair, { id: `${scheme}-bias-${h}`, rows: W, cols: W, ...part(bias),
+    heatmap(pair, { id: `${scheme}-bias-${h}`, rows: numbered(W), cols: W, axes: ["query", "key"], ...part(bias),
       limit: largest(bias.values), cell: 9, title: `${head}: bias`,
       describe: "query positions down, key positions across.",
       tip: (i, j) => `${scheme} head ${h} · query ${i} · key ${j} · bias` });
-    heatmap(pair, { id: `${scheme}-attention-${h}`, rows: W, cols: W, ...part(attention), limit: 1,
+    heatmap(pair, { id: `${scheme}-attention-${h}`, rows: numbered(W), cols: W,
+      axes: ["query", "key"], ...part(attention), limit: 1,
       cell: 9, scale: "sequential", title: `${head}: attention`,
       describe: "the softmax over the keys of the bias alone, causal.",
       tip: (i, j) => `${scheme} head ${h} · query ${i} · key ${j} · attention` });
@@ -540,11 +591,14 @@ function realView(view) {
     scaleLegend(figures, limit);
     const row = element("div", { class: "row" });
     const tip = (what) => (i, j) => `${preset.labels[i]} (id ${preset.token_ids[i]}) · dim ${j} · ${what}`;
-    heatmap(row, { id: "real-token", rows: T, cols: D, ...tokens, limit, cell: 7, title: "token rows",
+    // Rows a label's height, so that every token is named; columns 6 px, so that the three
+    // panels and their labels fit side by side in 1280 px.
+    const grid = { rows: preset.labels, cols: D, axes: ["token @ pos", "dim"], cell: 6, rowHeight: LABEL_LINE };
+    heatmap(row, { id: "real-token", ...grid, ...tokens, limit, title: "token rows",
       describe: `${T} tokens.`, tip: tip("token row") });
-    heatmap(row, { id: "real-position", rows: T, cols: D, ...positions, limit, cell: 7, title: "position rows",
+    heatmap(row, { id: "real-position", ...grid, ...positions, limit, title: "position rows",
       describe: `positions 0 to ${T - 1}.`, tip: tip("position row") });
-    heatmap(row, { id: "real-sum", rows: T, cols: D, ...sums[names[0]], limit, cell: 7,
+    heatmap(row, { id: "real-sum", ...grid, ...sums[names[0]], limit,
       title: `token + position (${names[0]})`, describe: "their sum.", tip: tip(`sum, ${names[0]}`) });
     figures.append(row);
     figures.append(element("p", { class: "caption", text: "Tokens: " + preset.labels.join(" · ") }));
@@ -556,7 +610,7 @@ function realView(view) {
   view.append(element("p", { text: "Before any layer runs, training alone put related words near each other. " +
     "Words: " + sim.labels.join(", ") }));
   scaleLegend(view, 1);
-  heatmap(view, { id: "real-similarity", rows: n, cols: n, values: matrix.values, dtype: "float64", limit: 1, cell: 32,
+  heatmap(view, { id: "real-similarity", rows: sim.labels, cols: sim.labels, axes: ["word", "word"], values: matrix.values, dtype: "float64", limit: 1, cell: 32,
     title: "cosine similarity", describe: `${n} words against each other.`,
     tip: (i, j) => `${sim.labels[i]} · ${sim.labels[j]}` });
 }
