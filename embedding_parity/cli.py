@@ -16,7 +16,7 @@ import re
 import sys
 
 # Job modules in embedding_parity.jobs, in the order --help lists them; the first is the default.
-JOBS = ("seed", "text", "demos", "train", "shard", "page")
+JOBS = ("seed", "text", "demos", "train", "shard", "page", "check")
 
 
 class UsageError(ValueError):

@@ -1,0 +1,16 @@
+"""The conformance kit: hold anyone's embedding or positional encoding to the suite's contract.
+
+``compare.py check TARGET --kind KIND`` imports TARGET (``path/to/file.py:NAME`` or
+``package.module:NAME``) in a worker process, calls it on a battery of cases and holds every
+result to the suite's float64 reference (``backends.positional``), rounded once to the dtype
+tried. A result that differs is checked against the mistakes people make, by name: the RoPE
+layout, angles in low precision, a position off by one, the paper's ALiBi slopes for head counts
+that are not powers of two, a T5 bucket boundary, repeated ids summed once. Bad ids must raise:
+a clamped, wrapped, NaN or zero row is a silent wrong answer.
+
+- ``kinds``: the six contracts, their cases, references, tolerances and named mistakes;
+- ``frameworks``: NumPy arrays into a framework's arrays and back, the framework detected;
+- ``worker``: the process that imports the target and calls it, one case at a time;
+- ``runner``: starts the worker, runs each case under a time limit, judges and reports;
+- ``known``: the implementations people use, as adapters, and the matrix of their verdicts.
+"""

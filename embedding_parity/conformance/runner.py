@@ -1,0 +1,235 @@
+"""Run a kind's battery on a target in a worker process, each case under a time limit, and
+judge every result: the report of one target.
+
+A case that hangs or kills the worker is marked (timed out, died) and a fresh worker takes the
+next case, so one bad case never loses the run. Results travel as .npy files in one private
+temporary folder, removed on every exit path."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+from embedding_parity.cli import UsageError
+from embedding_parity.conformance.kinds import KINDS, Case, Outcome, Verdict
+
+ROOT = str(Path(__file__).resolve().parents[2])  # holds backends/ and embedding_parity/
+IMPORT_SECONDS = 180  # the target's own import (transformers takes seconds) and the frameworks'
+MARK = {"conforms": "ok", "differs": "NO", "rejected": "--", "failed": "FAIL"}
+
+
+@dataclass
+class CheckResult:
+    check: str
+    status: str  # conforms | differs | rejected | failed
+    detail: str
+    cases: list[dict] = field(default_factory=list)
+    phase: dict | None = None
+
+
+@dataclass
+class Report:
+    target: str
+    kind: str
+    framework: str
+    why: str
+    checks: list[CheckResult]
+    seconds: float
+
+    @property
+    def conforms(self) -> bool:
+        """Every check conforms or was rejected (a dtype refused is not a wrong answer)."""
+        return any(c.status == "conforms" for c in self.checks) and all(
+            c.status in ("conforms", "rejected") for c in self.checks
+        )
+
+    def lines(self) -> list[str]:
+        width = max(len(c.check) for c in self.checks)
+        lines = [
+            f"check {self.target} as {self.kind} ({self.framework}, {self.why})",
+            f"contract: {KINDS[self.kind].contract}",
+        ]
+        lines += [f"  {MARK[c.status]:<4} {c.check:<{width}}  {c.detail}" for c in self.checks]
+        counts = {s: sum(c.status == s for c in self.checks) for s in MARK}
+        summary = f"{counts['conforms']} of {len(self.checks)} checks conform"
+        summary += "".join(
+            f", {counts[s]} {word}"
+            for s, word in (("differs", "differ"), ("failed", "failed"), ("rejected", "rejected"))
+            if counts[s]
+        )
+        verdict = "CONFORMS" if self.conforms else "DIFFERS"
+        return [*lines, f"{verdict}: {summary} ({self.seconds:.1f} s)"]
+
+    def record(self) -> dict:
+        return {**asdict(self), "conforms": self.conforms}
+
+
+def run(
+    target: str,
+    kind: str,
+    *,
+    framework: str | None = None,
+    options: dict | None = None,
+    env: dict | None = None,
+    timeout: float = 60.0,
+    only: str | None = None,
+) -> Report:
+    """The report of ``target`` against ``kind``'s battery. ``only``: the checks whose name
+    starts with it. UsageError when the target cannot be imported or called."""
+    began = time.monotonic()
+    chosen = KINDS[kind]
+    cases = [c for c in chosen.cases(options or {}) if only is None or c.check.startswith(only)]
+    folder = tempfile.mkdtemp(prefix="embedding-parity-check-")
+    try:
+        worker = Worker(target, kind, framework, env or {}, folder)
+        try:
+            verdicts = [(case, chosen.judge(case, worker.ask(case, timeout))) for case in cases]
+        finally:
+            worker.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    checks = _checks(verdicts)
+    return Report(target, kind, worker.framework, worker.why, checks, time.monotonic() - began)
+
+
+def _checks(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
+    """One result per check: the first difference or failure, else what every case shares."""
+    grouped: dict[str, list[tuple[Case, Verdict]]] = {}
+    for case, verdict in verdicts:
+        grouped.setdefault(case.check, []).append((case, verdict))
+    results = []
+    for check, pairs in grouped.items():
+        cases = [
+            {"label": c.label, "status": v.status, "detail": v.detail, "ulps": v.ulps}
+            for c, v in pairs
+        ]
+        phases = [v.phase for _, v in pairs if v.phase]
+        phase = max(phases, key=lambda p: max(p["positions"]), default=None)
+        for status in ("differs", "failed"):
+            first = next(((c, v) for c, v in pairs if v.status == status), None)
+            if first:
+                results.append(
+                    CheckResult(check, status, f"{first[0].label}: {first[1].detail}", cases, phase)
+                )
+                break
+        else:
+            statuses = {v.status for _, v in pairs}
+            status = "rejected" if statuses == {"rejected"} else "conforms"
+            shown = [v for _, v in pairs if v.status == status]
+            worst = max(shown, key=lambda v: v.ulps or 0.0)
+            more = f" ({len(pairs)} cases)" if len(pairs) > 1 else ""
+            results.append(CheckResult(check, status, worst.detail + more, cases, phase))
+    return results
+
+
+class Worker:
+    """The worker process of one target; restarted after a case that hangs or kills it."""
+
+    def __init__(self, target: str, kind: str, framework: str | None, env: dict, folder: str):
+        self.request = {"target": target, "kind": kind, "framework": framework}
+        self.folder = folder
+        self.env = {
+            **os.environ,
+            **env,
+            "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+        }
+        self.started = 0
+        self.process = None
+        self._start()
+
+    def _start(self) -> None:
+        self.started += 1
+        log = open(os.path.join(self.folder, f"worker{self.started}.log"), "w+")  # noqa: SIM115
+        self.log = log
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "embedding_parity.conformance.worker", self.folder],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=self.env,
+        )
+        self.buffer = b""
+        reply, why = self._exchange(self.request, IMPORT_SECONDS)
+        if reply is None:
+            last = self._last_log_line()
+            self.close(kill=True)
+            raise UsageError(
+                f"TARGET {self.request['target']!r}: the worker {why} while importing it{last}"
+            )
+        if "usage" in reply:
+            self.close()
+            raise UsageError(reply["usage"])
+        self.framework, self.why = reply["framework"], reply["why"]
+
+    def ask(self, case: Case, timeout: float) -> Outcome:
+        reply, why = self._exchange(case.params, timeout)
+        if reply is None:
+            outcome = Outcome(failed=f"the call {why}{self._last_log_line()}")
+            self.close(kill=True)
+            self._start()
+            return outcome
+        if "raised" in reply:
+            return Outcome(raised=reply["raised"])
+        array = np.load(reply["path"], allow_pickle=False)
+        os.remove(reply["path"])
+        if reply["dtype"] == "bfloat16":
+            array = array.view(ml_dtypes.bfloat16)
+        return Outcome(array=array)
+
+    def _exchange(self, message: dict, timeout: float):
+        """(reply, None), or (None, why): the worker died or did not answer in time."""
+        try:
+            self.process.stdin.write((json.dumps(message) + "\n").encode())
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            return None, f"died ({self._exit()})"
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, f"timed out after {timeout:g} s"
+            ready, _, _ = select.select([self.process.stdout], [], [], left)
+            if ready:
+                chunk = os.read(self.process.stdout.fileno(), 65536)
+                if not chunk:
+                    return None, f"died ({self._exit()})"
+                self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return json.loads(line), None
+
+    def _exit(self) -> str:
+        code = self.process.wait(timeout=10)
+        return f"signal {-code}" if code < 0 else f"exit status {code}"
+
+    def _last_log_line(self) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        lines = [line.strip() for line in self.log.read().splitlines() if line.strip()]
+        return f": {lines[-1]}" if lines else ""
+
+    def close(self, kill: bool = False) -> None:
+        if self.process is None:
+            return
+        if kill:
+            self.process.kill()
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.close()
+                self.process.wait(timeout=5)
+            except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.process.stdout.close()
+        self.log.close()
+        self.process = None

@@ -1,0 +1,110 @@
+"""The worker: imports a target once, then calls it on one case at a time.
+
+    python -m embedding_parity.conformance.worker FOLDER
+
+Reads JSON lines on stdin: first {"target", "framework", "kind"}, then one case's params per
+line. Answers one JSON line per request on the file descriptor that was stdout; the target's
+own printing goes to stderr, so that it cannot garble the answers. Results are written as .npy
+files into FOLDER (never pickled; bfloat16 as its uint16 bits).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import traceback
+
+import ml_dtypes
+import numpy as np
+
+
+class Unusable(Exception):
+    """TARGET cannot be had: the one-line reason."""
+
+
+def load(target: str):
+    """(module, callable) of "path/to/file.py:NAME" or "package.module:NAME"; Unusable with
+    a one-line reason when it cannot be had."""
+    where, _, name = target.rpartition(":")
+    if not where or not name:
+        raise Unusable(
+            f"TARGET {target!r} must look like path/to/file.py:NAME or package.module:NAME"
+        )
+    if where.endswith(".py"):
+        if not os.path.isfile(where):
+            raise Unusable(f"TARGET {target!r}: no such file {where}")
+        sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
+        spec = importlib.util.spec_from_file_location(os.path.basename(where)[:-3], where)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    if not hasattr(module, name):
+        raise Unusable(f"TARGET {target!r}: {module.__name__} has no {name!r}")
+    function = getattr(module, name)
+    if not callable(function):
+        raise Unusable(f"TARGET {target!r}: {name} is a {type(function).__name__}, not callable")
+    return module, function
+
+
+def main(folder: str) -> None:
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # the target's prints go to the log, not into the answers
+    sys.stdout = sys.stderr
+
+    def answer(**reply):
+        answers.write(json.dumps(reply) + "\n")
+
+    from embedding_parity.conformance import frameworks
+    from embedding_parity.conformance.kinds import KINDS
+
+    request = json.loads(sys.stdin.readline())
+    try:
+        module, function = load(request["target"])
+    except Exception as error:  # noqa: BLE001 - any failure to import is the user's to read
+        message = (
+            f"{type(error).__name__}: {error}" if not isinstance(error, ValueError) else str(error)
+        )
+        answer(usage=message.splitlines()[0] if message else type(error).__name__)
+        return
+    framework, why = request["framework"], "given with --framework"
+    if framework is None:
+        framework, why = frameworks.detect(module, function)
+    answer(ready=True, framework=framework, why=why)
+    kind = KINDS[request["kind"]]
+    for number, line in enumerate(sys.stdin):
+        params = json.loads(line)
+        arguments = kind.arguments(params)
+        try:
+            with frameworks.precision(framework, arguments):
+                native = [frameworks.to_framework(a, framework) for a in arguments]
+                result = frameworks.to_numpy(function(*native))
+        except Exception as error:  # noqa: BLE001 - the target's exception is the finding
+            traceback.print_exc()
+            answer(
+                raised=f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".rstrip(
+                    ": "
+                )
+            )
+            continue
+        if result.dtype == object:
+            answer(
+                raised=f"TypeError: returned {type(result.flat[0]).__name__} objects, not an array"
+            )
+            continue
+        path = os.path.join(folder, f"result{number}.npy")
+        dtype = result.dtype.name
+        np.save(
+            path,
+            result.view(np.uint16) if result.dtype == ml_dtypes.bfloat16 else result,
+            allow_pickle=False,
+        )
+        answer(path=path, dtype=dtype)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,114 @@
+"""Check anyone's embedding or positional encoding against the suite's contract.
+
+TARGET is path/to/file.py:NAME or package.module:NAME, a callable written in NumPy, PyTorch or
+JAX that follows the contract of --kind (its arguments come as that framework's arrays):
+
+    lookup      f(token_table, position_table, token_ids, start) -> x
+    sinusoidal  f(num_positions, dim) -> table (interleaved: sin at even columns)
+    rope        f(x, positions) -> rotated; x (..., T, head_dim), the half layout
+    alibi       f(num_heads) -> slopes (num_heads,)
+    t5          f(relative_position, bidirectional, num_buckets, max_distance) -> buckets
+    gradient    f(token_table, token_ids, upstream) -> d_token_table (dense)
+
+Every case is held to the float64 reference rounded once to the dtype tried: lookups, slopes,
+buckets and gradients bit for bit, tables and rotations within the suite's derived tolerance.
+A result that differs is named by the mistake it matches; a bad id must raise.
+
+    compare.py check my_rope.py:rope --kind rope
+    compare.py check --known                  # the matrix of the implementations people use
+
+Exit status: 0 every check conforms, 1 one differs (the report says which and how), 2 bad usage
+(TARGET cannot be imported or is not callable).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from embedding_parity.cli import UsageError
+from embedding_parity.conformance.frameworks import FRAMEWORKS
+from embedding_parity.conformance.kinds import KINDS
+from embedding_parity.jobs import command
+
+COMMAND = "check"
+
+
+def add_arguments(parser) -> None:
+    add = parser.add_argument
+    add("target", nargs="?", metavar="TARGET", help="path/to/file.py:NAME or package.module:NAME")
+    add("--kind", choices=list(KINDS), help="the contract TARGET follows")
+    add("--framework", choices=FRAMEWORKS, help="what TARGET takes and returns (default: detected)")
+    add("--base", type=command.positive_finite, default=10000.0, help="rope and sinusoidal base (default: %(default)g)")
+    add("--padding-idx", type=command.at_least(0), help="gradient: the row that must not learn")
+    add("--only", metavar="CHECK", help="run only the checks whose name starts with CHECK")
+    add("--timeout", type=command.positive_finite, default=60.0, help="seconds per case (default: %(default)g)")
+    add("--json", metavar="OUT.json", help="write every case's verdict as JSON")
+    add("--known", action="store_true", help="run the matrix of known implementations instead")
+    add("--rows", nargs="+", metavar="NAME", help="with --known: only these rows (default: all)")
+    add("--markdown", metavar="PATH.md", help="with --known: the page whose matrix to rewrite")
+    add("--out", metavar="PICTURE", help="with --known: phase error against position, a picture")
+    parser.set_defaults(run=main)
+
+
+def main(args) -> int:
+    """1 if a check differs."""
+    command.check_file("--json", args.json, ".json")
+    if args.known:
+        return _known(args)
+    for flag in ("rows", "markdown", "out"):
+        if getattr(args, flag) is not None:
+            raise UsageError(f"--{flag} goes with --known")
+    if args.target is None or args.kind is None:
+        raise UsageError("give TARGET and --kind (or --known): see compare.py check --help")
+    from embedding_parity.conformance import runner
+
+    options = {"base": args.base, "padding_idx": args.padding_idx}
+    report = runner.run(
+        _absolute(args.target),
+        args.kind,
+        framework=args.framework,
+        options=options,
+        timeout=args.timeout,
+        only=args.only,
+    )
+    print("\n".join(report.lines()))
+    if args.json:
+        _write_json(args.json, report.record())
+    return 0 if report.conforms else 1
+
+
+def _absolute(target: str) -> str:
+    """A file target made absolute, so that the worker finds it from any folder."""
+    where, colon, name = target.rpartition(":")
+    return f"{os.path.abspath(where)}{colon}{name}" if where.endswith(".py") else target
+
+
+def _write_json(path: str, record) -> None:
+    with open(path, "w", encoding="utf-8") as out:
+        json.dump(record, out, indent=1, allow_nan=False, default=str)
+    print(f"json: {os.path.abspath(path)}")
+
+
+def _known(args) -> int:
+    from embedding_parity.conformance import known
+
+    if args.target is not None or args.kind is not None:
+        raise UsageError("--known runs its own targets: leave out TARGET and --kind")
+    if args.markdown is not None:
+        command.check_file("--markdown", args.markdown, ".md")
+    if args.out is not None:
+        command.check_picture(args.out)
+    matrix = known.run(args.rows, timeout=args.timeout, progress=print)
+    print("\n".join(known.summary(matrix)))
+    if args.json:
+        _write_json(args.json, matrix)
+    if args.markdown:
+        known.write_markdown(matrix, args.markdown)
+        print(f"matrix: {os.path.abspath(args.markdown)}")
+    if args.out:
+        from embedding_parity.drawing import conformance as pictures
+
+        pictures.phase_errors(matrix, args.out)
+        print(f"picture: {os.path.abspath(args.out)}")
+    return 0
