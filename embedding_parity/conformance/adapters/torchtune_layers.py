@@ -1,0 +1,27 @@
+"""torchtune's RotaryPositionalEmbeddings, loaded from its own file.
+
+``import torchtune`` imports the whole package (datasets, torchao, omegaconf); the module that
+defines the layer imports torch alone, so it is loaded by path from the installed package."""
+
+import importlib.util
+import os
+
+import torch
+
+_package = importlib.util.find_spec("torchtune")
+if _package is None:
+    raise ImportError("torchtune is not installed: pip install --no-deps torchtune")
+_path = os.path.join(_package.submodule_search_locations[0], "modules", "position_embeddings.py")
+_spec = importlib.util.spec_from_file_location("torchtune_position_embeddings", _path)
+_module = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_module)
+RotaryPositionalEmbeddings = _module.RotaryPositionalEmbeddings
+
+
+def rope(x, positions, base=10000.0):
+    head_dim, length = x.shape[-1], x.shape[-2]
+    layer = RotaryPositionalEmbeddings(head_dim, max_seq_len=int(positions.max()) + 1, base=base)
+    heads = x.reshape(-1, length, 1, head_dim)  # (batch, T, heads, head_dim)
+    batch = heads.shape[0]
+    rotated = layer(heads, input_pos=positions[None].expand(batch, length))
+    return rotated.reshape(x.shape)

@@ -1,0 +1,58 @@
+"""Hugging Face transformers (PyTorch): GPT-2's wte + wpe, Llama's rotary embedding, BLOOM's
+ALiBi tensor and T5's relative-position buckets, built from configs (nothing downloaded)."""
+
+import torch
+from transformers import GPT2Config, GPT2Model, LlamaConfig
+from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+from transformers.models.t5.modeling_t5 import T5Attention
+
+
+def gpt2_embeddings(token_table, position_table, token_ids, start):
+    vocab_size, dim = token_table.shape
+    config = GPT2Config(
+        vocab_size=vocab_size,
+        n_embd=dim,
+        n_positions=len(position_table),
+        n_layer=1,
+        n_head=1,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    model = GPT2Model(config).to(token_table.dtype).eval()
+    with torch.no_grad():
+        model.wte.weight.copy_(token_table)
+        model.wpe.weight.copy_(position_table)
+        positions = torch.arange(start, start + token_ids.shape[-1])
+        return model.wte(token_ids) + model.wpe(positions)  # GPT2Model.forward's first line
+
+
+def llama_rope(x, positions, base=10000.0):
+    head_dim = x.shape[-1]
+    config = LlamaConfig(
+        hidden_size=head_dim,
+        num_attention_heads=1,
+        head_dim=head_dim,
+        max_position_embeddings=int(positions.max()) + 1,
+        rope_parameters={"rope_type": "default", "rope_theta": base},
+    )
+    rotary = LlamaRotaryEmbedding(config=config)
+    q = x.reshape(-1, 1, *x.shape[-2:])  # (batch, heads, T, head_dim)
+    cos, sin = rotary(q, positions[None])
+    rotated, _ = apply_rotary_pos_emb(q, q, cos, sin, unsqueeze_dim=1)
+    return rotated.reshape(x.shape)
+
+
+def bloom_alibi_slopes(num_heads):
+    mask = torch.ones(1, 2)
+    alibi = build_alibi_tensor(mask, num_heads, torch.float32)  # (heads, 1, 2): slope * key
+    return alibi[:, 0, 1]
+
+
+def t5_buckets(relative_position, bidirectional, num_buckets, max_distance):
+    return T5Attention._relative_position_bucket(
+        relative_position,
+        bidirectional=bidirectional,
+        num_buckets=num_buckets,
+        max_distance=max_distance,
+    )

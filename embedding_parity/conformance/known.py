@@ -1,0 +1,332 @@
+"""The matrix: the battery run on the implementations people use, each row in its own worker.
+
+Every row names its library's installed version (read from the package metadata, without
+importing it). Rows whose library is not installed are reported as missing, never dropped."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from dataclasses import dataclass, field
+
+from embedding_parity.cli import UsageError
+from embedding_parity.conformance import runner
+
+ADAPTERS = "embedding_parity.conformance.adapters"
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    packages: tuple[str, ...]  # whose versions the row reports
+    target: str  # module:function under ADAPTERS
+    kind: str
+    framework: str
+    env: dict = field(default_factory=dict, hash=False)
+
+
+def _keras(backend: str) -> dict:
+    return {"KERAS_BACKEND": backend}
+
+
+def _suite(backend: str) -> dict:
+    return {"EMBEDDING_PARITY_BACKEND": backend}
+
+
+ROWS = [
+    Row("NumPy: table[ids] + positions", ("numpy",), "numpy_idioms:lookup", "lookup", "numpy"),
+    Row("torch nn.Embedding", ("torch",), "torch_idioms:nn_embedding", "lookup", "torch"),
+    Row("torch F.embedding", ("torch",), "torch_idioms:f_embedding", "lookup", "torch"),
+    Row("JAX x[ids]", ("jax",), "jax_idioms:indexing", "lookup", "jax"),
+    Row("JAX jnp.take", ("jax",), "jax_idioms:take", "lookup", "jax"),
+    Row(
+        "transformers GPT-2 wte + wpe",
+        ("transformers", "torch"),
+        "transformers_layers:gpt2_embeddings",
+        "lookup",
+        "torch",
+    ),
+    *(
+        Row(
+            f"keras-hub TokenAndPositionEmbedding ({b})",
+            ("keras-hub", "keras"),
+            "keras_hub_layers:token_and_position",
+            "lookup",
+            b if b != "numpy" else "numpy",
+            _keras(b),
+        )
+        for b in ("jax", "torch", "numpy")
+    ),
+    Row("flax nnx.Embed", ("flax", "jax"), "flax_layers:embed", "lookup", "jax"),
+    Row("equinox nn.Embedding", ("equinox", "jax"), "equinox_layers:embedding", "lookup", "jax"),
+    Row(
+        "transformers Llama rotary + apply_rotary_pos_emb",
+        ("transformers", "torch"),
+        "transformers_layers:llama_rope",
+        "rope",
+        "torch",
+    ),
+    Row(
+        "torchtune RotaryPositionalEmbeddings",
+        ("torchtune", "torch"),
+        "torchtune_layers:rope",
+        "rope",
+        "torch",
+    ),
+    *(
+        Row(
+            f"keras-hub RotaryEmbedding ({b})",
+            ("keras-hub", "keras"),
+            "keras_hub_layers:rotary",
+            "rope",
+            b,
+            _keras(b),
+        )
+        for b in ("jax", "torch", "numpy")
+    ),
+    *(
+        Row(
+            f"keras-hub SinePositionEncoding ({b})",
+            ("keras-hub", "keras"),
+            "keras_hub_layers:sine",
+            "sinusoidal",
+            b,
+            _keras(b),
+        )
+        for b in ("jax", "torch", "numpy")
+    ),
+    Row(
+        "transformers BLOOM build_alibi_tensor",
+        ("transformers", "torch"),
+        "transformers_layers:bloom_alibi_slopes",
+        "alibi",
+        "torch",
+    ),
+    *(
+        Row(
+            f"keras-hub AlibiBias ({b})",
+            ("keras-hub", "keras"),
+            "keras_hub_layers:alibi_slopes",
+            "alibi",
+            b,
+            _keras(b),
+        )
+        for b in ("jax", "torch", "numpy")
+    ),
+    Row(
+        "transformers T5 _relative_position_bucket",
+        ("transformers", "torch"),
+        "transformers_layers:t5_buckets",
+        "t5",
+        "torch",
+    ),
+    Row("NumPy np.add.at", ("numpy",), "numpy_idioms:gradient", "gradient", "numpy"),
+    Row(
+        "torch nn.Embedding autograd",
+        ("torch",),
+        "torch_idioms:nn_embedding_gradient",
+        "gradient",
+        "torch",
+    ),
+    Row(
+        "torch nn.Embedding sparse=True",
+        ("torch",),
+        "torch_idioms:nn_embedding_sparse_gradient",
+        "gradient",
+        "torch",
+    ),
+    Row("JAX jax.vjp of x[ids]", ("jax",), "jax_idioms:indexing_gradient", "gradient", "jax"),
+    *(
+        Row(
+            f"embedding-parity {b} ({kind})",
+            ("embedding-parity", b),
+            f"suite:{kind}",
+            kind,
+            b,
+            _suite(b),
+        )
+        for kind in ("lookup", "sinusoidal", "rope", "alibi", "t5", "gradient")
+        for b in ("numpy", "torch", "jax")
+    ),
+]
+
+
+def versions(packages) -> dict:
+    found = {}
+    for package in packages:
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def run(names=None, *, timeout: float = 60.0, progress=None) -> dict:
+    """{"rows": [...]} with each row's versions and report (or why it could not run)."""
+    rows = ROWS if not names else [r for r in ROWS if r.name in names]
+    unknown = set(names or ()) - {r.name for r in ROWS}
+    if unknown:
+        raise UsageError(f"--rows: no row named {sorted(unknown)[0]!r}")
+    matrix = []
+    for row in rows:
+        record = {
+            "name": row.name,
+            "kind": row.kind,
+            "framework": row.framework,
+            "versions": versions(row.packages),
+        }
+        missing = [p for p, v in record["versions"].items() if v is None]
+        if missing:
+            record["missing"] = f"{missing[0]} is not installed (make install adds it)"
+        else:
+            try:
+                report = runner.run(
+                    f"{ADAPTERS}.{row.target}",
+                    row.kind,
+                    framework=row.framework,
+                    env=row.env,
+                    timeout=timeout,
+                )
+                record["report"] = report.record()
+            except UsageError as error:
+                record["missing"] = str(error)
+        if progress:
+            progress(_progress_line(record))
+        matrix.append(record)
+    return {"rows": matrix}
+
+
+def _progress_line(record) -> str:
+    if "missing" in record:
+        return f"  --   {record['name']}: {record['missing']}"
+    report = record["report"]
+    return (
+        f"  {'ok' if report['conforms'] else 'NO':<4} {record['name']} ({report['seconds']:.1f} s)"
+    )
+
+
+def controls_conform(matrix: dict) -> bool:
+    """The suite's own rows all conform (the matrix's exit status)."""
+    return all(
+        r.get("report", {}).get("conforms", False)
+        for r in matrix["rows"]
+        if r["name"].startswith("embedding-parity ")
+    )
+
+
+# --- the matrix as text ------------------------------------------------------------------
+
+COLUMNS = (
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "long positions",
+    "layout",
+    "bad ids",
+    "values",
+)
+
+
+def cells(record: dict) -> dict:
+    """The row's cell in each column: ✓ or ✗ and a few words, "—" where the column does not apply."""
+    if "missing" in record:
+        return {c: "not run" for c in COLUMNS}
+    checks = record["report"]["checks"]
+    out = {}
+    for dtype in COLUMNS[:4]:
+        out[dtype] = _cell(
+            [
+                c
+                for c in checks
+                if c["check"].endswith(" " + dtype) and not c["check"].startswith("long")
+            ]
+        )
+    out["long positions"] = _cell(
+        [c for c in checks if c["check"].startswith(("long positions", "positions to"))]
+    )
+    layout = [c for c in checks if "layout" in c["detail"]]
+    if record["kind"] in ("rope", "sinusoidal"):
+        shown = re.search(r"(interleaved|concat) layout", layout[0]["detail"]) if layout else None
+        out["layout"] = (
+            f"✗ {shown.group(1)}"
+            if shown
+            else ("✓ half" if record["kind"] == "rope" else "✓ interleaved")
+        )
+    else:
+        out["layout"] = "—"
+    out["bad ids"] = _bad_ids([c for c in checks if "bad id" in c["check"]])
+    out["values"] = _cell(
+        [c for c in checks if c["check"].startswith(("slopes", "buckets", "table"))]
+    )
+    return out
+
+
+def _cell(checks) -> str:
+    if not checks:
+        return "—"
+    for status, mark in (("differs", "✗"), ("failed", "✗ failed"), ("rejected", "rejected")):
+        bad = [c for c in checks if c["status"] == status]
+        if bad:
+            return f"{mark} {_short(bad[0]['detail'])}".strip()
+    exact = all("bit-identical" in c["detail"] or c["detail"].startswith("exact") for c in checks)
+    if exact:
+        return (
+            "✓ bit-identical" if any("bit-identical" in c["detail"] for c in checks) else "✓ exact"
+        )
+    ulps = max((case["ulps"] or 0.0) for c in checks for case in c["cases"])
+    return f"✓ within tolerance ({ulps:.2g} ulp)"
+
+
+def _short(detail: str) -> str:
+    """The diagnosis of a detail, without the case label and the ulp count."""
+    detail = detail.split(": ", 1)[1] if ": " in detail else detail
+    parts = detail.split("; ")
+    return parts[-1] if len(parts) > 1 else parts[0]
+
+
+def _bad_ids(checks) -> str:
+    if not checks:
+        return "—"
+    if all(c["status"] == "conforms" for c in checks):
+        return "✓ raises"
+    found = []
+    for c in checks:
+        what = c["check"].split(": ", 1)[1]
+        verdict = (
+            "raises" if c["status"] == "conforms" else c["detail"].split(": ", 1)[1].split(":")[0]
+        )
+        found.append(f"{what}: {verdict}")
+    return "✗ " + "; ".join(found)
+
+
+def summary(matrix: dict) -> list[str]:
+    lines = [
+        "",
+        "| implementation | versions | kind | " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * (len(COLUMNS) + 3),
+    ]
+    for record in matrix["rows"]:
+        shown = ", ".join(f"{p} {v}" for p, v in record["versions"].items() if v)
+        row = cells(record)
+        lines.append(
+            f"| {record['name']} | {shown} | {record['kind']} | "
+            + " | ".join(row[c] for c in COLUMNS)
+            + " |"
+        )
+    return lines
+
+
+START, END = "<!-- matrix: written by make conformance -->", "<!-- end of the matrix -->"
+
+
+def write_markdown(matrix: dict, path: str) -> None:
+    """Replace the matrix between the markers in ``path`` (the page keeps its own prose)."""
+    with open(path, encoding="utf-8") as page:
+        text = page.read()
+    if START not in text or END not in text:
+        raise UsageError(f"--markdown {path}: no {START} ... {END} section to rewrite")
+    before, rest = text.split(START, 1)
+    _, after = rest.split(END, 1)
+    with open(path, "w", encoding="utf-8") as page:
+        page.write(before + START + "\n" + "\n".join(summary(matrix)[1:]) + "\n" + END + after)
