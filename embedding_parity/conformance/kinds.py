@@ -114,15 +114,20 @@ class Kind:
             return conforms("bit-identical", ulps=size, phase=phase)
         tolerance = self.tolerance(params, dtype)
         error = numerics.max_error(actual, reference)
+        if not self.exact:
+            size = numerics.ulps_at_scale(error, reference, dtype)
         if not self.exact and error <= tolerance:
             return conforms(
                 f"within tolerance: {error:.2g} <= {tolerance:.2g} ({size:.3g} ulp)",
                 ulps=size,
                 phase=phase,
             )
-        found = (
-            f"{size:.3g} ulp at {list(where)}" if math.isfinite(size) else f"NaN at {list(where)}"
-        )
+        if not math.isfinite(size):
+            found = f"NaN at {list(where)}"
+        elif self.exact:
+            found = f"{size:.3g} ulp at {list(where)}"
+        else:
+            found = f"{error:.2g} > {tolerance:.2g} ({size:.3g} ulp)"
         diagnosis = self.diagnose(params, actual, dtype, tolerance, error)
         return differs(f"{found}{'; ' + diagnosis if diagnosis else ''}", ulps=size, phase=phase)
 
@@ -355,7 +360,13 @@ class Sinusoidal(Kind):
             return None
         positions = np.arange(actual.shape[0], dtype=np.float64)
         error = numerics.table_phase_error(actual, positions, params["base"])
-        return _phase_record(positions, error)
+        # the largest error in each octave of positions (0, 1, 2-3, 4-7, ...): the envelope
+        edges = [0, *(2**k for k in range(int(np.log2(max(len(positions) - 1, 1))) + 1))]
+        starts = [e for e in edges if e < len(positions)]
+        stops = [*starts[1:], len(positions)]
+        return _phase_record(
+            np.array(starts), np.array([error[a:b].max() for a, b in zip(starts, stops)])
+        )
 
     def diagnose(self, params, actual, dtype, tolerance, error):
         found = super().diagnose(params, actual, dtype, tolerance, error)
@@ -484,9 +495,10 @@ class Rope(Kind):
         return _phase_record(positions, error)
 
     def diagnose(self, params, actual, dtype, tolerance, error):
-        return _with_phase(
-            super().diagnose(params, actual, dtype, tolerance, error), self.phase(params, actual)
-        )
+        found = super().diagnose(params, actual, dtype, tolerance, error)
+        if dtype == "float64" and error <= self.tolerance(params, "float32"):
+            found = "computed in float32: within float32's tolerance, not float64's"
+        return _with_phase(found, self.phase(params, actual))
 
 
 # --- alibi -------------------------------------------------------------------------------

@@ -279,10 +279,13 @@ def _cell(checks) -> str:
 
 
 def _short(detail: str) -> str:
-    """The diagnosis of a detail, without the case label and the ulp count."""
-    detail = detail.split(": ", 1)[1] if ": " in detail else detail
-    parts = detail.split("; ")
-    return parts[-1] if len(parts) > 1 else parts[0]
+    """A cell's few words: the diagnosis without its explanations, else the size of the error.
+    "2 heads: 1 ulp at [1]; slopes off by ..." keeps its label "2 heads"."""
+    label, _, rest = detail.partition(": ")
+    parts = (rest or label).split("; ")
+    words = parts[-1].split(" (")[0].split(": ")[0]
+    words = words.replace("nearest to ", "≈ ")
+    return f"{label}: {words}" if label.endswith(("heads", "heads (not a power of two)")) else words
 
 
 def _bad_ids(checks) -> str:

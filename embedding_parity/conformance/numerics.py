@@ -45,6 +45,16 @@ def ulps(actual: np.ndarray, reference: np.ndarray, dtype) -> tuple[float, tuple
     return float(error[where]), tuple(int(i) for i in where)
 
 
+def ulps_at_scale(error: float, reference: np.ndarray, dtype) -> float:
+    """``error`` in units in the last place of ``dtype`` at the reference's largest magnitude:
+    the measure for tables and rotations, whose tolerance is absolute (an error of 3e-8 where
+    the reference is 1e-12 is many ulps of that value, and half an ulp of the table)."""
+    info = ml_dtypes.finfo(validation.resolve_dtype(dtype))
+    largest = float(np.abs(np.asarray(reference, np.float64)).max(initial=0.0))
+    exponent = max(math.floor(math.log2(largest)) if largest > 0 else info.minexp, info.minexp)
+    return error / 2.0 ** (exponent - info.nmant)
+
+
 def max_error(actual: np.ndarray, reference: np.ndarray) -> float:
     """Largest |actual - reference| in float64; NaN anywhere counts as infinite."""
     difference = np.abs(np.asarray(actual, np.float64) - np.asarray(reference, np.float64))

@@ -39,10 +39,20 @@ def add_arguments(parser) -> None:
     add("target", nargs="?", metavar="TARGET", help="path/to/file.py:NAME or package.module:NAME")
     add("--kind", choices=list(KINDS), help="the contract TARGET follows")
     add("--framework", choices=FRAMEWORKS, help="what TARGET takes and returns (default: detected)")
-    add("--base", type=command.positive_finite, default=10000.0, help="rope and sinusoidal base (default: %(default)g)")
+    add(
+        "--base",
+        type=command.positive_finite,
+        default=10000.0,
+        help="rope and sinusoidal base (default: %(default)g)",
+    )
     add("--padding-idx", type=command.at_least(0), help="gradient: the row that must not learn")
     add("--only", metavar="CHECK", help="run only the checks whose name starts with CHECK")
-    add("--timeout", type=command.positive_finite, default=60.0, help="seconds per case (default: %(default)g)")
+    add(
+        "--timeout",
+        type=command.positive_finite,
+        default=60.0,
+        help="seconds per case (default: %(default)g)",
+    )
     add("--json", metavar="OUT.json", help="write every case's verdict as JSON")
     add("--known", action="store_true", help="run the matrix of known implementations instead")
     add("--rows", nargs="+", metavar="NAME", help="with --known: only these rows (default: all)")

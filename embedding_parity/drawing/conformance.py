@@ -1,0 +1,49 @@
+"""The conformance matrix's picture: phase error against position for every rope and
+sinusoidal row, the error that grows with position when angles are formed in low precision."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from embedding_parity.drawing import pyplot, save
+
+PANELS = (
+    ("rope", "long positions float32", "RoPE, float32 inputs: x turned at positions to 131071"),
+    ("sinusoidal", "positions to 131071", "sinusoidal table: the largest error in each octave"),
+)
+FLOOR = 1e-9  # exact angles are drawn here: a log axis has no zero
+
+
+def phase_errors(matrix: dict, path: str, *, show: bool = False) -> None:
+    plt = pyplot(show)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), sharey=True)
+    for ax, (kind, check, title) in zip(axes, PANELS):
+        rows = [r for r in matrix["rows"] if r["kind"] == kind and "report" in r]
+        for number, row in enumerate(rows):
+            found = next((c for c in row["report"]["checks"] if c["check"] == check), None)
+            if not found or not found["phase"] or "layout" in found["detail"]:
+                continue  # another layout pairs other columns: its phase means nothing
+            positions = np.array(found["phase"]["positions"], dtype=float)
+            radians = np.maximum(np.array(found["phase"]["radians"]), FLOOR)
+            style = "-" if found["status"] == "conforms" else "--"
+            mark = "ok" if found["status"] == "conforms" else "differs"
+            ax.plot(
+                np.maximum(positions, 0.5),
+                radians,
+                style,
+                marker="os^vD<>p*h"[number % 10],
+                markersize=4,
+                label=f"{row['name']} ({mark})",
+            )
+        ax.set(xscale="log", yscale="log", xlabel="position (0 drawn at 0.5)", title=title)
+        ax.axhline(FLOOR, color="grey", lw=0.6)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    axes[0].set_ylabel("largest phase error over frequencies (radians)")
+    fig.suptitle(
+        "Phase error against position: the angle each pair was turned by, read back, minus "
+        "p * base**(-2i/d); dashed: the row differs; rows of another layout left out",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    save(fig, path, show=show)
