@@ -37,7 +37,8 @@ def ulps(actual: np.ndarray, reference: np.ndarray, dtype) -> tuple[float, tuple
     exponent = np.floor(np.log2(np.where(magnitude > 0, magnitude, 1.0)))
     exponent = np.maximum(np.where(magnitude > 0, exponent, info.minexp), info.minexp)
     spacing = np.exp2(exponent - info.nmant)
-    error = np.abs(np.asarray(actual, dtype=np.float64) - reference) / spacing
+    with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN results are reported
+        error = np.abs(np.asarray(actual, dtype=np.float64) - reference) / spacing
     error = np.where(np.isnan(error), np.inf, error)
     if error.size == 0:
         return 0.0, ()

@@ -81,13 +81,21 @@ def t5(relative_position, bidirectional, num_buckets, max_distance):
     from backends import numpy_backend
 
     return numpy_backend.t5_relative_buckets(
-        relative_position, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+        relative_position,
+        bidirectional=bidirectional,
+        num_buckets=num_buckets,
+        max_distance=max_distance,
     )
 
 
 def t5_boundary_off_by_one(relative_position, bidirectional, num_buckets, max_distance):
     buckets = t5(relative_position, bidirectional, num_buckets, max_distance)
-    shifted = t5(np.asarray(relative_position) - np.sign(relative_position), bidirectional, num_buckets, max_distance)
+    shifted = t5(
+        np.asarray(relative_position) - np.sign(relative_position),
+        bidirectional,
+        num_buckets,
+        max_distance,
+    )
     # distances >= n/2 one further on: every logarithmic bucket starts one late
     n = num_buckets // 2 if bidirectional else num_buckets
     distance = np.abs(relative_position) if bidirectional else -np.minimum(relative_position, 0)

@@ -22,7 +22,9 @@ def rope_interleaved(x, positions):
 
 def rope_angles_in_bfloat16(x, positions):
     # the angles formed in bfloat16, as a model cast to bfloat16 whole would form them
-    angles = positions.to(torch.bfloat16)[:, None] * _inverse_frequencies(x.shape[-1], torch.bfloat16)
+    angles = positions.to(torch.bfloat16)[:, None] * _inverse_frequencies(
+        x.shape[-1], torch.bfloat16
+    )
     cos, sin = angles.float().cos(), angles.float().sin()
     a, b = x.float().chunk(2, dim=-1)
     return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1).to(x.dtype)

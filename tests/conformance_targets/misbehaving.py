@@ -1,0 +1,31 @@
+"""Targets that hang, die or print on some cases, and a name that is not callable."""
+
+import os
+import time
+
+import numpy as np
+
+NOT_CALLABLE = 3
+
+
+def _lookup(token_table, position_table, token_ids, start):
+    return token_table[token_ids] + position_table[start : start + token_ids.shape[-1]]
+
+
+def hangs_on_bad_ids(token_table, position_table, token_ids, start):
+    if np.asarray(token_ids).min() < 0 or np.asarray(token_ids).max() >= len(token_table):
+        time.sleep(3600)
+    return _lookup(token_table, position_table, token_ids, start)
+
+
+def dies_on_bad_ids(token_table, position_table, token_ids, start):
+    if np.asarray(token_ids).min() < 0 or np.asarray(token_ids).max() >= len(token_table):
+        os._exit(7)
+    return _lookup(token_table, position_table, token_ids, start)
+
+
+def prints(num_heads):
+    print("a target that prints cannot garble the worker's answers")
+    from backends import positional
+
+    return positional.alibi_slopes(num_heads)

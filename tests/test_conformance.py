@@ -1,0 +1,243 @@
+"""compare.py check: correct implementations conform, and each natural mistake is caught (exit
+1) and named; bad usage is one line and exit 2; a case that hangs or kills the worker is marked
+and the run goes on."""
+
+import json
+import os
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import compare
+from embedding_parity.conformance import numerics
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.join(ROOT, "tests", "conformance_targets")
+
+
+def check(capsys, target: str, kind: str, *flags) -> tuple[int, str]:
+    code = compare.main(["check", os.path.join(HERE, target), "--kind", kind, *flags])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+@pytest.mark.parametrize(
+    "target, kind",
+    [
+        ("numpy_targets.py:lookup", "lookup"),
+        ("numpy_targets.py:sinusoidal", "sinusoidal"),
+        ("numpy_targets.py:rope", "rope"),
+        ("numpy_targets.py:alibi", "alibi"),
+        ("numpy_targets.py:t5", "t5"),
+        ("numpy_targets.py:gradient", "gradient"),
+        ("torch_targets.py:lookup", "lookup"),
+        ("torch_targets.py:gradient", "gradient"),
+        ("jax_targets.py:rope", "rope"),
+    ],
+)
+def test_a_correct_implementation_conforms(capsys, target, kind):
+    code, report = check(capsys, target, kind)
+    assert code == 0, report
+    assert "CONFORMS" in report and "  NO " not in report
+    framework = (
+        "torch" if target.startswith("torch") else "jax" if target.startswith("jax") else "numpy"
+    )
+    assert f"as {kind} ({framework}, detected:" in report
+
+
+@pytest.mark.parametrize(
+    "target, kind, flags, named",
+    [
+        (
+            "numpy_targets.py:lookup_clamps",
+            "lookup",
+            [],
+            ["bad id: vocab_size", "clamps to row 63", "truncates 1.5 to 1"],
+        ),
+        (
+            "numpy_targets.py:lookup_start_off_by_one",
+            "lookup",
+            [],
+            ["position off by +1 (start + 1)"],
+        ),
+        (
+            "numpy_targets.py:sinusoidal_concat",
+            "sinusoidal",
+            [],
+            ["concat layout (all sines, then all cosines)"],
+        ),
+        ("numpy_targets.py:rope_interleaved", "rope", [], ["interleaved layout (pairs 2i, 2i+1"]),
+        (
+            "torch_targets.py:rope_interleaved",
+            "rope",
+            ["--only", "rotation float32"],
+            ["interleaved layout"],
+        ),
+        (
+            "torch_targets.py:rope_angles_in_bfloat16",
+            "rope",
+            ["--only", "long positions float32"],
+            ["angles computed in bfloat16: phase error 2.6 rad at position 16385"],
+        ),
+        (
+            "numpy_targets.py:alibi_paper",
+            "alibi",
+            [],
+            [
+                "3 heads (not a power of two)",
+                "the power-of-two formula 2**(-8i/n) applied to 3 heads",
+            ],
+        ),
+        ("numpy_targets.py:t5_boundary_off_by_one", "t5", [], ["off by one at bucket boundaries"]),
+        (
+            "numpy_targets.py:gradient_assigns",
+            "gradient",
+            [],
+            ["repeated ids summed once (W[ids] += g"],
+        ),
+        (
+            "torch_targets.py:gradient_index_put",
+            "gradient",
+            ["--only", "gradient float32"],
+            ["repeated ids summed once"],
+        ),
+        (
+            "numpy_targets.py:gradient",
+            "gradient",
+            ["--padding-idx", "7"],
+            ["the padding row 7 learns"],
+        ),
+        (
+            "jax_targets.py:lookup_take",
+            "lookup",
+            ["--only", "bad id"],
+            ["fills NaN: a NaN row instead of an error"],
+        ),
+        (
+            "jax_targets.py:lookup_indexing",
+            "lookup",
+            ["--only", "bad id"],
+            ["clamps to row 63", "wraps to row 63"],
+        ),
+        (
+            "jax_targets.py:gradient",
+            "gradient",
+            ["--only", "gradient, bad id"],
+            ["drops it: its upstream row is lost"],
+        ),
+    ],
+)
+def test_each_natural_mistake_is_caught_and_named(capsys, target, kind, flags, named):
+    code, report = check(capsys, target, kind, *flags)
+    assert code == 1, report
+    assert "DIFFERS" in report
+    for words in named:
+        assert words in report, report
+
+
+def test_json_has_every_case(tmp_path, capsys):
+    out = tmp_path / "check.json"
+    code, _ = check(capsys, "numpy_targets.py:alibi_paper", "alibi", "--json", str(out))
+    assert code == 1
+    record = json.loads(out.read_text())
+    assert record["conforms"] is False and record["kind"] == "alibi"
+    [slopes] = record["checks"]
+    assert len(slopes["cases"]) == 128
+    cases = {case["label"]: case for case in slopes["cases"]}
+    assert cases["8 heads"]["status"] == "conforms"
+    # 12 heads, the issue's own example: caught and named like the first, 3 heads
+    twelve = cases["12 heads (not a power of two)"]
+    assert twelve["status"] == "differs"
+    assert "the power-of-two formula 2**(-8i/n) applied to 12 heads" in twelve["detail"]
+
+
+def test_a_hang_is_marked_and_the_run_goes_on(capsys):
+    code, report = check(capsys, "misbehaving.py:hangs_on_bad_ids", "lookup", "--timeout", "3")
+    assert code == 1
+    assert "FAIL bad id: vocab_size" in report and "timed out after 3 s" in report
+    assert "ok   forward float32" in report  # the cases before it
+    assert "bad id: non-integer (1.5)" in report  # and after it, in a fresh worker
+
+
+def test_a_crash_is_marked_and_the_run_goes_on(capsys):
+    code, report = check(capsys, "misbehaving.py:dies_on_bad_ids", "lookup")
+    assert code == 1
+    assert "died (exit status 7)" in report
+    assert report.count("FAIL") == 3 and "ok   forward bfloat16" in report
+
+
+def test_a_target_that_prints_still_conforms(capsys):
+    code, report = check(capsys, "misbehaving.py:prints", "alibi")
+    assert code == 0, report
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["check", "no_such_file.py:f", "--kind", "lookup"], "no such file"),
+        (
+            ["check", os.path.join(HERE, "numpy_targets.py:nothing"), "--kind", "lookup"],
+            "has no 'nothing'",
+        ),
+        (
+            ["check", os.path.join(HERE, "misbehaving.py:NOT_CALLABLE"), "--kind", "alibi"],
+            "is a int, not callable",
+        ),
+        (
+            ["check", os.path.join(HERE, "broken_import.py:f"), "--kind", "alibi"],
+            "RuntimeError: this module is broken",
+        ),
+        (["check", "no_such_package.module:f", "--kind", "t5"], "ModuleNotFoundError"),
+        (["check", "numpy_targets.py", "--kind", "t5"], "must look like path/to/file.py:NAME"),
+        (["check", "x.py:f", "--kind", "conv"], "argument --kind: invalid choice: 'conv'"),
+        (["check", "x.py:f"], "give TARGET and --kind"),
+        (["check", "--rows", "x"], "--rows goes with --known"),
+        (["check", "--known", "--rows", "nothing"], "no row named 'nothing'"),
+    ],
+)
+def test_bad_usage_is_one_line_and_exit_2(capsys, argv, message):
+    assert compare.main(argv) == 2
+    captured = capsys.readouterr()
+    [line] = captured.err.splitlines()
+    assert line.startswith("compare.py check: error: ") and message in line, line
+
+
+def test_no_framework_or_library_is_imported_until_a_row_runs():
+    modules = ("torch", "jax", "transformers", "keras", "keras_hub", "flax", "equinox", "torchtune")
+    code = (
+        "import sys, compare\n"
+        "from embedding_parity.conformance import known, runner\n"
+        "from embedding_parity.jobs import check\n"
+        f"print([m for m in {modules!r} if m in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=ROOT,
+    )
+    assert done.stdout.strip() == "[]"
+
+
+# --- the numbers behind the verdicts ------------------------------------------------------
+
+
+def test_ulps_count_the_last_place_of_each_dtype():
+    reference = np.array([1.0, 0.5, 3.0, -6.0])
+    for dtype, mantissa_bits in (("float32", 23), ("float16", 10), ("bfloat16", 7)):
+        spacing = 2.0 ** (np.floor(np.log2(np.abs(reference))) - mantissa_bits)
+        size, where = numerics.ulps(reference + spacing * [1, 1, 2, 1], reference, dtype)
+        assert (size, where) == (2.0, (2,))
+    assert numerics.ulps(np.array([np.nan]), np.array([1.0]), "float32")[0] == np.inf
+
+
+def test_rounding_goes_through_float32_for_the_16_bit_dtypes():
+    value = np.array([1 + 2.0**-8 + 2.0**-30])  # just above a bfloat16 tie
+    direct = value.astype(ml_dtypes.bfloat16)
+    assert numerics.rounded(value, "bfloat16").dtype == direct.dtype
+    assert numerics.rounded(value, "float32")[0] == np.float32(value[0])

@@ -1,0 +1,122 @@
+"""The matrix's findings about other people's packages, each asserted with the version it was
+found in: an upgrade that changes one fails here instead of silently changing the table in
+docs/conformance.md. The suite's own rows, the controls, must conform everywhere."""
+
+import pytest
+
+from embedding_parity.conformance import known
+
+# The versions the findings below were made with (pinned in constraints.txt and
+# requirements-conformance.txt); a new version is a new finding to check.
+PINNED = {
+    "transformers": "5.24.0",
+    "keras": "3.15.1",
+    "keras-hub": "0.32.0",
+    "flax": "0.12.8",
+    "equinox": "0.13.8",
+    "torchtune": "0.6.1",
+    "jax": "0.10.2",
+    "torch": "2.13.0+cpu",
+}
+
+# row: {check: words its detail must hold}; "raises" means the check conforms by raising.
+FINDINGS = {
+    "NumPy: table[ids] + positions": {
+        "bad id: vocab_size": "raises",
+        "bad id: -1": "wraps to row 63",
+    },
+    "torch nn.Embedding": {
+        "bad id: vocab_size": "raises",
+        "bad id: -1": "raises",
+        "forward bfloat16": "bit-identical",
+    },
+    "transformers GPT-2 wte + wpe": {"bad id: -1": "raises", "forward float16": "bit-identical"},
+    "JAX x[ids]": {"bad id: vocab_size": "clamps to row 63", "bad id: -1": "wraps to row 63"},
+    "JAX jnp.take": {"bad id: vocab_size": "fills NaN", "bad id: far out of range": "fills NaN"},
+    "keras-hub TokenAndPositionEmbedding (jax)": {
+        "bad id: vocab_size": "fills NaN",
+        "bad id: -1": "wraps to row 63",
+        "bad id: non-integer (1.5)": "truncates 1.5 to 1",
+        "forward float32": "bit-identical",
+    },
+    "keras-hub TokenAndPositionEmbedding (torch)": {
+        "bad id: vocab_size": "raises",
+        "bad id: -1": "wraps to row 63",
+    },
+    "keras-hub TokenAndPositionEmbedding (numpy)": {
+        "bad id: vocab_size": "raises",
+        "bad id: -1": "wraps to row 63",
+    },
+    "flax nnx.Embed": {"bad id: vocab_size": "fills NaN", "bad id: -1": "wraps to row 63"},
+    "equinox nn.Embedding": {
+        "bad id: vocab_size": "clamps to row 63",
+        "bad id: -1": "wraps to row 63",
+    },
+    "torchtune RotaryPositionalEmbeddings": {"rotation float32": "interleaved layout"},
+    "transformers Llama rotary + apply_rotary_pos_emb": {
+        "rotation float32": "within tolerance",
+        "long positions bfloat16": "within tolerance",
+        "rotation float64": "computed in float32",
+    },
+    "keras-hub RotaryEmbedding (jax)": {
+        "rotation float16": "within tolerance",
+        "rotation float64": "computed in float32",
+    },
+    "keras-hub SinePositionEncoding (jax)": {"positions to 131071": "within tolerance"},
+    "transformers BLOOM build_alibi_tensor": {
+        "slopes, 1 to 128 heads": "11 heads (not a power of two)"
+    },
+    "keras-hub AlibiBias (jax)": {"slopes, 1 to 128 heads": "bit-identical"},
+    "transformers T5 _relative_position_bucket": {
+        "buckets bidirectional, 32 buckets, max distance 128": "exact"
+    },
+    "JAX jax.vjp of x[ids]": {
+        "gradient, bad id: vocab_size": "drops it",
+        "gradient float32": "n * eps",
+    },
+}
+CONTROLS = [r.name for r in known.ROWS if r.name.startswith("embedding-parity ")]
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    rows = known.run([*FINDINGS, *CONTROLS])["rows"]
+    return {r["name"]: r for r in rows}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(FINDINGS))
+def test_each_finding_holds_at_its_version(matrix, name):
+    record = matrix[name]
+    assert "missing" not in record, record.get("missing")
+    for package, version in record["versions"].items():
+        if package in PINNED:
+            assert version == PINNED[package], (
+                f"{package} {version}: check this row's findings again"
+            )
+    checks = {c["check"]: c for c in record["report"]["checks"]}
+    for check, words in FINDINGS[name].items():
+        found = checks[check]
+        if words == "raises":
+            assert found["status"] == "conforms" and found["detail"].startswith("raises"), found
+        else:
+            assert words in found["detail"], found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CONTROLS)
+def test_the_suites_own_rows_conform_everywhere(matrix, name):
+    report = matrix[name]["report"]
+    assert report["conforms"], [c for c in report["checks"] if c["status"] != "conforms"]
+
+
+def test_every_row_names_an_adapter_that_exists():
+    import importlib.util
+    import pathlib
+
+    for row in known.ROWS:
+        module, _, function = row.target.partition(":")
+        spec = importlib.util.find_spec(f"{known.ADAPTERS}.{module}")
+        assert spec is not None and function, row
+        source = pathlib.Path(spec.origin).read_text(encoding="utf-8")
+        assert f"def {function}(" in source, row
