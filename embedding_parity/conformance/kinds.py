@@ -319,7 +319,10 @@ class Sinusoidal(Kind):
         positions = np.arange(params["num_positions"], dtype=np.float64)
         found = [
             (
-                "concat layout (all sines, then all cosines)",
+                (
+                    "concat layout (all sines, then all cosines), the contract's table is "
+                    "table[:, argsort(backends.rope_permutation(dim))]"
+                ),
                 self.reference(params, layout="concat"),
             ),
             ("positions start at 1", self.reference(params, offset=1)),
@@ -345,7 +348,7 @@ class Sinusoidal(Kind):
             *(
                 (
                     f"angles computed in {low}",
-                    _low_precision_angles(positions, positional.frequencies(dim, base), low),
+                    low_precision_angles(positions, positional.frequencies(dim, base), low),
                 )
                 for low in ("bfloat16", "float16", "float32")
             ),
@@ -374,7 +377,7 @@ class Sinusoidal(Kind):
         return _with_phase(found, phase)
 
 
-def _low_precision_angles(positions, frequencies, dtype):
+def low_precision_angles(positions, frequencies, dtype):
     """p * w with p, w and their product rounded to ``dtype``, as an implementation that forms
     its angles there would; returned in float64."""
     low = validation.resolve_dtype(dtype)
@@ -456,7 +459,11 @@ class Rope(Kind):
         base = params["base"]
         found = [
             (
-                "interleaved layout (pairs 2i, 2i+1: GPT-J, Meta's LLaMA) where half is expected",
+                (
+                    "interleaved layout (pairs 2i, 2i+1: GPT-J, Meta's LLaMA) where half is expected, "
+                    "it conforms as f(x[..., inv])[..., perm], perm = backends.rope_permutation(head_dim), "
+                    "inv = argsort(perm)"
+                ),
                 self.reference(params, layout="interleaved"),
             )
         ]
@@ -475,7 +482,7 @@ class Rope(Kind):
         a, b = wide[..., :half], wide[..., half:]
         frequencies = positional.frequencies(ROPE_DIM, base)
         angles = {
-            low: _low_precision_angles(positions.astype(np.float64), frequencies, low)
+            low: low_precision_angles(positions.astype(np.float64), frequencies, low)
             for low in ("bfloat16", "float16", "float32")
         }
         angles["the other way (sin with the wrong sign)"] = -positions[:, None] * frequencies

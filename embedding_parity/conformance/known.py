@@ -166,7 +166,7 @@ def run(names=None, *, timeout: float = 60.0, progress=None) -> dict:
     rows = ROWS if not names else [r for r in ROWS if r.name in names]
     unknown = set(names or ()) - {r.name for r in ROWS}
     if unknown:
-        raise UsageError(f"--rows: no row named {sorted(unknown)[0]!r}")
+        raise UsageError(f"--rows: no row named {min(unknown)!r}")
     matrix = []
     for row in rows:
         record = {

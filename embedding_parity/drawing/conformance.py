@@ -35,6 +35,7 @@ def phase_errors(matrix: dict, path: str, *, show: bool = False) -> None:
                 markersize=4,
                 label=f"{row['name']} ({mark})",
             )
+        _for_scale(ax, kind)
         ax.set(xscale="log", yscale="log", xlabel="position (0 drawn at 0.5)", title=title)
         ax.axhline(FLOOR, color="grey", lw=0.6)
         ax.grid(True, which="major", alpha=0.3)
@@ -47,3 +48,26 @@ def phase_errors(matrix: dict, path: str, *, show: bool = False) -> None:
     )
     fig.tight_layout()
     save(fig, path, show=show)
+
+
+def _for_scale(ax, kind: str) -> None:
+    """The phase error of angles formed in bfloat16 and float16, the mistake the battery looks
+    for, drawn in grey for scale (computed here, not measured on a row)."""
+    from backends import positional
+    from embedding_parity.conformance import kinds, numerics
+
+    dim = kinds.ROPE_DIM if kind == "rope" else 16
+    positions = kinds.LONG.astype(np.float64)
+    frequencies = positional.frequencies(dim)
+    for low, style in (("bfloat16", ":"), ("float16", "-.")):
+        with np.errstate(over="ignore", invalid="ignore"):
+            angles = kinds.low_precision_angles(positions, frequencies, low)
+            error = np.abs(numerics.wrapped(angles - positions[:, None] * frequencies)).max(axis=1)
+        shown = np.isfinite(error)
+        ax.plot(
+            np.maximum(positions[shown], 0.5),
+            np.maximum(error[shown], FLOOR),
+            style,
+            color="grey",
+            label=f"angles formed in {low} (a mistake, for scale)",
+        )

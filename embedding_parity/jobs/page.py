@@ -6,7 +6,7 @@ dict; the page recomputes the seed's sums in the browser and needs no network. T
 in docs/explorer.md. The training curves are read from docs/train-float32.json, the record
 `make train` writes, when its settings and backends are the page's; otherwise trained afresh.
 
-    compare.py page                            # explorer.html, about 15 s on 2 cores
+    compare.py page                            # explorer.html, about 4 s on 2 cores
 
 Exit status: 0 written and every backend agrees, 1 written but a backend differs, 2 bad
 arguments.

@@ -6,8 +6,8 @@ backends' loss curves drift apart. By default the task needs word order ("dog bi
 target is the subject). With --extrapolate: train short, test long, a causal next-token model
 trained at --length tokens and tested at 1, 2, 4 and 8 times that (``jobs.extrapolate``).
 
-    compare.py train --dtype float64          # about 20 s on 2 cores
-    compare.py train --extrapolate            # about a minute on 2 cores
+    compare.py train --dtype float64          # about 17 s on 2 cores
+    compare.py train --extrapolate            # about 40 s on 2 cores
 
 Exit status: 0 done (float64: every backend's loss within the tolerance), 1 float64 losses
 beyond the tolerance, 2 bad arguments.

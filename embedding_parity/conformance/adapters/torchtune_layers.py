@@ -6,8 +6,6 @@ defines the layer imports torch alone, so it is loaded by path from the installe
 import importlib.util
 import os
 
-import torch
-
 _package = importlib.util.find_spec("torchtune")
 if _package is None:
     raise ImportError("torchtune is not installed: pip install --no-deps torchtune")
