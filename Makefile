@@ -39,7 +39,7 @@ bench-backward: install
 	$(PY) -m benchmarks.backward --threads $(THREADS) --json docs/bench-backward.json
 
 # A decode step's lookup (a few rows per call): the suite's layer against the idiomatic line,
-# and where the time goes (--profile). One pinned core; about a minute.
+# and where the time goes (--profile). One pinned core; 5.4 minutes on 2 cores.
 bench-decode: install
 	MPLBACKEND=Agg $(PY) -m benchmarks.decode --threads $(THREADS) --repeats 31 --profile \
 		--json docs/bench-decode.json --png docs/bench-decode.png

@@ -75,10 +75,16 @@ def main(argv=None, prog: str = "compare.py") -> int:
     except UsageError as error:
         print(f"{where}: error: {_hint(parser, str(error))}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError, IndexError, ImportError, OverflowError, MemoryError) as error:
-        print(f"{where}: error: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:  # an unwritable output, say
+    # bad input found past argparse; OSError: an unwritable output, say
+    except (
+        ValueError,
+        TypeError,
+        IndexError,
+        ImportError,
+        OverflowError,
+        MemoryError,
+        OSError,
+    ) as error:
         print(f"{where}: error: {error}", file=sys.stderr)
         return 2
 

@@ -14,8 +14,8 @@ FRAMEWORKS = ("numpy", "torch", "jax")
 
 
 def detect(module, function) -> tuple[str, str]:
-    """(framework, why): the first of torch and jax that the target's module imports (flax,
-    equinox and keras on JAX count as jax), else numpy."""
+    """(framework, why): the first of torch and jax that the target's module imports (flax and
+    equinox count as jax), else numpy. Keras can run on any of them: give --framework."""
     names = {getattr(value, "__name__", "") for value in vars(module).values()}
     names |= {type(value).__module__ for value in vars(module).values()}
     roots = {name.split(".")[0] for name in names if name}

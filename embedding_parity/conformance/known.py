@@ -52,7 +52,7 @@ ROWS = [
             ("keras-hub", "keras"),
             "keras_hub_layers:token_and_position",
             "lookup",
-            b if b != "numpy" else "numpy",
+            b,
             _keras(b),
         )
         for b in ("jax", "torch", "numpy")
@@ -248,11 +248,9 @@ def cells(record: dict) -> dict:
     layout = [c for c in checks if "layout" in c["detail"]]
     if record["kind"] in ("rope", "sinusoidal"):
         shown = re.search(r"(interleaved|concat) layout", layout[0]["detail"]) if layout else None
-        out["layout"] = (
-            f"✗ {shown.group(1)}"
-            if shown
-            else ("✓ half" if record["kind"] == "rope" else "✓ interleaved")
-        )
+        expected = "✓ half" if record["kind"] == "rope" else "✓ interleaved"
+        some_conform = any(c["status"] == "conforms" for c in checks)
+        out["layout"] = f"✗ {shown.group(1)}" if shown else expected if some_conform else "—"
     else:
         out["layout"] = "—"
     out["bad ids"] = _bad_ids([c for c in checks if "bad id" in c["check"]])
@@ -323,13 +321,23 @@ def summary(matrix: dict) -> list[str]:
 START, END = "<!-- matrix: written by make conformance -->", "<!-- end of the matrix -->"
 
 
-def write_markdown(matrix: dict, path: str) -> None:
-    """Replace the matrix between the markers in ``path`` (the page keeps its own prose)."""
-    with open(path, encoding="utf-8") as page:
-        text = page.read()
+def check_markdown(path: str) -> str:
+    """The page's text; UsageError if it has no section between the markers to rewrite."""
+    try:
+        with open(path, encoding="utf-8") as page:
+            text = page.read()
+    except OSError as error:
+        raise UsageError(f"--markdown {path}: {error.strerror}") from None
     if START not in text or END not in text:
         raise UsageError(f"--markdown {path}: no {START} ... {END} section to rewrite")
-    before, rest = text.split(START, 1)
+    return text
+
+
+def write_markdown(matrix: dict, path: str) -> None:
+    """Replace the matrix between the markers in ``path`` (the page keeps its own prose)."""
+    from embedding_parity.jobs import command
+
+    before, rest = check_markdown(path).split(START, 1)
     _, after = rest.split(END, 1)
-    with open(path, "w", encoding="utf-8") as page:
-        page.write(before + START + "\n" + "\n".join(summary(matrix)[1:]) + "\n" + END + after)
+    table = "\n".join(summary(matrix)[1:])
+    command.write_text(path, before + START + "\n" + table + "\n" + END + after)

@@ -8,6 +8,7 @@ temporary folder, removed on every exit path."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import shutil
@@ -72,7 +73,18 @@ class Report:
         return [*lines, f"{verdict}: {summary} ({self.seconds:.1f} s)"]
 
     def record(self) -> dict:
-        return {**asdict(self), "conforms": self.conforms}
+        """Everything, JSON-ready: an infinite or NaN error as the string "inf" or "nan"."""
+        return _finite({**asdict(self), "conforms": self.conforms})
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def run(
@@ -90,6 +102,9 @@ def run(
     began = time.monotonic()
     chosen = KINDS[kind]
     cases = [c for c in chosen.cases(options or {}) if only is None or c.check.startswith(only)]
+    if not cases:
+        names = ", ".join(dict.fromkeys(c.check for c in chosen.cases(options or {})))
+        raise UsageError(f"--only {only!r} matches no check of {kind}: {names}")
     folder = tempfile.mkdtemp(prefix="embedding-parity-check-")
     try:
         worker = Worker(target, kind, framework, env or {}, folder)
@@ -116,6 +131,12 @@ def _checks(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
         ]
         phases = [v.phase for _, v in pairs if v.phase]
         phase = max(phases, key=lambda p: max(p["positions"]), default=None)
+        statuses = {v.status for _, v in pairs}
+        if statuses == {"conforms", "rejected"}:  # refused some cases of a dtype, not the dtype
+            case, verdict = next((c, v) for c, v in pairs if v.status == "rejected")
+            detail = f"{case.label}: raises on a valid input ({verdict.detail})"
+            results.append(CheckResult(check, "differs", detail, cases, phase))
+            continue
         for status in ("differs", "failed"):
             first = next(((c, v) for c, v in pairs if v.status == status), None)
             if first:
@@ -124,7 +145,6 @@ def _checks(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
                 )
                 break
         else:
-            statuses = {v.status for _, v in pairs}
             status = "rejected" if statuses == {"rejected"} else "conforms"
             shown = [v for _, v in pairs if v.status == status]
             worst = max(shown, key=lambda v: v.ulps or 0.0)
@@ -160,7 +180,11 @@ class Worker:
             env=self.env,
         )
         self.buffer = b""
-        reply, why = self._exchange(self.request, IMPORT_SECONDS)
+        try:
+            reply, why = self._exchange(self.request, IMPORT_SECONDS)
+        except BaseException:  # Ctrl-C while the target imports: leave no worker behind
+            self.close(kill=True)
+            raise
         if reply is None:
             last = self._last_log_line()
             self.close(kill=True)
@@ -209,7 +233,11 @@ class Worker:
         return json.loads(line), None
 
     def _exit(self) -> str:
-        code = self.process.wait(timeout=10)
+        try:
+            code = self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # its stdout closed, but it lingers
+            self.process.kill()
+            code = self.process.wait(timeout=10)
         return f"signal {-code}" if code < 0 else f"exit status {code}"
 
     def _last_log_line(self) -> str:

@@ -47,7 +47,7 @@ def load(target: str):
         raise Unusable(f"TARGET {target!r}: {module.__name__} has no {name!r}")
     function = getattr(module, name)
     if not callable(function):
-        raise Unusable(f"TARGET {target!r}: {name} is a {type(function).__name__}, not callable")
+        raise Unusable(f"TARGET {target!r}: {name} is {type(function).__name__!r}, not callable")
     return module, function
 
 
@@ -65,11 +65,13 @@ def main(folder: str) -> None:
     request = json.loads(sys.stdin.readline())
     try:
         module, function = load(request["target"])
+    except Unusable as error:
+        answer(usage=str(error))
+        return
     except Exception as error:  # noqa: BLE001 - any failure to import is the user's to read
-        message = (
-            f"{type(error).__name__}: {error}" if not isinstance(error, ValueError) else str(error)
-        )
-        answer(usage=message.splitlines()[0] if message else type(error).__name__)
+        first = (str(error).splitlines() or [""])[0]
+        target = request["target"]
+        answer(usage=f"TARGET {target!r}: importing it raised {type(error).__name__}: {first}")
         return
     framework, why = request["framework"], "given with --framework"
     if framework is None:

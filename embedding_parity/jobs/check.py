@@ -11,7 +11,8 @@ JAX that follows the contract of --kind (its arguments come as that framework's 
     gradient    f(token_table, token_ids, upstream) -> d_token_table (dense)
 
 Every case is held to the float64 reference rounded once to the dtype tried: lookups, slopes,
-buckets and gradients bit for bit, tables and rotations within the suite's derived tolerance.
+buckets and gradient rows of at most two terms bit for bit; a sixteen-term gradient row within
+n * eps * sum|terms|; tables and rotations within the suite's derived tolerance.
 A result that differs is named by the mistake it matches; a bad id must raise.
 
     compare.py check my_rope.py:rope --kind rope
@@ -29,10 +30,11 @@ import os
 
 from embedding_parity.cli import UsageError
 from embedding_parity.conformance.frameworks import FRAMEWORKS
-from embedding_parity.conformance.kinds import KINDS
+from embedding_parity.conformance.kinds import KINDS, VOCAB
 from embedding_parity.jobs import command
 
 COMMAND = "check"
+DEFAULT_BASE = 10000.0
 
 
 def add_arguments(parser) -> None:
@@ -63,7 +65,7 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    """1 if a check differs."""
+    """1 if a check differs (with --known: if a control row does)."""
     command.check_file("--json", args.json, ".json")
     if args.known:
         return _known(args)
@@ -72,6 +74,16 @@ def main(args) -> int:
             raise UsageError(f"--{flag} goes with --known")
     if args.target is None or args.kind is None:
         raise UsageError("give TARGET and --kind (or --known): see compare.py check --help")
+    if args.base != DEFAULT_BASE and args.kind not in ("rope", "sinusoidal"):
+        raise UsageError(f"--base goes with --kind rope or sinusoidal, not {args.kind}")
+    if args.padding_idx is not None:
+        if args.kind != "gradient":
+            raise UsageError(f"--padding-idx goes with --kind gradient, not {args.kind}")
+        if args.padding_idx >= VOCAB:
+            raise UsageError(
+                f"--padding-idx {args.padding_idx} is past the battery's {VOCAB}-row table: "
+                f"use 0 to {VOCAB - 1}"
+            )
     from embedding_parity.conformance import runner
 
     options = {"base": args.base, "padding_idx": args.padding_idx}
@@ -96,8 +108,7 @@ def _absolute(target: str) -> str:
 
 
 def _write_json(path: str, record) -> None:
-    with open(path, "w", encoding="utf-8") as out:
-        json.dump(record, out, indent=1, allow_nan=False, default=str)
+    command.write_text(path, json.dumps(record, indent=1, allow_nan=False))
     print(f"json: {os.path.abspath(path)}")
 
 
@@ -106,8 +117,14 @@ def _known(args) -> int:
 
     if args.target is not None or args.kind is not None:
         raise UsageError("--known runs its own targets: leave out TARGET and --kind")
+    given = {"--only": args.only, "--framework": args.framework, "--padding-idx": args.padding_idx}
+    given["--base"] = None if args.base == DEFAULT_BASE else args.base
+    for flag, value in given.items():
+        if value is not None:
+            raise UsageError(f"{flag} does not go with --known: each row has its own settings")
     if args.markdown is not None:
         command.check_file("--markdown", args.markdown, ".md")
+        known.check_markdown(args.markdown)  # before minutes of work
     if args.out is not None:
         command.check_picture(args.out)
     matrix = known.run(args.rows, timeout=args.timeout, progress=print)

@@ -209,11 +209,12 @@ def _training(names, steps: int) -> dict:
 def recorded_training(names, steps: int) -> dict | None:
     """The curves of docs/train-float32.json, as _training gives them, if that record holds
     every scheme for exactly these backends at the default settings with ``steps``."""
-    if not RECORDED_TRAINING.is_file():
+    try:
+        record = json.loads(RECORDED_TRAINING.read_text())
+        runs = {(r["scheme"], r["backend"]): r for r in record["runs"]}
+    except (OSError, ValueError, KeyError, TypeError):  # missing or malformed: train afresh
         return None
-    record = json.loads(RECORDED_TRAINING.read_text())
     settings = {**train.DEFAULTS, "steps": steps, "dtype": "float32"}
-    runs = {(r["scheme"], r["backend"]): r for r in record["runs"]}
     wanted = [(scheme, name) for scheme in train.tasks.SCHEMES for name in names]
     if record["settings"] != settings or set(runs) != set(wanted):
         return None

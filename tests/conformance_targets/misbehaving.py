@@ -29,3 +29,13 @@ def prints(num_heads):
     from backends import positional
 
     return positional.alibi_slopes(num_heads)
+
+
+def refuses_odd_heads(num_heads):
+    if num_heads & (num_heads - 1):
+        raise ValueError(f"{num_heads} heads: only powers of two")
+    return 2.0 ** (-8 * np.arange(1, num_heads + 1) / num_heads)
+
+
+def rope_of_nans(x, positions):
+    return np.full_like(x, np.nan)
