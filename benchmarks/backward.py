@@ -27,6 +27,7 @@ import numpy as np
 
 import backends
 from benchmarks.lookup_add import SHAPES, Shape, configure_threads, header
+from embedding_parity import outputs
 from embedding_parity.drawing.table import text_table
 
 LR = 0.01
@@ -263,7 +264,7 @@ def main(argv=None) -> int:
     records = measure(args.shape, args.backends, rounds=args.repeats)
     print(format_table(records))
     args.shapes, args.dtype = [args.shape], "float32"  # what header() records
-    with open(args.json, "w") as out:
+    with outputs.replacing(args.json, "w") as out:
         json.dump(
             {**header(args, args.backends), "lr": LR, "records": [asdict(r) for r in records]},
             out,

@@ -52,6 +52,7 @@ import numpy as np
 import backends
 from backends import validation
 from benchmarks.lookup_add import checked_args, configure_threads, finish_chart, header
+from embedding_parity import outputs
 from embedding_parity.drawing.table import text_table
 
 SAMPLE_SECONDS = 2e-3  # each timed sample is a batch of calls at least this long
@@ -445,7 +446,7 @@ def main(argv=None) -> int:
         print("\nwhere the time goes: each step of the suite's call timed alone")
         print(format_table(profile))
     args.dtype = "float32"  # what header() records
-    with open(args.json, "w") as out:
+    with outputs.replacing(args.json, "w") as out:
         json.dump(
             {
                 **header(args, args.backends, SHAPES),
@@ -460,7 +461,8 @@ def main(argv=None) -> int:
         f"median of {args.repeats} interleaved rounds"
     )
     fig = chart_figure(records, title)
-    fig.savefig(args.png, dpi=100)
+    with outputs.replacing(args.png) as out:
+        fig.savefig(out, dpi=100, format="png")
     print(f"records: {os.path.abspath(args.json)}\nchart: {os.path.abspath(args.png)}")
     return 0
 

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 import backends
+from embedding_parity import outputs
 from embedding_parity.drawing.table import text_table
 
 SAMPLE_SECONDS = 2e-3  # each timed sample is a batch of calls at least this long
@@ -420,7 +421,8 @@ def format_table(records: list[Record]) -> str:
 def chart(records: list[Record], path: str, title: str) -> None:
     """copy_fraction of every variant, one panel per shape, with the copy and gather lines."""
     fig = chart_figure(records, title)
-    fig.savefig(path, dpi=100)
+    with outputs.replacing(path) as out:
+        fig.savefig(out, dpi=100, format="png")
     import matplotlib.pyplot as plt
 
     plt.close(fig)
@@ -570,7 +572,7 @@ def main(argv=None) -> int:
                 progress=progress,
             )
     print(format_table(records))
-    with open(args.json, "w") as out:
+    with outputs.replacing(args.json, "w") as out:
         json.dump(
             {**header(args, args.backends), "records": [asdict(r) for r in records]}, out, indent=1
         )

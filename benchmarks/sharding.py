@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 import backends
+from embedding_parity import outputs
 from embedding_parity.drawing.table import text_table
 from embedding_parity.sharding import reference
 
@@ -200,7 +201,7 @@ def main(argv=None) -> int:
         "collectives"
     )
     print(text_table(rows, right_from=3))
-    with open(args.json, "w") as out:
+    with outputs.replacing(args.json, "w") as out:
         json.dump(
             {
                 "shape": {"vocab_size": VOCAB, "dim": DIM, "batch": BATCH, "length": LENGTH},

@@ -335,9 +335,9 @@ def check_markdown(path: str) -> str:
 
 def write_markdown(matrix: dict, path: str) -> None:
     """Replace the matrix between the markers in ``path`` (the page keeps its own prose)."""
-    from embedding_parity.jobs import command
+    from embedding_parity import outputs
 
     before, rest = check_markdown(path).split(START, 1)
     _, after = rest.split(END, 1)
     table = "\n".join(summary(matrix)[1:])
-    command.write_text(path, before + START + "\n" + table + "\n" + END + after)
+    outputs.write_text(path, before + START + "\n" + table + "\n" + END + after)

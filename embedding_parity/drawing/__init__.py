@@ -26,8 +26,13 @@ def pyplot(show: bool = False):
 
 def save(fig, path: str, *, show: bool = False, dpi: int = 110) -> None:
     """Write ``fig`` to ``path``; with ``show`` also open it in a window."""
+    import os
+
+    from embedding_parity.outputs import replacing
+
     plt = pyplot(show)
-    fig.savefig(path, dpi=dpi)
+    with replacing(path) as out:  # savefig to a file object needs the format named
+        fig.savefig(out, dpi=dpi, format=os.path.splitext(path)[1].lstrip(".").lower())
     if show:
         plt.show()
     plt.close(fig)

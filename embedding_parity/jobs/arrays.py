@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from embedding_parity import outputs
 from embedding_parity.jobs.parity import Run
 
 _SAVED = {"token embeddings": "token", "position embeddings": "position"}
@@ -24,4 +25,5 @@ def save(path: str, done: Run) -> None:
     arrays = {
         k: v.astype(np.float32) if v.dtype.name == "bfloat16" else v for k, v in arrays.items()
     }
-    np.savez(path, **arrays)
+    with outputs.replacing(path) as out:
+        np.savez(out, **arrays)

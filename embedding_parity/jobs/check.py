@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 
+from embedding_parity import outputs
 from embedding_parity.cli import UsageError
 from embedding_parity.conformance.frameworks import FRAMEWORKS
 from embedding_parity.conformance.kinds import KINDS, VOCAB
@@ -84,6 +85,7 @@ def main(args) -> int:
                 f"--padding-idx {args.padding_idx} is past the battery's {VOCAB}-row table: "
                 f"use 0 to {VOCAB - 1}"
             )
+    outputs.check_not_inputs({"--json": args.json}, {"TARGET": args.target.rpartition(":")[0]})
     from embedding_parity.conformance import runner
 
     options = {"base": args.base, "padding_idx": args.padding_idx}
@@ -108,7 +110,7 @@ def _absolute(target: str) -> str:
 
 
 def _write_json(path: str, record) -> None:
-    command.write_text(path, json.dumps(record, indent=1, allow_nan=False))
+    outputs.write_text(path, json.dumps(record, indent=1, allow_nan=False))
     print(f"json: {os.path.abspath(path)}")
 
 

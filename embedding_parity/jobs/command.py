@@ -111,25 +111,6 @@ def check_file(flag: str, path: str | None, ending: str) -> None:
         raise UsageError(f"{flag} {path!r}: folder {folder} does not exist")
 
 
-def write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all: a temporary file in the same folder,
-    renamed over the target, so a failed write leaves any old file as it was."""
-    import tempfile
-
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 would outlive the rename
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-
-
 def show(args) -> bool:
     """--show when a display exists; without one, say so and only write the file."""
     display = sys.platform in ("darwin", "win32") or bool(

@@ -24,6 +24,7 @@ import numpy as np
 
 import backends
 from backends import pretrained
+from embedding_parity import outputs
 from embedding_parity.jobs import command
 
 COMMAND = "demo"
@@ -192,6 +193,7 @@ def similarity_main(args) -> int:
     from embedding_parity.jobs.text import load_model_of
 
     command.check_picture(args.out)
+    outputs.check_not_inputs({"--out": args.out}, {"--weights": args.weights})
     model = load_model_of(args)
     found = similarity(model, args.words)
     print("\n".join(found.lines()))
@@ -207,6 +209,7 @@ def order_main(args) -> int:
     from embedding_parity.jobs.text import load_model_of
 
     command.check_picture(args.out)
+    outputs.check_not_inputs({"--out": args.out}, {"--weights": args.weights})
     names = command.chosen_backends(args.backends)
     model = load_model_of(args)
     found = order(names, model, args.texts)

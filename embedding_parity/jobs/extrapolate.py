@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from embedding_parity import outputs
 from embedding_parity.jobs import train
 from embedding_parity.training import language
 from embedding_parity.training import task as tasks
@@ -198,5 +199,5 @@ def save_json(done: Extrapolation, path: str) -> None:
         ],
         "drift": done.drift,
     }
-    with open(path, "w") as out:
+    with outputs.replacing(path, "w") as out:
         json.dump(record, out, indent=1)

@@ -20,6 +20,7 @@ import numpy as np
 
 import backends
 from backends import validation
+from embedding_parity import outputs
 from embedding_parity.cli import UsageError
 from embedding_parity.jobs import command
 from embedding_parity.jobs.parity import Run, run_learned, run_rope, run_sinusoidal, run_tokens
@@ -269,6 +270,7 @@ def _check(args) -> None:
                 )
             )
     command.check_picture(args.out)
+    outputs.check_not_inputs({"--out": args.out}, {"--weights": args.weights})
 
 
 def _option(flag: str) -> str:

@@ -28,6 +28,7 @@ import numpy as np
 
 import backends
 from backends import validation
+from embedding_parity import outputs
 from embedding_parity.jobs import command
 from embedding_parity.sharding import reference
 
@@ -252,6 +253,9 @@ def main(args) -> int:
     names = command.chosen_backends(names)
     command.check_picture(args.out)
     command.check_file("--save-arrays", args.save_arrays, ".npz")
+    outputs.check_not_inputs(
+        {"--out": args.out, "--save-arrays": args.save_arrays}, {"--weights": args.weights}
+    )
     settings = {} if tables is not None else sizes
     try:
         done = run(
@@ -321,7 +325,8 @@ def _report(args, done: Sharded) -> None:
             arrays[f"sum_{r.backend}_{r.strategy}"] = r.output
             if r.strategy == "rows":
                 arrays[f"sum_{r.backend}"] = r.output
-        np.savez(args.save_arrays, **{k: _savable(v) for k, v in arrays.items()})
+        with outputs.replacing(args.save_arrays) as out:
+            np.savez(out, **{k: _savable(v) for k, v in arrays.items()})
         print(f"arrays: {os.path.abspath(args.save_arrays)}")
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 import backends
 from backends import pretrained, validation
+from embedding_parity import outputs
 from embedding_parity.jobs import command
 from embedding_parity.jobs.parity import Run, run_learned, run_tokens
 
@@ -172,6 +173,9 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     command.check_picture(args.out)
     command.check_file("--save-arrays", args.save_arrays, ".npz")
+    outputs.check_not_inputs(
+        {"--out": args.out, "--save-arrays": args.save_arrays}, {"--weights": args.weights}
+    )
     names = command.chosen_backends(args.backends)
     model = load_model_of(args)
     done = run(names, args.text, model, dtype=args.dtype, truncate=args.truncate)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from backends import validation
+from embedding_parity import outputs
 from embedding_parity.jobs import command
 from embedding_parity.training import task as tasks
 
@@ -184,7 +185,7 @@ def save_json(training: Training, path: str) -> None:
         ],
         "drift": {scheme: d.tolist() for scheme, d in training.drift.items()},
     }
-    with open(path, "w") as out:
+    with outputs.replacing(path, "w") as out:
         json.dump(record, out, indent=1)
 
 

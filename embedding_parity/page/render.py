@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from embedding_parity import outputs
+
 HERE = Path(__file__).parent
 MAX_BYTES = 3 * 1024 * 1024  # the default page must stay below this
 
@@ -21,5 +23,5 @@ def html(data: dict) -> str:
 def write(data: dict, path: str) -> int:
     """Write the page to ``path``; returns its size in bytes."""
     text = html(data)
-    Path(path).write_text(text, encoding="utf-8")
+    outputs.write_text(path, text)
     return len(text.encode("utf-8"))

@@ -1,0 +1,57 @@
+"""Files are written whole or not at all.
+
+Every file the project writes (pictures, JSON, .npz arrays, the page, the benchmarks' records)
+goes through ``replacing``: a temporary file beside the target, renamed over it only when the
+writing finished. A full disk, an exception or Ctrl-C midway leaves the old file as it was, and
+the temporary one is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+
+
+def _open(folder: str, name: str, mode: str):
+    """(file object, its path): a new temporary file in ``folder``, mode 0600 until renamed."""
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".partial")
+    return os.fdopen(handle, mode, **({} if "b" in mode else {"encoding": "utf-8"})), temporary
+
+
+@contextlib.contextmanager
+def replacing(path, mode: str = "wb"):
+    """A file to write ``path``'s new contents into; it replaces ``path`` when the block ends
+    without an exception, and is removed otherwise."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    out, temporary = _open(folder, os.path.basename(path), mode)
+    try:
+        with out:
+            yield out
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # as open() would have made it
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def write_text(path, text: str) -> None:
+    with replacing(path, "w") as out:
+        out.write(text)
+
+
+def check_not_inputs(outputs: dict, inputs: dict) -> None:
+    """Refuse an output that is an input by any spelling (a symlink, a relative path): ValueError
+    naming both flags, before any work. ``outputs`` and ``inputs``: {flag: path or None}."""
+    for out_flag, out in outputs.items():
+        for in_flag, source in inputs.items():
+            both = out and source and os.path.exists(out) and os.path.exists(source)
+            if both and os.path.samefile(out, source):
+                raise ValueError(
+                    f"{out_flag} {out} is the same file as {in_flag} {source}: writing it "
+                    "would destroy the input; choose another name"
+                )

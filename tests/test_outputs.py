@@ -1,0 +1,168 @@
+"""Files are written whole or not at all, and an input is never an output: a write that fails
+midway (a full disk) leaves the previous file as it was, for every kind of output."""
+
+import errno
+import json
+import os
+
+import numpy as np
+import pytest
+
+import backends
+import compare
+from embedding_parity import outputs
+
+OLD = b"the previous file, whole"
+
+
+class FullDisk:
+    """A file whose writes fail with ENOSPC once ``room`` bytes have been written."""
+
+    def __init__(self, out, room: int):
+        self.out, self.room = out, room
+
+    def write(self, data):
+        if self.room < len(data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= len(data)
+        return self.out.write(data)
+
+    def __getattr__(self, name):  # seek, tell, flush, close: the real file's
+        return getattr(self.out, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.out.close()
+
+
+@pytest.fixture
+def full_disk(monkeypatch):
+    """full_disk(name): the temporary file of the output called ``name`` fills up after 100
+    bytes; every other output is written as usual."""
+
+    def only(target_name: str):
+        real = outputs._open
+
+        def fails(folder, name, mode):
+            out, path = real(folder, name, mode)
+            return (FullDisk(out, 100) if name == target_name else out), path
+
+        monkeypatch.setattr(outputs, "_open", fails)
+
+    return only
+
+
+def test_a_finished_write_replaces_the_file_and_a_failed_one_leaves_it(tmp_path):
+    target = tmp_path / "out.json"
+    target.write_bytes(OLD)
+    with pytest.raises(KeyboardInterrupt), outputs.replacing(target, "w") as out:
+        out.write("half of a new file")
+        raise KeyboardInterrupt  # Ctrl-C midway
+    assert target.read_bytes() == OLD and os.listdir(tmp_path) == ["out.json"]
+    outputs.write_text(target, "new")
+    assert target.read_text() == "new" and os.listdir(tmp_path) == ["out.json"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
+
+
+def shard_numpy(tmp_path, *flags):
+    return [
+        "shard",
+        "--backends",
+        "numpy",
+        "--shards",
+        "2",
+        "--out",
+        str(tmp_path / "s.png"),
+        *flags,
+    ]
+
+
+@pytest.mark.parametrize(
+    "name, argv",
+    [
+        ("picture.png", lambda d, p: ["--backends", "numpy", "--out", p]),
+        ("arrays.npz", lambda d, p: shard_numpy(d, "--save-arrays", p)),
+        (
+            "curves.json",
+            lambda d, p: [
+                "train",
+                "--backends",
+                "numpy",
+                "--scheme",
+                "none",
+                "--steps",
+                "2",
+                "--out",
+                str(d / "t.png"),
+                "--json",
+                p,
+            ],
+        ),
+        (
+            "explorer.html",
+            lambda d, p: ["page", "--backends", "numpy", "--train-steps", "2", "--out", p],
+        ),
+    ],
+)
+def test_a_full_disk_leaves_the_previous_output_whole(tmp_path, capsys, full_disk, name, argv):
+    target = tmp_path / name
+    target.write_bytes(OLD)
+    full_disk(name)
+    assert compare.main(argv(tmp_path, str(target))) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "No space left on device" in line
+    assert target.read_bytes() == OLD
+    assert not [f for f in os.listdir(tmp_path) if f.endswith(".partial")]
+
+
+def test_a_full_disk_leaves_the_previous_check_report_whole(tmp_path, capsys, full_disk):
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conformance_targets")
+    target = tmp_path / "report.json"
+    target.write_bytes(OLD)
+    full_disk("report.json")
+    argv = [
+        "check",
+        os.path.join(here, "numpy_targets.py:t5"),
+        "--kind",
+        "t5",
+        "--json",
+        str(target),
+    ]
+    assert compare.main(argv) == 2
+    assert target.read_bytes() == OLD
+
+
+@pytest.mark.parametrize("spelling", ["same", "relative", "symlink"])
+def test_an_output_that_is_the_input_is_refused_before_any_work(
+    tmp_path, capsys, monkeypatch, spelling
+):
+    token_table, position_table = backends.shared_weights(100, 10, 16)
+    weights = tmp_path / "tables.npz"
+    np.savez(weights, token_table=token_table, position_table=position_table)
+    before = weights.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    out = {"same": str(weights), "relative": "./tables.npz", "symlink": str(tmp_path / "link.npz")}
+    if spelling == "symlink":
+        os.symlink(weights, tmp_path / "link.npz")
+    argv = shard_numpy(
+        tmp_path, "--weights", str(weights), "--tokens", "1", "--save-arrays", out[spelling]
+    )
+    assert compare.main(argv) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "is the same file as --weights" in line and "choose another name" in line
+    assert weights.read_bytes() == before
+    assert not (tmp_path / "s.png").exists()  # refused before any work
+
+
+def test_a_check_report_cannot_overwrite_the_target(tmp_path, capsys):
+    target = tmp_path / "mine.json"
+    target.write_text(json.dumps({"keep": True}))
+    # an odd target file name, but a real one: the report must not replace it
+    argv = ["check", f"{target}:f", "--kind", "alibi", "--json", str(target)]
+    assert compare.main(argv) == 2
+    assert "is the same file as TARGET" in capsys.readouterr().err
+    assert json.loads(target.read_text()) == {"keep": True}
