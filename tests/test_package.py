@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+import compare
 from embedding_parity import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,7 +61,7 @@ def _commands():
     return list(cli._subcommands(parser))
 
 
-def test_the_wheel_installs_two_names_and_runs_the_seed_demo(tmp_path):
+def test_the_wheel_installs_two_names_and_runs_the_seed_demo(tmp_path, capsys, monkeypatch):
     # Build from a copy, so that the build's own files (build/, *.egg-info) stay out of the tree.
     source = tmp_path / "source"
     source.mkdir()
@@ -87,11 +88,7 @@ def test_the_wheel_installs_two_names_and_runs_the_seed_demo(tmp_path):
     assert (site / "embedding_parity" / "page" / "explorer.js").is_file()  # package data
     env = {**os.environ, "PYTHONPATH": str(site), "MPLBACKEND": "Agg"}
     outputs = []
-    commands = (
-        [site / "bin" / "embedding-parity"],
-        [sys.executable, "-m", "embedding_parity"],
-        [sys.executable, os.path.join(ROOT, "compare.py")],
-    )
+    commands = ([site / "bin" / "embedding-parity"], [sys.executable, "-m", "embedding_parity"])
     for command in commands:
         run = tmp_path / f"run{len(outputs)}"
         run.mkdir()
@@ -101,7 +98,14 @@ def test_the_wheel_installs_two_names_and_runs_the_seed_demo(tmp_path):
         assert done.returncode == 0, done.stderr
         assert (run / "compare.png").is_file()
         outputs.append(done.stdout.replace(str(run), "RUN"))
-    assert outputs[0] == outputs[1] == outputs[2]  # one program, three ways to start it
+    # and compare.py's own run of the clone, here in-process: one program, three ways to start it
+    here = tmp_path / "run2"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    capsys.readouterr()
+    assert compare.main([]) == 0
+    outputs.append(capsys.readouterr().out.replace(str(here), "RUN"))
+    assert outputs[0] == outputs[1] == outputs[2]
     assert outputs[0].startswith("x = token_table[token_ids] + position_table[0:4]\n")
     assert "picture: RUN/compare.png\n" in outputs[0]
     imported = subprocess.run(

@@ -51,7 +51,9 @@ def minilm_installed() -> bool:
 @pytest.fixture(scope="module")
 def explorer(tmp_path_factory):
     # Without MiniLM's package the page leaves out the real tables; the browser tests still run.
-    data = page.run(NAMES, train_steps=20, real=minilm_installed())
+    # The default steps: the training curves come from docs/train-float32.json, as for users
+    # (tests/test_train.py checks that record against the code).
+    data = page.run(NAMES, real=minilm_installed())
     path = tmp_path_factory.mktemp("page") / "explorer.html"
     size = render.write(data, str(path))
     return path, data, size
@@ -473,9 +475,10 @@ def test_a_narrow_window_scrolls_figures_not_the_page(browser, explorer):
 def test_compare_page_writes_the_file(tmp_path, capsys):
     needs("minilm")
     out = tmp_path / "x.html"
-    assert compare.main(["page", "--out", str(out), "--train-steps", "3"]) == 0
+    assert compare.main(["page", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"page: {out}" in printed and "MB" in printed
+    assert "training curves: read from docs/train-float32.json" in printed
     assert out.read_text().startswith("<!doctype html>")
 
 

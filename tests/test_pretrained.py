@@ -224,3 +224,45 @@ def test_an_archive_member_that_is_not_npy_is_refused(tmp_path):
         archive.writestr("token_table.npy", "hello, not a .npy array")
     with pytest.raises(ValueError, match="'token_table' is not a .npy array inside the archive"):
         pretrained.load_tables(str(path))
+
+
+def test_gpt2_tokenizer_ignores_a_poisoned_cache(tmp_path):
+    """tiktoken reads $TMPDIR/data-gym-cache/<sha1 of the path> first when it exists; a planted
+    pair with " king" and " queen" swapped must change nothing, and nothing is written there."""
+    needs("gpt2")
+    import hashlib
+    import json
+    import pathlib
+    import subprocess
+    import sys
+
+    data = os.path.join(pretrained.package_dir("gpt2"), "data")
+    files = {name: os.path.join(data, name) for name in ("vocab.bpe", "encoder.json")}
+    encoder = json.loads(pathlib.Path(files["encoder.json"]).read_text(encoding="utf-8"))
+    king, queen = encoder["\u0120king"], encoder["\u0120queen"]
+    merges = pathlib.Path(files["vocab.bpe"]).read_text(encoding="utf-8").split("\n")
+    making = {"".join(line.split()): i for i, line in enumerate(merges[1:-1], start=1)}
+    a, b = making["\u0120king"], making["\u0120queen"]
+    merges[a], merges[b] = merges[b], merges[a]
+    encoder["\u0120king"], encoder["\u0120queen"] = queen, king
+    cache = tmp_path / "data-gym-cache"
+    cache.mkdir()
+    for name, poisoned in (("vocab.bpe", "\n".join(merges)), ("encoder.json", json.dumps(encoder))):
+        key = hashlib.sha1(files[name].encode()).hexdigest()
+        (cache / key).write_text(poisoned, encoding="utf-8")
+    planted = sorted(os.listdir(cache))
+    code = (
+        "from backends import pretrained\n"
+        "print(pretrained.load_tokenizer('gpt2').encode(' king queen'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert done.stdout.strip() == str([king, queen])
+    assert sorted(os.listdir(cache)) == planted  # nothing read back, nothing written
+    assert os.listdir(tmp_path) == ["data-gym-cache"]
