@@ -6,7 +6,7 @@ global devices (collectives over gloo, JAX's CPU default), and the very same
 shard, and the all-reduce or all-gather crosses process boundaries. Moving to several hosts
 changes only the coordinator's address and the process count. On each host i of N::
 
-    python -m sharding.jax_processes --coordinator HOST0:PORT --num-processes N \\
+    python -m embedding_parity.sharding.jax_processes --coordinator HOST0:PORT --num-processes N \\
         --process-id i --cases cases.npz --out results.npz
 
 ``embed_many`` starts N such processes on this machine, on 127.0.0.1, and collects process 0's
@@ -134,7 +134,9 @@ def _wait(processes, logs, deadline: float) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sharding.jax_processes", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m embedding_parity.sharding.jax_processes", description=__doc__
+    )
     add = parser.add_argument
     add("--coordinator", required=True, help="HOST:PORT of process 0's coordinator service")
     add("--num-processes", type=int, required=True)
