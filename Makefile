@@ -21,8 +21,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt requirements-models.txt requi
 compare: install
 	MPLBACKEND=Agg $(PY) compare.py
 
-# Two pytest workers, one test file each at a time (module fixtures are built once): about
-# 4.5 minutes on 2 cores, where one worker takes about 6.
+# Two pytest workers, one test file each at a time (module fixtures are built once): 4 min 55 s
+# on 2 cores; one worker takes more than 5.5 minutes.
 TEST_WORKERS ?= 2
 test: install
 	REQUIRED_BACKENDS=$(REQUIRED_BACKENDS) REQUIRED_MODELS=$(REQUIRED_MODELS) \
