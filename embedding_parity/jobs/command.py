@@ -76,6 +76,18 @@ def add_dims(parser) -> None:
     )
 
 
+def add_table_keys(parser) -> None:
+    """--token-key and --position-key: the tables' names in a --weights file."""
+    parser.add_argument("--token-key", help="name of the token table in a --weights file")
+    parser.add_argument("--position-key", help="name of the position table in a --weights file")
+
+
+def check_table_keys(args) -> None:
+    """The keys name tables in a file: without --weights they have nothing to name."""
+    if args.weights is None and (args.token_key is not None or args.position_key is not None):
+        raise UsageError("--token-key and --position-key go with --weights PATH")
+
+
 def chosen_backends(given) -> list[str]:
     """--backends (default: every installed one), each imported now: an unknown, missing or
     repeated one fails here, before any work."""

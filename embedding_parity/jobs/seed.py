@@ -204,8 +204,7 @@ def add_arguments(parser) -> None:
         help="real tables instead of random ones: a packaged model or a .safetensors/.npz "
         "file (needs --tokens)",
     )
-    add("--token-key", help="name of the token table in a --weights file")
-    add("--position-key", help="name of the position table in a --weights file")
+    command.add_table_keys(parser)
     command.add_dims(parser)
     command.add_backends(parser)
     command.add_picture(parser, "compare.png")
@@ -254,8 +253,7 @@ def _check(args) -> None:
             )
         if args.tokens is None:
             raise UsageError("--weights needs --tokens: the ids to look up in its tables")
-    elif args.token_key is not None or args.position_key is not None:
-        raise UsageError("--token-key and --position-key go with --weights PATH")
+    command.check_table_keys(args)
     if args.scheme in (None, "learned") and (args.layout is not None or args.base is not None):
         raise UsageError("--layout and --base apply to --scheme sinusoidal or rope")
     if args.heads is not None and args.scheme not in ("alibi", "t5"):

@@ -228,8 +228,7 @@ def add_arguments(parser) -> None:
         help="split a real token table instead: "
         "a packaged model or a .safetensors/.npz file with a position table (give --tokens)",
     )
-    add("--token-key", help="name of the token table in a --weights file")
-    add("--position-key", help="name of the position table in a --weights file")
+    command.add_table_keys(parser)
     add("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
     command.add_backends(parser)
     add("--save-arrays", metavar="PATH.npz", help="write reference and sum_<backend> arrays")
@@ -244,8 +243,7 @@ def main(args) -> int:
     if args.weights is not None:
         tables = _real_tables(args, sizes)
     else:
-        if args.token_key is not None or args.position_key is not None:
-            raise command.UsageError("--token-key and --position-key go with --weights PATH")
+        command.check_table_keys(args)
         sizes = {k: SEED[k] if v is None else v for k, v in sizes.items()}
     names = args.backends or backends.names()
     shape = tables[0].shape if tables is not None else (sizes["vocab_size"], sizes["dim"])

@@ -140,8 +140,7 @@ def add_real_tables(parser) -> None:
         choices=pretrained.TOKENIZERS,
         help="with --weights PATH: bert (WordPiece) or gpt2 (byte-level BPE)",
     )
-    add("--token-key", help="name of the token table in a --weights file")
-    add("--position-key", help="name of the position table in a --weights file")
+    command.add_table_keys(parser)
 
 
 def load_model_of(args) -> pretrained.Pretrained:
