@@ -65,8 +65,8 @@ extrapolate: install
 page: install
 	MPLBACKEND=Agg $(PY) compare.py page --out explorer.html
 
-# The conformance matrix: the battery on the implementations people use (2 min 44 s on
-# 2 cores); rewrites the table in docs/conformance.md, its JSON and the phase-error picture.
+# The conformance matrix: the battery on the implementations people use (76 s on 2 cores);
+# rewrites the table in docs/conformance.md, its JSON and the phase-error picture.
 conformance: install
 	MPLBACKEND=Agg $(PY) compare.py check --known --markdown docs/conformance.md \
 		--json docs/conformance.json --out docs/conformance.png

@@ -168,32 +168,44 @@ def run(names=None, *, timeout: float = 60.0, progress=None) -> dict:
     if unknown:
         raise UsageError(f"--rows: no row named {min(unknown)!r}")
     matrix = []
-    for row in rows:
-        record = {
-            "name": row.name,
-            "kind": row.kind,
-            "framework": row.framework,
-            "versions": versions(row.packages),
-        }
-        missing = [p for p, v in record["versions"].items() if v is None]
-        if missing:
-            record["missing"] = f"{missing[0]} is not installed (make install adds it)"
-        else:
-            try:
-                report = runner.run(
-                    f"{ADAPTERS}.{row.target}",
-                    row.kind,
-                    framework=row.framework,
-                    env=row.env,
-                    timeout=timeout,
-                )
-                record["report"] = report.record()
-            except UsageError as error:
-                record["missing"] = str(error)
-        if progress:
-            progress(_progress_line(record))
-        matrix.append(record)
+    workers = {}  # one worker process per environment: a library is imported once
+    try:
+        for row in rows:
+            matrix.append(_run_row(row, workers, timeout, progress))
+    finally:
+        for worker in workers.values():
+            worker.__exit__()
     return {"rows": matrix}
+
+
+def _run_row(row: Row, workers: dict, timeout: float, progress) -> dict:
+    record = {
+        "name": row.name,
+        "kind": row.kind,
+        "framework": row.framework,
+        "versions": versions(row.packages),
+    }
+    missing = [p for p, v in record["versions"].items() if v is None]
+    if missing:
+        record["missing"] = f"{missing[0]} is not installed (make install adds it)"
+    else:
+        key = tuple(sorted(row.env.items()))
+        if key not in workers:
+            workers[key] = runner.Worker(row.env)
+        try:
+            report = runner.run(
+                f"{ADAPTERS}.{row.target}",
+                row.kind,
+                framework=row.framework,
+                timeout=timeout,
+                worker=workers[key],
+            )
+            record["report"] = report.record()
+        except UsageError as error:
+            record["missing"] = str(error)
+    if progress:
+        progress(_progress_line(record))
+    return record
 
 
 def _progress_line(record) -> str:

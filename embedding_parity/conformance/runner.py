@@ -7,6 +7,7 @@ temporary folder, removed on every exit path."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -96,24 +97,22 @@ def run(
     env: dict | None = None,
     timeout: float = 60.0,
     only: str | None = None,
+    worker: Worker | None = None,
 ) -> Report:
     """The report of ``target`` against ``kind``'s battery. ``only``: the checks whose name
-    starts with it. UsageError when the target cannot be imported or called."""
+    starts with it; ``worker``: a Worker to reuse (its env, not ``env``), else a fresh one.
+    UsageError when the target cannot be imported or called."""
     began = time.monotonic()
     chosen = KINDS[kind]
     cases = [c for c in chosen.cases(options or {}) if only is None or c.check.startswith(only)]
     if not cases:
         names = ", ".join(dict.fromkeys(c.check for c in chosen.cases(options or {})))
         raise UsageError(f"--only {only!r} matches no check of {kind}: {names}")
-    folder = tempfile.mkdtemp(prefix="embedding-parity-check-")
-    try:
-        worker = Worker(target, kind, framework, env or {}, folder)
-        try:
-            verdicts = [(case, chosen.judge(case, worker.ask(case, timeout))) for case in cases]
-        finally:
-            worker.close()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.ExitStack() as stack:
+        if worker is None:
+            worker = stack.enter_context(Worker(env or {}))
+        worker.load(target, kind, framework)
+        verdicts = [(case, chosen.judge(case, worker.ask(case, timeout))) for case in cases]
     checks = _checks(verdicts)
     return Report(target, kind, worker.framework, worker.why, checks, time.monotonic() - began)
 
@@ -154,11 +153,13 @@ def _checks(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
 
 
 class Worker:
-    """The worker process of one target; restarted after a case that hangs or kills it."""
+    """A worker process, its targets loaded one after another; restarted (with the current
+    target) after a case that hangs or kills it. Its files live in one private temporary
+    folder, removed when it closes: use it as a context manager."""
 
-    def __init__(self, target: str, kind: str, framework: str | None, env: dict, folder: str):
-        self.request = {"target": target, "kind": kind, "framework": framework}
-        self.folder = folder
+    def __init__(self, env: dict):
+        self.request = None
+        self.folder = tempfile.mkdtemp(prefix="embedding-parity-check-")
         self.env = {
             **os.environ,
             **env,
@@ -166,7 +167,21 @@ class Worker:
         }
         self.started = 0
         self.process = None
-        self._start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def load(self, target: str, kind: str, framework: str | None) -> None:
+        """Make ``target`` the one the next cases call; UsageError if it cannot be had."""
+        self.request = {"target": target, "kind": kind, "framework": framework}
+        if self.process is None:
+            self._start()
+        else:
+            self._send_request()
 
     def _start(self) -> None:
         self.started += 1
@@ -180,6 +195,9 @@ class Worker:
             env=self.env,
         )
         self.buffer = b""
+        self._send_request()
+
+    def _send_request(self) -> None:
         try:
             reply, why = self._exchange(self.request, IMPORT_SECONDS)
         except BaseException:  # Ctrl-C while the target imports: leave no worker behind

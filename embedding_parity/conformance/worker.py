@@ -2,8 +2,8 @@
 
     python -m embedding_parity.conformance.worker FOLDER
 
-Reads JSON lines on stdin: first {"target", "framework", "kind"}, then one case's params per
-line. Answers one JSON line per request on the file descriptor that was stdout; the target's
+Reads JSON lines on stdin: {"target", "framework", "kind"}, then one case's params per line;
+another target later switches to it, so a matrix's rows can share one process. Answers one JSON line per request on the file descriptor that was stdout; the target's
 own printing goes to stderr, so that it cannot garble the answers. Results are written as .npy
 files into FOLDER (never pickled; bfloat16 as its uint16 bits).
 """
@@ -51,6 +51,29 @@ def load(target: str):
     return module, function
 
 
+def _load_answer(request: dict, answer):
+    """Load the request's target and answer ready (with the framework) or why not; returns
+    (function, framework, kind), or None when the target cannot be had."""
+    from embedding_parity.conformance import frameworks
+    from embedding_parity.conformance.kinds import KINDS
+
+    try:
+        module, function = load(request["target"])
+    except Unusable as error:
+        answer(usage=str(error))
+        return None
+    except Exception as error:  # noqa: BLE001 - any failure to import is the user's to read
+        first = (str(error).splitlines() or [""])[0]
+        target = request["target"]
+        answer(usage=f"TARGET {target!r}: importing it raised {type(error).__name__}: {first}")
+        return None
+    framework, why = request["framework"], "given with --framework"
+    if framework is None:
+        framework, why = frameworks.detect(module, function)
+    answer(ready=True, framework=framework, why=why)
+    return function, framework, KINDS[request["kind"]]
+
+
 def main(folder: str) -> None:
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # the target's prints go to the log, not into the answers
@@ -60,43 +83,29 @@ def main(folder: str) -> None:
         answers.write(json.dumps(reply) + "\n")
 
     from embedding_parity.conformance import frameworks
-    from embedding_parity.conformance.kinds import KINDS
 
-    request = json.loads(sys.stdin.readline())
-    try:
-        module, function = load(request["target"])
-    except Unusable as error:
-        answer(usage=str(error))
-        return
-    except Exception as error:  # noqa: BLE001 - any failure to import is the user's to read
-        first = (str(error).splitlines() or [""])[0]
-        target = request["target"]
-        answer(usage=f"TARGET {target!r}: importing it raised {type(error).__name__}: {first}")
-        return
-    framework, why = request["framework"], "given with --framework"
-    if framework is None:
-        framework, why = frameworks.detect(module, function)
-    answer(ready=True, framework=framework, why=why)
-    kind = KINDS[request["kind"]]
+    function = framework = kind = None
     for number, line in enumerate(sys.stdin):
-        params = json.loads(line)
-        arguments = kind.arguments(params)
+        message = json.loads(line)
+        if "target" in message:  # a (new) target: later rows of a matrix reuse this process
+            found = _load_answer(message, answer)
+            if found is None:
+                return
+            function, framework, kind = found
+            continue
+        arguments = kind.arguments(message)
         try:
             with frameworks.precision(framework, arguments):
                 native = [frameworks.to_framework(a, framework) for a in arguments]
                 result = frameworks.to_numpy(function(*native))
         except Exception as error:  # noqa: BLE001 - the target's exception is the finding
             traceback.print_exc()
-            answer(
-                raised=f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".rstrip(
-                    ": "
-                )
-            )
+            first = (str(error).splitlines() or [""])[0]
+            answer(raised=f"{type(error).__name__}: {first}" if first else type(error).__name__)
             continue
         if result.dtype == object:
-            answer(
-                raised=f"TypeError: returned {type(result.flat[0]).__name__} objects, not an array"
-            )
+            what = type(result.flat[0]).__name__ if result.size else "no"
+            answer(raised=f"TypeError: returned {what} objects, not an array")
             continue
         path = os.path.join(folder, f"result{number}.npy")
         dtype = result.dtype.name
