@@ -298,13 +298,20 @@ def test_every_rank_checks_the_ids_before_its_collective(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", ["raise", "stall"])
-def test_a_failed_rank_makes_the_run_fail_not_hang(fault):
+def test_a_failed_rank_makes_the_run_fail_not_hang(fault, tmp_path, monkeypatch):
     pytest.importorskip("torch")
-    import multiprocessing
+    import pickle
+    import tempfile
     import time
 
     from embedding_parity.sharding import torch_shards
 
+    # torch.multiprocessing would pickle.load a $TMPDIR/pytorch-errorfile-*.pickle on a failed
+    # rank: plant one that leaves a mark when unpickled, and show it is never read.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    mark = tmp_path / "unpickled"
+    planted = tmp_path / "pytorch-errorfile-planted.pickle"
+    planted.write_bytes(pickle.dumps(_Mark(str(mark))))
     token_table, position_table = backends.shared_weights(103, 10, 16)
     began = time.monotonic()
     with pytest.raises(RuntimeError) as info:
@@ -320,7 +327,25 @@ def test_a_failed_rank_makes_the_run_fail_not_hang(fault):
     expected = "rank 1 failed on purpose" if fault == "raise" else "Timed out"
     assert expected in str(info.value)
     assert time.monotonic() - began < 30
-    assert not multiprocessing.active_children()  # every rank stopped
+    ranks = subprocess.run(
+        ["pgrep", "-f", "embedding_parity.sharding.torch_shards"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ranks.stdout == ""  # every rank stopped
+    assert not mark.exists()  # nothing unpickled
+    assert sorted(os.listdir(tmp_path)) == [planted.name]  # the run's own folder removed
+
+
+class _Mark:
+    """Unpickling one creates the file at ``path``: proof that a pickle was loaded."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
 
 
 # --- JAX: N processes joined by jax.distributed on 127.0.0.1 ---------------------------

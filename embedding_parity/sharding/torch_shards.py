@@ -20,8 +20,12 @@ group has a timeout: a rank that dies makes the others fail with an error instea
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from functools import partial
@@ -29,13 +33,14 @@ from functools import partial
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 from backends import torch_backend, validation
 from embedding_parity.sharding import reference
 
 STRATEGIES = ("rows", "columns", "dtensor")
+# The folder holding backends/ and embedding_parity/: the ranks import both from there.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def embed(token_table, position_table, token_ids, start: int = 0, **kwargs) -> np.ndarray:
@@ -100,37 +105,102 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault) -> list[np.ndarray
             extra = (upstream,)
         checked.append((token_table, position_table, token_ids, start, *extra))
     with tempfile.TemporaryDirectory() as folder:
-        out = os.path.join(folder, "results.npz")
-        args = (num_shards, folder, checked, mode, strategy, timeout, fault, out)
-        context = mp.start_processes(
-            _rank, args, nprocs=num_shards, join=False, start_method="spawn"
-        )
-        deadline = time.monotonic() + timeout + 30  # the group's own timeout fires first
-        try:
-            while not context.join(timeout=max(0.0, deadline - time.monotonic())):
-                if time.monotonic() >= deadline:
-                    raise RuntimeError(f"the {num_shards} ranks did not finish in {timeout} s")
-        except (mp.ProcessRaisedException, mp.ProcessExitedException) as failed:
-            # torch reports the first rank it saw fail, which may be a rank that lost its
-            # peer; each rank wrote its own error: report them all, the cause among them.
-            errors = [
-                f"rank {rank}: {_read(path)}"
+        case_file, out = os.path.join(folder, "cases.npz"), os.path.join(folder, "results.npz")
+        _write_cases(case_file, checked)
+        # Plain processes, not torch.multiprocessing: its error files are pickles in $TMPDIR,
+        # loaded on any failure. Each rank's error travels as text; TMPDIR is this folder.
+        env = {**os.environ, "TMPDIR": folder, "PYTHONPATH": ROOT}
+        fault_text = json.dumps(list(fault) if fault else None)
+        processes = []
+        with contextlib.ExitStack() as stack:
+            logs = [
+                stack.enter_context(open(os.path.join(folder, f"rank{rank}.log"), "w+"))
                 for rank in range(num_shards)
-                if os.path.exists(path := os.path.join(folder, f"rank{rank}.error"))
             ]
-            raise RuntimeError("; ".join(errors) or str(failed)) from failed
-        finally:
-            for process in context.processes:  # every rank stopped, whatever happened
-                if process.is_alive():
-                    process.terminate()
-                process.join(timeout=5)
-                if process.is_alive():
-                    process.kill()
-                    process.join(timeout=5)
+            try:
+                for rank in range(num_shards):
+                    command = [
+                        sys.executable,
+                        "-m",
+                        "embedding_parity.sharding.torch_shards",
+                        folder,
+                        str(rank),
+                        str(num_shards),
+                        mode,
+                        strategy,
+                        str(timeout),
+                        fault_text,
+                    ]
+                    processes.append(
+                        subprocess.Popen(
+                            command, cwd=ROOT, env=env, stdout=logs[rank], stderr=subprocess.STDOUT
+                        )
+                    )
+                _wait(processes, folder, time.monotonic() + timeout + 30, timeout)
+            finally:
+                for process in processes:  # every rank stopped, whatever happened
+                    if process.poll() is None:
+                        process.kill()
+                    process.wait(timeout=10)
         with np.load(out, allow_pickle=False) as results:
             if mode == "time":
                 return [results[str(i)] for i in range(len(checked))]
             return [results[str(i)].view(case[0].dtype) for i, case in enumerate(checked)]
+
+
+def _wait(processes, folder: str, deadline: float, timeout: float) -> None:
+    """Until every rank has exited 0. The first failure raises with every rank's recorded
+    error (the first rank seen failing may only have lost its peer: the cause is among them);
+    so does the deadline (the process group's own timeout fires first)."""
+    while True:
+        codes = [p.poll() for p in processes]
+        if any(code not in (None, 0) for code in codes):
+            errors = [
+                f"rank {rank}: {_read(path)}"
+                for rank in range(len(processes))
+                if os.path.exists(path := os.path.join(folder, f"rank{rank}.error"))
+            ]
+            failed = next(i for i, code in enumerate(codes) if code not in (None, 0))
+            raise RuntimeError("; ".join(errors) or f"rank {failed} exited with {codes[failed]}")
+        if all(code == 0 for code in codes):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the {len(processes)} ranks did not finish in {timeout} s")
+        time.sleep(0.05)
+
+
+def _write_cases(path: str, cases) -> None:
+    """The cases as one .npz: tables as raw bits (.npz holds no bfloat16), dtypes as JSON."""
+    arrays, dtypes = {}, []
+    for i, (token_table, position_table, token_ids, start, *upstream) in enumerate(cases):
+        bits = f"u{token_table.dtype.itemsize}"
+        arrays |= {
+            f"token_table_{i}": token_table.view(bits),
+            f"position_table_{i}": position_table.view(bits),
+            f"token_ids_{i}": token_ids,
+            f"start_{i}": np.array(start),
+        }
+        if upstream:
+            arrays[f"upstream_{i}"] = upstream[0].view(bits)
+        dtypes.append(token_table.dtype.name)
+    np.savez(path, dtypes=np.array(json.dumps(dtypes)), **arrays)
+
+
+def _read_cases(path: str) -> list[tuple]:
+    with np.load(path, allow_pickle=False) as saved:
+        cases = []
+        for i, name in enumerate(json.loads(str(saved["dtypes"]))):
+            dtype = validation.DTYPES[name]
+            case = (
+                saved[f"token_table_{i}"].view(dtype),
+                saved[f"position_table_{i}"].view(dtype),
+                saved[f"token_ids_{i}"],
+                int(saved[f"start_{i}"]),
+            )
+            if f"upstream_{i}" in saved:
+                case += (saved[f"upstream_{i}"].view(dtype),)
+            cases.append(case)
+    return cases
 
 
 def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out):
@@ -181,6 +251,25 @@ def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out):
     # thread that outlived its group can abort the exit ("terminate called without an
     # active exception", seen about once in 30 runs), failing a run that succeeded.
     os._exit(0)
+
+
+def main(argv) -> None:
+    """One rank: FOLDER RANK NUM_SHARDS MODE STRATEGY TIMEOUT FAULT (JSON), from _spawn."""
+    folder, rank, num_shards, mode, strategy, timeout, fault = argv
+    fault = json.loads(fault)
+    cases = _read_cases(os.path.join(folder, "cases.npz"))
+    out = os.path.join(folder, "results.npz")
+    _rank(
+        int(rank),
+        int(num_shards),
+        folder,
+        cases,
+        mode,
+        strategy,
+        float(timeout),
+        tuple(fault) if fault else None,
+        out,
+    )
 
 
 def _read(path: str) -> str:
@@ -318,3 +407,7 @@ def _dtensor_gradient(rank, num_shards, token_table, ids, upstream):
 
 
 _GRADIENTS = {"rows": _rows_gradient, "columns": _columns_gradient, "dtensor": _dtensor_gradient}
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
