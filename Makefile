@@ -22,7 +22,7 @@ compare: install
 	MPLBACKEND=Agg $(PY) compare.py
 
 # Two pytest workers, one test file each at a time (module fixtures are built once): about 5
-# minutes on 2 cores (4:55 to 5:39 in three fresh clones); one worker takes more than 5.5.
+# minutes on 2 cores (4:55 to 5:39 in four fresh clones); one worker takes more than 5.5.
 TEST_WORKERS ?= 2
 test: install
 	REQUIRED_BACKENDS=$(REQUIRED_BACKENDS) REQUIRED_MODELS=$(REQUIRED_MODELS) \
