@@ -263,7 +263,7 @@ def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = Fals
     finds (shapes are static), and no (vocab_size, dim) array is formed.
     """
     if not isinstance(upstream, jax.Array):
-        upstream = np.asarray(upstream)
+        upstream = validation.native(np.asarray(upstream))
     host_ids, start = validation.check_gradients(
         layer,
         validation.as_host(token_ids),
@@ -285,7 +285,7 @@ def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = Fals
             flat = host_ids.reshape(-1)
             keep = flat != layer.padding_idx  # all True without padding
             indices, inverse = np.unique(flat[keep], return_inverse=True)
-            rows = upstream.reshape(-1, layer.dim)[keep]  # (N', dim)
+            rows = upstream.reshape(flat.size, layer.dim)[keep]  # (N', dim)
             token = (jnp.asarray(indices, jnp.int32), _segment_sum(rows, inverse, len(indices)))
         else:
             token = _vjp(layer, "token_table", ids, start, upstream)
@@ -369,7 +369,7 @@ def apply_rope(
     scaling: None or a Hugging Face rope_scaling dict, type "linear" or "llama3".
     """
     if not isinstance(x, jax.Array):
-        x = np.asarray(x)
+        x = validation.native(np.asarray(x))
     dtype = validation.check_float_dtype(np.dtype(x.dtype).name, "x")
     positions, scaling = validation.check_rope(
         x.shape, validation.as_host(positions), base, layout, scaling
@@ -476,10 +476,10 @@ def t5_bias(
     """(num_heads, q_len, k_len) T5 bias: bias_table (num_buckets, num_heads) at each
     query-key pair's bucket; differentiable in bias_table, and usable inside jit."""
     if not isinstance(bias_table, jax.Array):
-        bias_table = np.asarray(bias_table)
+        bias_table = validation.native(np.asarray(bias_table))
     dtype = np.dtype(bias_table.dtype)
     num_buckets = validation.check_t5_table(tuple(bias_table.shape), dtype.name)
-    _, q_len, k_len = validation.check_lengths(None, q_len, k_len)
+    _, q_len, k_len = validation.check_t5_lengths(bias_table.shape, q_len, k_len)
     with _precision(dtype):
         buckets = t5_relative_buckets(
             positional.relative_positions(q_len, k_len),

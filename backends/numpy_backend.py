@@ -123,11 +123,14 @@ def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = Fals
     are learned}. With sparse=True the token gradient is (indices (K,), rows (K, dim)): the
     distinct ids in ascending order and each one's summed row.
     """
-    upstream = np.asarray(upstream)
+    upstream = validation.native(np.asarray(upstream))
     token_ids, start = validation.check_gradients(
         layer, validation.as_host(token_ids), start, upstream.shape, upstream.dtype, sparse
     )
-    ids, rows = token_ids.reshape(-1), upstream.reshape(-1, layer.dim)  # (N,), (N, dim)
+    ids, rows = (
+        token_ids.reshape(-1),
+        upstream.reshape(len(token_ids.reshape(-1)), layer.dim),
+    )  # (N,), (N, dim)
     if layer.scale_grad_by_freq:  # each term divided by its id's count, as torch does
         counts = validation.id_counts(ids, layer.vocab_size)[ids]
         compute = np.promote_types(rows.dtype, np.float32)  # counts above 256: not in bfloat16
@@ -188,7 +191,7 @@ def apply_rope(
     "interleaved" rotates pairs (2i, 2i+1) (GPT-J, RoFormer, Meta's LLaMA code).
     scaling: None or a Hugging Face rope_scaling dict, type "linear" or "llama3".
     """
-    x = np.asarray(x)
+    x = validation.native(np.asarray(x))
     dtype = validation.check_float_dtype(x.dtype.name, "x")
     positions, scaling = validation.check_rope(
         x.shape, validation.as_host(positions), base, layout, scaling
@@ -277,9 +280,9 @@ def t5_bias(
 ) -> np.ndarray:
     """(num_heads, q_len, k_len) T5 bias: bias_table (num_buckets, num_heads) at each
     query-key pair's bucket."""
-    bias_table = np.asarray(bias_table)
+    bias_table = validation.native(np.asarray(bias_table))
     num_buckets = validation.check_t5_table(bias_table.shape, bias_table.dtype.name)
-    _, q_len, k_len = validation.check_lengths(None, q_len, k_len)
+    _, q_len, k_len = validation.check_t5_lengths(bias_table.shape, q_len, k_len)
     buckets = t5_relative_buckets(
         positional.relative_positions(q_len, k_len),
         bidirectional=bidirectional,

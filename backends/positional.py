@@ -193,9 +193,9 @@ def t5_bias(
     bias_table, q_len: int, k_len: int | None = None, *, bidirectional=True, max_distance=128
 ):
     """(num_heads, q_len, k_len): bias_table[bucket(key - query)], transposed to heads first."""
-    bias_table = np.asarray(bias_table)
+    bias_table = validation.native(np.asarray(bias_table))
     num_buckets = validation.check_t5_table(bias_table.shape, bias_table.dtype.name)
-    _, q_len, k_len = validation.check_lengths(None, q_len, k_len)
+    _, q_len, k_len = validation.check_t5_lengths(bias_table.shape, q_len, k_len)
     relative = relative_positions(q_len, k_len)  # (q, k)
     buckets = t5_relative_buckets(
         relative, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance

@@ -232,7 +232,12 @@ def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = Fals
             t.grad = saved[k]
     if sparse and "token_table" in grads:
         coalesced = grads["token_table"].coalesce()  # sums a repeated id's rows, sorts the ids
-        grads["token_table"] = (coalesced.indices()[0], coalesced.values())
+        indices, rows = coalesced.indices()[0], coalesced.values()
+        if layer.dim == 0:  # torch keeps no entries of width 0; the contract lists every id
+            ids = _host_ints(token_ids).reshape(-1)
+            indices = torch.as_tensor(np.unique(ids[ids != layer.padding_idx]).astype(np.int64))
+            rows = rows.new_zeros((len(indices), 0))
+        grads["token_table"] = (indices.to(weight.device), rows)
     return grads
 
 
@@ -371,7 +376,7 @@ def t5_bias(
         bias_table = _as_tensor(np.asarray(bias_table))
     dtype_name = str(bias_table.dtype).removeprefix("torch.")
     num_buckets = validation.check_t5_table(tuple(bias_table.shape), dtype_name)
-    _, q_len, k_len = validation.check_lengths(None, q_len, k_len)
+    _, q_len, k_len = validation.check_t5_lengths(bias_table.shape, q_len, k_len)
     buckets = t5_relative_buckets(
         _as_tensor(positional.relative_positions(q_len, k_len)).to(bias_table.device),
         bidirectional=bidirectional,

@@ -31,13 +31,20 @@ def resolve_dtype(dtype) -> np.dtype:
     return DTYPES[name]
 
 
+def native(array) -> np.ndarray:
+    """``array`` as a NumPy array in this machine's byte order: big-endian data (from a file,
+    say) is accepted by every backend, converted once on the host (a copy only then)."""
+    array = np.asarray(array)
+    return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
+
+
 def check_tables(token_table, position_table) -> tuple[np.ndarray, np.ndarray]:
     """Return both tables as NumPy arrays after checking they fit together.
 
     token_table (vocab_size, dim) and position_table (max_seq_len, dim) must be
     2-D, of one floating dtype from DTYPES and of the same dim. Raises ValueError.
     """
-    tables = {"token_table": np.asarray(token_table), "position_table": np.asarray(position_table)}
+    tables = {"token_table": native(token_table), "position_table": native(position_table)}
     for name, table in tables.items():
         if table.ndim != 2:
             raise ValueError(
@@ -81,6 +88,7 @@ def check_token_ids(token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
     Cost: one max over the ids, nothing per embedding element.
     """
     if token_ids.dtype.kind not in "iu":  # signed or unsigned integers; not bool, float, ...
+        _refuse_python_ints(token_ids, vocab_size)
         raise ids_dtype_error(token_ids.dtype)
     check_ids_shape(token_ids.shape)
     if token_ids.size and not _ids_in_range(token_ids, vocab_size):
@@ -129,11 +137,35 @@ def _ids_in_range(token_ids: np.ndarray, vocab_size: int) -> bool:
 
 
 def as_host(array) -> np.ndarray:
-    """np.asarray, except that an empty list stays integer (NumPy would make it float64)."""
+    """np.asarray, except for lists of Python ints that NumPy would not make integer: an
+    empty list stays integer (NumPy: float64), and ints beyond int64 stay Python ints in an
+    object array (NumPy: float64 for [-1, 2**63], object for [10**30]), so that the checks
+    name the id rather than a dtype the caller never chose."""
     host = np.asarray(array)
-    if host.size == 0 and isinstance(array, list | tuple):
+    if host.dtype.kind in "iu" or not isinstance(array, list | tuple):
+        return host
+    if host.size == 0:
         return host.astype(np.int64)
+    if host.dtype.kind in "fO":
+        exact = np.array(array, dtype=object)
+        if all(_is_int(value) for value in exact.flat):
+            return exact
     return host
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
+
+
+def _refuse_python_ints(token_ids: np.ndarray, vocab_size: int) -> None:
+    """Ids held as Python ints (``as_host`` keeps ints beyond int64 so): the IndexError for
+    the first one out of range. In range, they are still not an integer dtype: the caller
+    raises the TypeError."""
+    if token_ids.dtype.kind != "O" or not all(_is_int(v) for v in token_ids.flat):
+        return
+    for where, value in np.ndenumerate(token_ids):
+        if not 0 <= value < vocab_size:
+            raise id_out_of_range(value, ", ".join(map(str, where)), vocab_size)
 
 
 def integer(value, what: str) -> int:
@@ -276,6 +308,11 @@ def check_sinusoidal(num_positions, dim, base, layout) -> tuple[int, int, float]
     check_even_dim(dim, "a sinusoidal table")
     if not 0 <= num_positions <= MAX_POSITION:
         raise ValueError(f"num_positions must be in [0, {MAX_POSITION}], got {num_positions}")
+    check_size(
+        num_positions * dim,
+        f"a sinusoidal table of num_positions x dim = {num_positions} x {dim}",
+        "build fewer positions or a narrower table",
+    )
     return num_positions, dim, _positive(base, "base")
 
 
@@ -349,7 +386,17 @@ def check_rope(
     return positions, check_rope_scaling(scaling)
 
 
-MAX_BIAS_SIZE = 2**31  # num_heads * q_len * k_len: 8 GiB of float32
+# The most values one array that the API builds from sizes alone may hold (a bias, a
+# sinusoidal table): 8 GiB of float32. Checked from the arguments, before any allocation,
+# so that an impossible size is the same ValueError on every backend, not NumPy's
+# MemoryError, torch's RuntimeError or JAX's OverflowError.
+MAX_VALUES = 2**31
+
+
+def check_size(count: int, what: str, fix: str) -> None:
+    """Refuse to build ``what`` (a description ending in its shape) of ``count`` values."""
+    if count > MAX_VALUES:
+        raise ValueError(f"{what} = {count} values is over {MAX_VALUES}: {fix}")
 
 
 def flag(value, what: str) -> bool:
@@ -359,16 +406,18 @@ def flag(value, what: str) -> bool:
     return bool(value)
 
 
-def check_lengths(num_heads, q_len, k_len) -> tuple[int, int, int]:
+def check_lengths(num_heads, q_len, k_len, *, planes: int = 0) -> tuple[int, int, int]:
     """Arguments of alibi_bias and t5_bias, as ints; k_len None means q_len.
 
     The queries are the last q_len of k_len positions (a decode step with a cache), so
-    k_len must be at least q_len; every distance must be exact in float32.
+    k_len must be at least q_len; every distance must be exact in float32. The bias,
+    (num_heads + planes) x q_len x k_len values, must fit MAX_VALUES: ``planes`` counts the
+    (q_len, k_len) intermediates a bias builds besides itself (T5's int64 positions and
+    buckets).
     """
-    if num_heads is not None:
-        num_heads = integer(num_heads, "num_heads")
-        if num_heads < 1:
-            raise ValueError(f"num_heads must be at least 1, got {num_heads}")
+    num_heads = integer(num_heads, "num_heads")
+    if num_heads < 1:
+        raise ValueError(f"num_heads must be at least 1, got {num_heads}")
     q_len = integer(q_len, "q_len")
     k_len = q_len if k_len is None else integer(k_len, "k_len")
     for name, value in (("q_len", q_len), ("k_len", k_len)):
@@ -382,13 +431,20 @@ def check_lengths(num_heads, q_len, k_len) -> tuple[int, int, int]:
             f"k_len {k_len} is below q_len {q_len}: the queries are the last q_len of the "
             "k_len key positions, so pass k_len >= q_len (or leave it out for k_len = q_len)"
         )
-    size = (num_heads or 1) * q_len * k_len
-    if size > MAX_BIAS_SIZE:
-        raise ValueError(
-            f"a bias of num_heads x q_len x k_len = {size} values is over {MAX_BIAS_SIZE}: "
-            "build it for fewer queries at a time (keep k_len, slice q_len)"
-        )
+    shape = f"{num_heads} x {q_len} x {k_len}"
+    check_size(
+        (num_heads + planes) * q_len * k_len,
+        f"a bias of num_heads x q_len x k_len = {shape}"
+        + (f", plus {planes} such planes of positions and buckets," if planes else ""),
+        "build it for fewer queries at a time (keep k_len, slice q_len)",
+    )
     return num_heads, q_len, k_len
+
+
+def check_t5_lengths(table_shape: tuple, q_len, k_len) -> tuple[int, int, int]:
+    """check_lengths for t5_bias, whose heads are the table's columns; its int64 relative
+    positions and buckets, (q_len, k_len) each, count as four float32 planes."""
+    return check_lengths(int(table_shape[1]), q_len, k_len, planes=4)
 
 
 def check_t5_buckets(bidirectional, num_buckets, max_distance) -> tuple[int, int]:
@@ -520,7 +576,7 @@ def check_gradients(layer, token_ids: np.ndarray, start, upstream_shape, upstrea
             f"upstream has shape {tuple(upstream_shape)}, but the layer's output for these ids "
             f"has shape {expected}: pass dL/d(output), one row per token"
         )
-    if str(upstream_dtype) != np.dtype(layer.dtype).name:
+    if str(upstream_dtype) != np.dtype(layer.dtype).name:  # a name: byte order does not count
         raise TypeError(
             f"upstream is {upstream_dtype}, but the layer's tables are "
             f"{np.dtype(layer.dtype)}: cast upstream to the tables' dtype"

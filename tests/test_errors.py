@@ -245,6 +245,24 @@ def test_strided_tables_are_fine(backend):
     np.testing.assert_array_equal(backend.to_numpy(layer([1, 2])), expected)
 
 
+def test_big_endian_tables_and_inputs_are_read_as_their_values(backend):
+    """Data from a file may be big-endian: tables, RoPE's x and T5's bias table are accepted
+    (once refused as "dtype >f4, but the tables must be ... float32") and give the native
+    result."""
+    token_table, position_table = backends.shared_weights(20, 6, 8)
+    layer = backend.TokenPositionEmbedding(token_table.astype(">f4"), position_table.astype(">f4"))
+    expected = token_table[[1, 2]] + position_table[:2]
+    np.testing.assert_array_equal(backend.to_numpy(layer([1, 2])), expected)
+    x = position_table[None, :4]  # (1, T, dim)
+    rotated = backend.to_numpy(backend.apply_rope(x.astype(">f4"), np.arange(4)))
+    np.testing.assert_array_equal(rotated, backend.to_numpy(backend.apply_rope(x, np.arange(4))))
+    table = token_table[:, :4].copy()  # (num_buckets 20, heads 4)
+    bias = backend.to_numpy(backend.t5_bias(table.astype(">f4"), 3, max_distance=16))
+    np.testing.assert_array_equal(
+        bias, backend.to_numpy(backend.t5_bias(table, 3, max_distance=16))
+    )
+
+
 def test_an_empty_list_is_an_empty_sequence(backend, tables):
     layer = backend.TokenPositionEmbedding(*tables)
     assert backend.to_numpy(layer([])).shape == (0, 10)
@@ -316,3 +334,155 @@ def test_ids_beyond_16_bits_reach_their_own_rows(backend):
     expected = token_table[token_ids] + position_table[:4]
     for ids in (token_ids, native(backend, token_ids), native(backend, token_ids.astype(np.int32))):
         np.testing.assert_array_equal(backend.to_numpy(layer(ids)), expected)
+
+
+# --- the shared table --------------------------------------------------------------------
+
+
+def error_of(call):
+    with pytest.raises((TypeError, ValueError, IndexError)) as info:
+        call()
+    return type(info.value), str(info.value)
+
+
+def _layer(be, dim=4, **options):
+    return be.TokenPositionEmbedding(*backends.shared_weights(100, dim, 16), **options)
+
+
+# The shared bad-input table: every public function's bad calls, as (call on a backend,
+# exception type, a fragment of the message). The test below runs each on every backend and
+# asserts NumPy's exception type and exact message; a new API adds its cases here.
+BAD_CALLS = {
+    "no heads": (lambda be: be.alibi_slopes(0), ValueError, "num_heads must be at least 1, got 0"),
+    "fractional heads": (
+        lambda be: be.alibi_bias(2.5, 4),
+        TypeError,
+        "num_heads must be an integer",
+    ),
+    "empty query": (
+        lambda be: be.alibi_bias(4, 0),
+        ValueError,
+        "q_len must be in [1, 16777216], got 0",
+    ),
+    "keys before queries": (
+        lambda be: be.alibi_bias(4, 5, 3),
+        ValueError,
+        "k_len 3 is below q_len 5",
+    ),
+    "keys one before queries": (  # the bound itself: at k_len = q_len - 1 the first query
+        # would see no key (a row of -inf, NaN after softmax)
+        lambda be: be.alibi_bias(4, 5, 4),
+        ValueError,
+        "k_len 4 is below q_len 5",
+    ),
+    "odd buckets": (
+        lambda be: be.t5_relative_buckets(np.arange(3), num_buckets=31),
+        ValueError,
+        "num_buckets must be even and at least 2, got 31",
+    ),
+    "no buckets": (
+        lambda be: be.t5_relative_buckets(np.arange(3), num_buckets=0),
+        ValueError,
+        "got 0",
+    ),
+    "short max_distance": (
+        lambda be: be.t5_relative_buckets(np.arange(3), max_distance=8),
+        ValueError,
+        "max_distance must exceed the 8 exact distances",
+    ),
+    "float positions": (
+        lambda be: be.t5_relative_buckets(np.array([0.0, 1.0])),
+        TypeError,
+        "relative_position must be integers",
+    ),
+    "far positions": (
+        lambda be: be.t5_relative_buckets(np.array([0, -(2**25)])),
+        ValueError,
+        "relative_position -33554432 is outside",
+    ),
+    "1-D table": (
+        lambda be: be.t5_bias(np.zeros(32, np.float32), 4),
+        ValueError,
+        "got shape (32,)",
+    ),
+    "odd table": (
+        lambda be: be.t5_bias(np.zeros((31, 2), np.float32), 4),
+        ValueError,
+        "got shape (31, 2)",
+    ),
+    "integer table": (
+        lambda be: be.t5_bias(np.zeros((32, 2), np.int32), 4),
+        TypeError,
+        "bias_table must be one of",
+    ),
+    "string causal": (
+        lambda be: be.alibi_bias(2, 3, causal="False"),
+        TypeError,
+        "causal must be True or False, got 'False'",
+    ),
+    "huge max_distance": (
+        lambda be: be.t5_relative_buckets(np.arange(3), max_distance=10**400),
+        ValueError,
+        "and be at most 16777216, the longest distance there is",
+    ),
+    "huge bias": (
+        lambda be: be.alibi_bias(8, 2**20),
+        ValueError,
+        "values is over 2147483648",
+    ),
+    "string bidirectional": (
+        lambda be: be.t5_relative_buckets(np.arange(3), bidirectional="yes"),
+        TypeError,
+        "bidirectional must be True or False",
+    ),
+    "no head count": (
+        lambda be: be.alibi_bias(None, 4),
+        TypeError,
+        "num_heads must be an integer, got None",
+    ),
+    "huge t5 bias": (  # 1000 heads x 2000 x 2000 passed when the heads were not counted
+        lambda be: be.t5_bias(np.zeros((32, 1000), np.float32), 2000),
+        ValueError,
+        "= 1000 x 2000 x 2000, plus 4 such planes of positions and buckets, = 4016000000 values",
+    ),
+    "huge sinusoidal table": (  # was MemoryError, RuntimeError and OverflowError
+        lambda be: be.sinusoidal_table(4, 10**12),
+        ValueError,
+        "num_positions x dim = 4 x 1000000000000 = 4000000000000 values is over 2147483648",
+    ),
+    "huge sinusoidal layer": (
+        lambda be: be.TokenPositionEmbedding(
+            np.zeros((4, 1024), np.float32), None, positions="sinusoidal", max_seq_len=2**24
+        ),
+        ValueError,
+        "= 16777216 x 1024 = 17179869184 values",
+    ),
+    "ids beyond int64": (  # NumPy makes [-1, 2**63] float64 and [5, 10**30] an object array
+        lambda be: _layer(be)([5, 10**30]),
+        IndexError,
+        "token id 1000000000000000000000000000000 at token_ids[1] is out of range",
+    ),
+    "ids that NumPy makes float": (
+        lambda be: _layer(be)([[3, 2**63], [-1, 0]]),
+        IndexError,
+        "token id 9223372036854775808 at token_ids[0, 1] is out of range",
+    ),
+    "gradient of ids beyond int64": (
+        lambda be: be.gradients(_layer(be), [2**64], np.zeros((1, 4), np.float32)),
+        IndexError,
+        "token id 18446744073709551616 at token_ids[0]",
+    ),
+    "upstream of another dtype": (
+        lambda be: be.gradients(_layer(be), [1], np.zeros((1, 4), ">f8")),
+        TypeError,
+        "upstream is float64, but the layer's tables are float32",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CALLS))
+def test_bad_input_raises_the_same_error_everywhere(backend, case):
+    call, kind, fragment = BAD_CALLS[case]
+    got = error_of(lambda: call(backend))
+    assert got[0] is kind and fragment in got[1], got
+    assert got == error_of(lambda: call(backends.get("numpy")))

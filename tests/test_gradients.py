@@ -234,3 +234,40 @@ def test_sparse_gradients_without_learned_positions(backend, positions):
     indices, rows = (backend.to_numpy(a) for a in grads["token_table"])
     np.testing.assert_array_equal(indices, [1, 5])
     np.testing.assert_array_equal(rows, [[1.0] * 4, [2.0] * 4])
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_big_endian_upstream_is_read_as_its_values(backend, sparse):
+    """Non-native byte order (data from a file, say) is accepted, as ids and tables are: the
+    same gradient as the native upstream's, on every backend."""
+    layer = backend.TokenPositionEmbedding(*backends.shared_weights(VOCAB, DIM, MAX_SEQ_LEN))
+    ids = np.array([[3, 1], [3, 9]])
+    upstream = np.random.default_rng(0).standard_normal((2, 2, DIM)).astype(np.float32)
+    native_grads = backend.gradients(layer, ids, upstream, sparse=sparse)
+    swapped = backend.gradients(layer, ids, upstream.astype(">f4"), sparse=sparse)
+    for name, expected in native_grads.items():
+        pairs = (
+            zip(expected, swapped[name])
+            if sparse and name == "token_table"
+            else [(expected, swapped[name])]
+        )
+        for want, got in pairs:
+            np.testing.assert_array_equal(backend.to_numpy(got), backend.to_numpy(want))
+            assert backend.to_numpy(got).dtype.isnative
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_tables_of_width_zero_have_gradients_of_width_zero(backend, sparse):
+    """dim 0 (NumPy's gradients once raised a reshape error here, and JAX's sparse route
+    divided by zero): the same shapes, and for sparse the same ids, on every backend."""
+    layer = backend.TokenPositionEmbedding(*backends.shared_weights(VOCAB, 0, MAX_SEQ_LEN))
+    grads = backend.gradients(
+        layer, [[3, 1], [3, 9]], np.zeros((2, 2, 0), np.float32), sparse=sparse
+    )
+    assert backend.to_numpy(grads["position_table"]).shape == (MAX_SEQ_LEN, 0)
+    if sparse:
+        indices, rows = (backend.to_numpy(a) for a in grads["token_table"])
+        np.testing.assert_array_equal(indices, [1, 3, 9])
+        assert rows.shape == (3, 0)
+    else:
+        assert backend.to_numpy(grads["token_table"]).shape == (VOCAB, 0)
