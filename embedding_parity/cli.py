@@ -5,7 +5,8 @@ job module in ``JOBS`` adds its own flags (``add_arguments``, which also sets ``
 ``main(args) -> int``), checks them and runs itself. With no command, or with flags first, the
 seed demo runs, so bare ``python compare.py`` is the seed demo. Exit status: 0 every backend agrees, 1 one differs
 (or a demonstration's claim fails), 2 bad usage or input (one line, no traceback),
-130 interrupted.
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM; 129 for SIGHUP). Every run's temporary
+files live in one private folder that every one of these ways out removes (``scratch``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import argparse
 import importlib
 import re
 import sys
+
+from embedding_parity import scratch
 
 # Job modules in embedding_parity.jobs, in the order --help lists them; the first is the default.
 JOBS = ("seed", "text", "demos", "train", "shard", "page", "check")
@@ -41,7 +44,7 @@ def build_parser(prog: str = "compare.py") -> Parser:
         f"page. With no command (or flags first) it runs `seed`: `{prog} --dtype bfloat16` is "
         f"`{prog} seed --dtype bfloat16`. Each command's --help lists its flags.",
         epilog="Exit status: 0 every backend agrees, 1 one differs (or a demonstration's claim "
-        "fails), 2 bad arguments or input (one line), 130 interrupted.",
+        "fails), 2 bad arguments or input (one line), 130 interrupted, 143 terminated.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for name in JOBS:
@@ -68,7 +71,11 @@ def main(argv=None, prog: str = "compare.py") -> int:
     where = prog if implied else " ".join([prog, *_command_words(parser, argv)])
     try:
         args = parser.parse_args(argv)
-        return args.run(args)
+        with scratch.private_folder():  # the run's temporary files, removed on every way out
+            return args.run(args)
+    except scratch.Terminated as stop:
+        print(f"{where}: terminated ({stop})", file=sys.stderr)
+        return 128 + stop.signal
     except KeyboardInterrupt:
         print(f"{where}: interrupted", file=sys.stderr)
         return 130

@@ -1,7 +1,10 @@
 """Shared fixtures: every test that takes ``backend`` runs once per installed backend; the
 real models load once per session, and skip (saying how to install them) when missing."""
 
+import os
 import socket
+import subprocess
+import tempfile
 
 import numpy as np
 import pytest
@@ -70,3 +73,63 @@ def offline(monkeypatch):
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+# --- nothing left behind -------------------------------------------------------------------
+# Tests write only under tmp_path. The controller (the one process under pytest-xdist)
+# lists the system's temporary folder and the work tree's untracked files when the session
+# starts, and fails the session if either gained an entry by its end: a leak from any test,
+# any worker process or any library it drives. pytest's own tmp_path root is the exception;
+# tmp_path_retention_policy = "failed" empties it of passing tests' folders.
+
+
+def _controller(config) -> bool:
+    return not hasattr(config, "workerinput")
+
+
+def _temporary_entries() -> set[str]:
+    folder = tempfile.gettempdir()
+    return {name for name in os.listdir(folder) if not name.startswith("pytest-of-")}
+
+
+def _untracked() -> set[str]:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    listed = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all", "--ignored=no"],
+        check=False,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return set(listed.stdout.splitlines()) if listed.returncode == 0 else set()
+
+
+def pytest_configure(config):
+    if _controller(config):
+        config.stash[_BEFORE] = (_temporary_entries(), _untracked())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    if not _controller(config) or _BEFORE not in config.stash:
+        return
+    temporary, untracked = config.stash[_BEFORE]
+    left = sorted(_temporary_entries() - temporary)
+    written = sorted(_untracked() - untracked)
+    problems = []
+    if left:
+        problems.append(f"left in {tempfile.gettempdir()}: {', '.join(left)}")
+    if written:
+        problems.append(f"written into the work tree: {', '.join(written)}")
+    if problems:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write("\n")
+            reporter.write_sep("=", "the test session left files behind", red=True)
+            for problem in problems:
+                reporter.write_line(problem, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_BEFORE = pytest.StashKey[tuple]()

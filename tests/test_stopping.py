@@ -1,0 +1,137 @@
+"""A run stopped from outside, by Ctrl-C (SIGINT) or SIGTERM, while its worker processes run:
+one line, the status for the signal (130, 143), its private temporary folder removed and
+every process it started gone."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGETS = os.path.join(ROOT, "tests", "conformance_targets")
+
+# command, and the file inside the run's private folder that shows its workers are running
+JOBS = {
+    "shard's torch ranks": (
+        ["shard", "--backends", "torch", "--shards", "2", "--out", "{out}.png"],
+        "rank1.log",
+    ),
+    "check's worker": (
+        [
+            "check",
+            os.path.join(TARGETS, "misbehaving.py:hangs_on_bad_ids"),
+            "--kind",
+            "lookup",
+            "--timeout",
+            "120",
+            "--json",
+            "{out}.json",
+        ],
+        "worker1.log",
+    ),
+}
+STATUS = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated (SIGTERM)")}
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid``, from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier}
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(predicate, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {seconds} s waiting for {what}")
+
+
+def find(folder: str, name: str) -> str | None:
+    for where, _, files in os.walk(folder):
+        if name in files:
+            return os.path.join(where, name)
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("number", list(STATUS), ids=lambda n: signal.Signals(n).name)
+@pytest.mark.parametrize("job", list(JOBS))
+def test_a_stopped_run_cleans_up_everything(tmp_path, job, number):
+    words, marker = JOBS[job]
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    argv = [w.replace("{out}", str(tmp_path / "out")) for w in words]
+    env = {**os.environ, "TMPDIR": str(temporary), "PYTHONPATH": ROOT}
+    process = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "compare.py"), *argv],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # the signal goes to the run alone, as `kill PID` sends it
+    )
+    started = set()
+    try:
+        wait_for(lambda: find(str(temporary), marker), 90, f"{marker} in the private folder")
+        started = descendants(process.pid)
+        assert started, "the workers should be running"
+        private = os.listdir(temporary)
+        assert len(private) == 1 and private[0].startswith("embedding-parity-")
+        assert os.stat(temporary / private[0]).st_mode & 0o777 == 0o700
+        process.send_signal(number)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+    status, word = STATUS[number]
+    assert process.returncode == status, (out, err)
+    assert err.strip().splitlines() == [f"compare.py {argv[0]}: {word}"], err
+    assert os.listdir(temporary) == [], "the private folder should be gone"
+    wait_for(lambda: not any(alive(pid) for pid in started), 10, "the workers to stop")
+    assert not os.path.exists(tmp_path / "out.json") and not os.path.exists(tmp_path / "out.png")
+
+
+def test_the_private_folder_is_removed_and_the_environment_restored(tmp_path, monkeypatch):
+    import tempfile
+
+    from embedding_parity import scratch
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    with pytest.raises(scratch.Terminated), scratch.private_folder() as folder:
+        assert os.environ["TMPDIR"] == folder == tempfile.gettempdir()
+        assert os.path.dirname(folder) == str(tmp_path)
+        with open(os.path.join(tempfile.mkdtemp(), "left.txt"), "w") as left:
+            left.write("a worker's file")
+        os.kill(os.getpid(), signal.SIGTERM)  # raises Terminated here, in the main thread
+        time.sleep(5)  # not reached
+    assert os.listdir(tmp_path) == []
+    assert os.environ["TMPDIR"] == str(tmp_path) and tempfile.tempdir is None
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
