@@ -225,6 +225,12 @@ def test_negative_ids_of_narrow_or_foreign_dtypes(backend, token_ids, vocab_size
     token_table, position_table = backends.shared_weights(vocab_size, 4, 8)
     error = raised(backend, (token_table, position_table), token_ids)
     assert type(error) is IndexError and f"token id {bad_id} at {where}" in str(error)
+    # Past 64 ids the check takes another route (one NumPy reduction, where a few ids are
+    # compared in Python): the same bad id among 100 good ones, at [1, 20] of (2, 50).
+    many = np.zeros(100, token_ids.dtype)
+    many[70] = token_ids[-1]
+    error = raised(backend, (token_table, position_table), many.reshape(2, 50))
+    assert type(error) is IndexError and f"token id {bad_id} at token_ids[1, 20]" in str(error)
 
 
 def test_big_endian_and_strided_ids_are_fine(backend, tables):

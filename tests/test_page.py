@@ -333,6 +333,11 @@ def test_the_browser_sums_equal_numpys_for_random_ids_and_starts(opened):
         rows = position_table[start : start + length]
         np.testing.assert_array_equal(opened.bits("live-position"), float32_bits(rows))
         assert opened.page.inner_text("#live-message") == ""
+    # The live sum's tooltip: the value it prints, not only the bits behind the picture.
+    i, j = length - 1, int(rng.integers(0, 10))
+    value, bits = tooltip_value(opened.hover_cell("live-sum", i, j))
+    assert value == expected[i, j] and int(bits, 16) == float32_bits(expected)[i, j]
+    assert f"token #{ids[i]} @ pos {start + i}" in opened.page.inner_text("#tooltip")
 
 
 def test_the_browser_is_bit_identical_to_every_backend_where_they_ran(opened):

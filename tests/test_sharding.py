@@ -18,7 +18,15 @@ import compare
 from embedding_parity.sharding import reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-IDS = [np.array([[5, 10, 7, 102], [0, 5, 1, 2]]), np.array([3, 4]), np.zeros((2, 0), np.int64)]
+# Every id of the 103-row table (each shard's first and last row: 52 starts shard 1 of 2, 35
+# and 70 shards of 3, 26, 52 and 78 of 4), and a few shapes.
+EVERY_ID = (np.arange(7 * 16) % 103).reshape(7, 16)
+IDS = [
+    np.array([[5, 10, 7, 102], [0, 5, 1, 2]]),
+    np.array([3, 4]),
+    np.zeros((2, 0), np.int64),
+    EVERY_ID,
+]
 
 
 def unsharded(token_table, position_table, token_ids, start):
@@ -36,7 +44,7 @@ def test_the_reference_is_the_unsharded_layer_bit_for_bit(dtype, strategy):
     token_table, position_table = backends.shared_weights(103, 10, 16, seed=1, dtype=dtype)
     for num_shards in (1, 2, 3, 4, 5):
         for token_ids in IDS:
-            for start in (0, 2, 16 - token_ids.shape[-1]):
+            for start in {0, min(2, 16 - token_ids.shape[-1]), 16 - token_ids.shape[-1]}:
                 expected = unsharded(token_table, position_table, token_ids, start)
                 found = reference.embed(
                     token_table,
@@ -119,7 +127,12 @@ JAX_CHECKS = textwrap.dedent(
     import backends
     from embedding_parity.sharding import jax_shards
 
-    IDS = [np.array([[5, 10, 7, 102], [0, 5, 1, 2]]), np.array([3, 4]), np.zeros((2, 0), int)]
+    IDS = [
+        np.array([[5, 10, 7, 102], [0, 5, 1, 2]]),
+        np.array([3, 4]),
+        np.zeros((2, 0), int),
+        (np.arange(7 * 16) % 103).reshape(7, 16),  # every id: each shard's first and last row
+    ]
     checked, errors = 0, {}
     rng = np.random.default_rng(0)
     for dtype in ("float32", "float16", "bfloat16"):

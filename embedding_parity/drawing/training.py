@@ -81,7 +81,8 @@ def curves(training: Training, path: str, *, show: bool = False) -> None:
         drift_ax.set(yscale="log", xlabel="step", ylabel=f"|loss - {runs[0].backend}'s| / loss")
         if tolerance is not None:
             drift_ax.axhline(tolerance, color="red", ls="--", lw=1, label="tolerance")
-        drift_ax.legend(fontsize=7, loc="lower right")
+        if drift_ax.get_legend_handles_labels()[0]:  # one backend, float32: nothing drawn
+            drift_ax.legend(fontsize=7, loc="lower right")
     axes[0, -1].legend(fontsize=8, loc="upper right")
     axes[1, -1].legend(fontsize=8, loc="lower right")
     s = training.settings

@@ -125,7 +125,7 @@ def run(
     num_heads, _, _ = validation.check_lengths(num_heads, 1, None)
     dtype = validation.resolve_dtype(dtype)
     token_table, _ = backends.shared_weights(vocab_size, dim, max_seq_len, seed=seed, dtype=dtype)
-    token_ids = np.array(tokens, dtype=np.int64)
+    token_ids = validation.as_host(list(tokens))  # ids beyond int64 stay named, not overflowed
     if token_ids.ndim != 1:
         raise ValueError(f"{scheme}: one sequence of token ids, got shape {token_ids.shape}")
     token_ids, start = validation.check_call(token_ids, start, vocab_size, max_seq_len)

@@ -7,9 +7,22 @@ import argparse
 import math
 import os
 import sys
+import tempfile
 
 import backends
 from embedding_parity.cli import UsageError
+
+# The most values one array that a job builds from its flags may hold: 2 GiB in float64. A
+# job works out its largest arrays from the flags alone and refuses past this, before it
+# allocates anything (not a MemoryError, or a machine swapping, minutes later).
+MAX_VALUES = 2**28
+
+
+def check_size(count: int, formula: str, fix: str) -> None:
+    """UsageError if ``count`` values (``formula``: the flags that make it, with their values)
+    are over MAX_VALUES."""
+    if count > MAX_VALUES:
+        raise UsageError(f"{formula} = {count} values is over the limit of {MAX_VALUES}: {fix}")
 
 
 def at_least(least: int):
@@ -107,9 +120,25 @@ def check_picture(path: str, flag: str = "--out") -> None:
     extension = os.path.splitext(path)[1].lstrip(".").lower()
     if extension not in formats:
         raise UsageError(f"{flag} {path!r} needs an extension, one of .png .svg .pdf .jpg ...")
+    check_folder(flag, path)
+
+
+def check_folder(flag: str, path: str) -> None:
+    """An output's folder exists and takes new files (the output is written beside itself and
+    renamed), and the output is not a folder: checked before any work."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise UsageError(f"{flag} {path!r}: folder {folder} does not exist")
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path!r} is a folder: give a file name")
+    try:  # a real try, as the write will be: access() says yes to root even in /proc
+        handle, probe = tempfile.mkstemp(dir=folder, prefix=".embedding-parity-probe-")
+    except OSError as error:
+        raise UsageError(
+            f"{flag} {path!r}: cannot write in folder {folder} ({error.strerror})"
+        ) from None
+    os.close(handle)
+    os.unlink(probe)
 
 
 def check_file(flag: str, path: str | None, ending: str) -> None:
@@ -118,9 +147,7 @@ def check_file(flag: str, path: str | None, ending: str) -> None:
         return
     if not path.endswith(ending):
         raise UsageError(f"{flag} {path!r} must end in {ending}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UsageError(f"{flag} {path!r}: folder {folder} does not exist")
+    check_folder(flag, path)
 
 
 def show(args) -> bool:

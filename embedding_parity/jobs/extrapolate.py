@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from embedding_parity import outputs
-from embedding_parity.jobs import train
+from embedding_parity.jobs import command, train
 from embedding_parity.training import language
 from embedding_parity.training import task as tasks
 
@@ -126,6 +126,14 @@ def check_settings(dtype: str = "float32", **settings) -> dict:
             f"--length {settings['length']} would test at {FACTORS[-1] * settings['length']} "
             f"tokens: keep it at most {MAX_LENGTH}, the scores grow with the square of the length"
         )
+    train.check_sizes(settings, settings["length"], language.VOCAB)
+    longest = FACTORS[-1] * settings["length"]
+    command.check_size(
+        CHUNK * settings["heads"] * longest**2,
+        f"the test's scores: {CHUNK} texts x --heads {settings['heads']} x "
+        f"({FACTORS[-1]} x --length {settings['length']})^2",
+        "lower --heads or --length",
+    )
     return settings
 
 

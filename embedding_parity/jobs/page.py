@@ -227,6 +227,9 @@ def recorded_training(names, steps: int) -> dict | None:
 # --- the command ---------------------------------------------------------------------------
 
 
+MAX_TRAIN_STEPS = 10_000
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--out", default="explorer.html", help="the page (default: %(default)s)")
     command.add_backends(parser)
@@ -244,6 +247,12 @@ def main(args) -> int:
     """1 if a backend differs anywhere in what the page shows."""
     from embedding_parity.page import render
 
+    if args.train_steps > MAX_TRAIN_STEPS:
+        raise command.UsageError(
+            f"--train-steps {args.train_steps} is over {MAX_TRAIN_STEPS}: the page holds every "
+            "step of every curve (about 0.7 MB per 1000 steps); train longer with "
+            "`compare.py train --steps N --json PATH`"
+        )
     names = command.chosen_backends(args.backends)
     command.check_file("--out", args.out, ".html")
     try:

@@ -122,7 +122,7 @@ def _run_tables(names, tokens, tables, source, *, start, batch, seed, dtype) -> 
 def _token_ids(tokens, vocab_size: int, batch: int | None, seed: int) -> np.ndarray:
     """``tokens`` as one sequence (T,), checked; or a random (batch, T) batch from ``seed``
     (the tokens then give T, and are still checked against the vocabulary)."""
-    token_ids = validation.check_token_ids(np.array(tokens, dtype=np.int64), vocab_size)
+    token_ids = validation.check_token_ids(validation.as_host(list(tokens)), vocab_size)
     if batch is None:
         return token_ids
     return np.random.default_rng(seed).integers(0, vocab_size, size=(batch, len(tokens)))
@@ -269,6 +269,33 @@ def _check(args) -> None:
             )
     command.check_picture(args.out)
     outputs.check_not_inputs({"--out": args.out}, {"--weights": args.weights})
+    _check_sizes(args)
+
+
+def _check_sizes(args) -> None:
+    """The largest arrays, from the flags alone (with --weights, the file sets the tables)."""
+    vocab, dim, rows = (args.vocab_size or 100), (args.dim or 10), (args.max_seq_len or 16)
+    length, batch = len(args.tokens or SEED_TOKENS), args.batch or 1
+    if args.weights is None:
+        command.check_size(
+            (vocab + rows) * dim,
+            f"the tables: (--vocab-size {vocab} + --max-seq-len {rows}) x --dim {dim}",
+            "make them smaller",
+        )
+        command.check_size(
+            batch * length * dim,
+            f"the output: --batch {batch} x {length} tokens x --dim {dim}",
+            "lower --batch or use fewer tokens",
+        )
+    else:
+        command.check_size(batch * length, f"the ids: --batch {batch} x {length}", "lower --batch")
+    if args.scheme in ("alibi", "t5"):
+        heads = args.heads or 4
+        command.check_size(
+            heads * rows * rows,
+            f"the bias and attention drawn: --heads {heads} x --max-seq-len {rows} squared",
+            "lower --max-seq-len or --heads",
+        )
 
 
 def _option(flag: str) -> str:

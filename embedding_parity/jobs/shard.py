@@ -120,7 +120,9 @@ def run(
     dtype = validation.resolve_dtype(dtype)
     token_table, position_table = (np.asarray(t).astype(dtype, copy=False) for t in tables)
     vocab_size = len(token_table)
-    token_ids = np.array(SEED["tokens"] if tokens is None else tokens, dtype=np.int64)
+    # as_host keeps ids beyond int64 as Python ints, for check_token_ids to name
+    token_ids = validation.as_host(list(SEED["tokens"] if tokens is None else tokens))
+    validation.check_token_ids(token_ids, vocab_size)
     if batch is not None:
         batch = validation.integer(batch, "--batch")
         if batch < 1:
@@ -247,6 +249,7 @@ def main(args) -> int:
         sizes = {k: SEED[k] if v is None else v for k, v in sizes.items()}
     names = args.backends or backends.names()
     shape = tables[0].shape if tables is not None else (sizes["vocab_size"], sizes["dim"])
+    _check_sizes(args, sizes, shape)
     prepare(names, args.shards, *shape)  # before JAX is imported: it makes its devices then
     names = command.chosen_backends(names)
     command.check_picture(args.out)
@@ -273,6 +276,23 @@ def main(args) -> int:
         ) from None
     _report(args, done)
     return 1 if done.differing else 0
+
+
+def _check_sizes(args, sizes: dict, shape: tuple) -> None:
+    """The tables (random ones) and the output, from the flags, before anything is built."""
+    if args.weights is None:
+        command.check_size(
+            (sizes["vocab_size"] + sizes["max_seq_len"]) * sizes["dim"],
+            f"the tables: (--vocab-size {sizes['vocab_size']} + --max-seq-len "
+            f"{sizes['max_seq_len']}) x --dim {sizes['dim']}",
+            "make them smaller",
+        )
+    length = len(args.tokens or SEED["tokens"])
+    command.check_size(
+        (args.batch or 1) * length * shape[1],
+        f"the output: --batch {args.batch or 1} x {length} tokens x dim {shape[1]}",
+        "lower --batch or use fewer tokens",
+    )
 
 
 def _real_tables(args, sizes) -> tuple:

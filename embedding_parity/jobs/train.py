@@ -110,11 +110,42 @@ def run(
 def check_settings(dtype: str = "float32", defaults=DEFAULTS, **settings) -> dict:
     """``defaults`` overridden by ``settings``, checked; ValueError names the train flag."""
     settings = check_common(dtype, defaults, **settings)
-    sequences = len(tasks.make_task(seed=settings["seed"]).train_ids)
+    task = tasks.make_task(seed=settings["seed"])
+    sequences = len(task.train_ids)
     if settings["batch_size"] > sequences:
         raise ValueError(
             f"--batch-size {settings['batch_size']} exceeds the {sequences} training sequences"
         )
+    return check_sizes(settings, tasks.LENGTH, len(task.words))
+
+
+def check_sizes(settings: dict, length: int, vocab: int) -> dict:
+    """The largest arrays a training run builds, from the settings alone (sequences of
+    ``length`` tokens, ``vocab`` words): UsageError past command.MAX_VALUES."""
+    s, heads = settings, settings.get("heads", 1)
+    steps, batch, dim, head_dim = s["steps"], s["batch_size"], s["dim"], s["head_dim"]
+    width = f"--heads {heads} x --head-dim {head_dim}" if "heads" in s else f"--head-dim {head_dim}"
+    for count, formula, fix in (
+        (
+            steps * batch * (length + 1),
+            (
+                f"the batches, drawn before the first step: --steps {steps} x --batch-size "
+                f"{batch} x {length + 1} tokens"
+            ),
+            "lower --steps or --batch-size",
+        ),
+        (vocab * dim, f"the token table: {vocab} words x --dim {dim}", "lower --dim"),
+        (heads * head_dim * dim, f"each projection: {width} x --dim {dim}", "lower the widths"),
+        (
+            batch * length * max(dim, heads * head_dim),
+            (
+                f"a step's activations: --batch-size {batch} x {length} tokens x the widest "
+                f"of --dim {dim} and {width}"
+            ),
+            "lower --batch-size or the widths",
+        ),
+    ):
+        command.check_size(count, formula, fix)
     return settings
 
 
@@ -192,11 +223,12 @@ def save_json(training: Training, path: str) -> None:
 def save_tables(training: Training, path: str) -> tuple[str, str]:
     """The trained tables as .safetensors (keys token_table, position_table), from the first
     backend's run of the learned scheme (or the first scheme run); returns (scheme, backend)."""
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
 
     schemes = [c.scheme for c in training.curves]
     curve = training.curves[schemes.index("learned") if "learned" in schemes else 0]
-    save_file({k: np.ascontiguousarray(v) for k, v in curve.tables.items()}, path)
+    with outputs.replacing(path) as out:  # whole or not at all; a failure is an OSError
+        out.write(save({k: np.ascontiguousarray(v) for k, v in curve.tables.items()}))
     return curve.scheme, curve.backend
 
 

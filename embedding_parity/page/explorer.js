@@ -56,7 +56,11 @@ const INT64 = [-(2n ** 63n), 2n ** 63n], BIG = [2n ** 63n, 2n ** 64n]; // BIG: o
 function parseIds(text) {
   const tokens = text.split(/[\s,]+/).filter((t) => t !== "");
   const dtype = dtypeOf(tokens);
-  if (dtype === "int64" || dtype === "uint64") return { ids: tokens.map((t) => BigInt(t)) };
+  // validation.as_host keeps ints that NumPy would make float64 or object (beyond int64) as
+  // ints, so the check names the first id out of range rather than a dtype.
+  if (dtype === "int64" || dtype === "uint64" || tokens.every((t) => INTEGER.test(t))) {
+    return { ids: tokens.map((t) => BigInt(t)) };
+  }
   return {
     error: ["TypeError", `token_ids must be integers, got dtype ${dtype}: cast to an integer ` +
       "dtype such as int64, after making sure every value is a whole number"],

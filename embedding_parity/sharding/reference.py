@@ -41,13 +41,27 @@ def check_shards(num_shards, size: int, what: str) -> int:
     at least one: N in [1, size] and (N - 1) * ceil(size / N) < size."""
     num_shards = validation.integer(num_shards, "the number of shards")
     if not _fits(num_shards, size):
-        valid = [n for n in range(1, max(size, 1) + 1) if _fits(n, size)]
-        shown = ", ".join(map(str, valid[:12])) + (", ..." if len(valid) > 12 else "")
+        valid = valid_counts(size)
+        shown = ", ".join(map(str, valid)) + (f", ..., {size}" if valid[-1] < size else "")
         raise ValueError(
             f"cannot split {size} {what} into {num_shards} shards of ceil({size}/N) each with "
             f"every shard owning at least one: use one of {shown}"
         )
     return num_shards
+
+
+def valid_counts(size: int, first: int = 12) -> list[int]:
+    """The first few shard counts that fit ``size``. Every N with N(N - 1) < size fits
+    (ceil(size / N)(N - 1) <= (size / N + 1)(N - 1) < size), so past a handful of rows the
+    first counts are 1, 2, 3, ... and the search stops after ``first`` of them, whatever
+    the size: no loop over every count up to it. ``size`` itself always fits."""
+    found = []
+    for n in range(1, max(size, 1) + 1):
+        if _fits(n, size):
+            found.append(n)
+            if len(found) == first:
+                break
+    return found
 
 
 def _fits(num_shards: int, size: int) -> bool:
