@@ -154,7 +154,10 @@ def test_a_differing_backend_exits_1(tmp_path, capsys, monkeypatch):
         (["--demo", "order"], "(--demo is now a command: compare.py demo ...)"),
         (["demo"], "the following arguments are required: DEMO"),
         (["trian"], "argument COMMAND: invalid choice: 'trian'"),
-        (["--tokens", "99999999999999999999"], "too large"),
+        (
+            ["--tokens", "99999999999999999999"],
+            "token id 99999999999999999999 at token_ids[0] is out of range",
+        ),
         (["--scheme", "rope", "--base", "inf"], "--base: must be positive and finite, got inf"),
         (["--scheme", "rope", "--dim", "7"], "RoPE needs an even dim, got 7"),
         (["--scheme", "sinusoidal", "--dim", "7"], "a sinusoidal table needs an even dim, got 7"),
