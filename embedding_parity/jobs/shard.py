@@ -30,6 +30,7 @@ import backends
 from backends import validation
 from embedding_parity import outputs
 from embedding_parity.jobs import command
+from embedding_parity.sharding import launch as launching
 from embedding_parity.sharding import reference
 
 COMMAND = "shard"
@@ -110,11 +111,16 @@ def run(
     dim: int = SEED["dim"],
     max_seq_len: int = SEED["max_seq_len"],
     tables: tuple | None = None,
+    launch=None,
+    timeout: float = 60.0,
 ) -> Sharded:
     """The tables of ``backends.shared_weights(vocab_size, dim, max_seq_len, seed=seed)``, or
     ``tables`` (token_table, position_table) cast to dtype, split num_shards ways, every
     strategy of every backend in names. tokens: the ids (default: the seed's 5 10 7 21);
-    batch: B random sequences of their length instead (drawn with seed)."""
+    batch: B random sequences of their length instead (drawn with seed). launch: this
+    process is one rank of a job that torchrun or jax.distributed started
+    (``sharding.launch.detect``): its framework's rows come from that job's ranks, and
+    num_shards is the job's size."""
     if tables is None:
         tables = backends.shared_weights(vocab_size, dim, max_seq_len, seed=seed, dtype=dtype)
     dtype = validation.resolve_dtype(dtype)
@@ -132,21 +138,26 @@ def run(
     token_ids, start = validation.check_call(
         token_ids, start, *map(len, (token_table, position_table))
     )
-    num_shards = prepare(names, num_shards, *token_table.shape)
+    if launch is None:
+        num_shards = prepare(names, num_shards, *token_table.shape)
+    else:
+        num_shards = reference.check_shards(num_shards, token_table.shape[1], "columns")
+        num_shards = reference.check_shards(num_shards, token_table.shape[0], "rows")
     unsharded = token_table[token_ids] + position_table[start : start + token_ids.shape[-1]]
     done = Sharded(num_shards, token_ids, start, token_table, position_table, unsharded)
+    case = (token_table, position_table, token_ids, start)
     for name in names:
+        launched = {}
+        if launch is not None and name == launch.framework:
+            launched = _launched(name, case, launch, timeout)
         for strategy, collective in STRATEGIES[name].items():
-            output, per_device, collective = _one(
-                name,
-                strategy,
-                collective,
-                num_shards,
-                token_table,
-                position_table,
-                token_ids,
-                start,
-            )
+            if strategy in launched:
+                output, collective = launched[strategy]
+                per_device = _per_device(strategy, token_table, num_shards)
+            else:
+                output, per_device, collective = _one(
+                    name, strategy, collective, num_shards, *case, timeout=timeout
+                )
             difference = np.abs(output.astype(np.float64) - unsharded.astype(np.float64))
             done.rows.append(
                 Row(
@@ -162,13 +173,33 @@ def run(
     return done
 
 
-def _one(name, strategy, collective, num_shards, token_table, position_table, token_ids, start):
-    """(output, token-table bytes per device, collective) of one backend and strategy."""
+def _per_device(strategy: str, token_table: np.ndarray, num_shards: int) -> int:
+    """Bytes of the token table each shard holds (padded)."""
     vocab_size, dim = token_table.shape
     itemsize = token_table.dtype.itemsize
-    rows = reference.per_shard(vocab_size, num_shards) * dim * itemsize
-    columns = vocab_size * reference.per_shard(dim, num_shards) * itemsize
-    per_device = columns if strategy == "columns" else rows
+    if strategy == "columns":
+        return vocab_size * reference.per_shard(dim, num_shards) * itemsize
+    return reference.per_shard(vocab_size, num_shards) * dim * itemsize
+
+
+def _launched(name, case, launch, timeout) -> dict:
+    """{strategy: (output, collective)} of the ranks or processes a launcher started."""
+    if name == "torch":
+        from embedding_parity.sharding import torch_shards
+
+        done = torch_shards.embed_launched([case], STRATEGIES["torch"], launch, timeout=timeout)
+        return {s: (out[0], STRATEGIES["torch"][s]) for s, out in done.items()}
+    from embedding_parity.sharding import jax_processes
+
+    done = jax_processes.embed_launched([case], STRATEGIES["jax"], launch, timeout=timeout)
+    return {s: (out[0], chosen or STRATEGIES["jax"][s]) for s, (out, chosen) in done.items()}
+
+
+def _one(
+    name, strategy, collective, num_shards, token_table, position_table, token_ids, start, timeout
+):
+    """(output, token-table bytes per device, collective) of one backend and strategy."""
+    per_device = _per_device(strategy, token_table, num_shards)
     if name == "numpy":
         output = reference.embed(
             token_table, position_table, token_ids, start, num_shards=num_shards, strategy=strategy
@@ -186,7 +217,13 @@ def _one(name, strategy, collective, num_shards, token_table, position_table, to
     from embedding_parity.sharding import torch_shards
 
     output = torch_shards.embed(
-        token_table, position_table, token_ids, start, num_shards=num_shards, strategy=strategy
+        token_table,
+        position_table,
+        token_ids,
+        start,
+        num_shards=num_shards,
+        strategy=strategy,
+        timeout=timeout,
     )
     return output, per_device, collective
 
@@ -199,10 +236,9 @@ def add_arguments(parser) -> None:
     add(
         "--shards",
         type=int,
-        default=4,
         help="how many shards: each must own a row and a column, so at most --dim; a count "
-        "that would leave a shard empty is refused with the ones that work (default: "
-        "%(default)s)",
+        "that would leave a shard empty is refused with the ones that work (default: 4, or "
+        "the size of the job when torchrun or jax.distributed started it)",
     )
     add("--tokens", type=int, nargs="+", metavar="ID", help="ids (default: 5 10 7 21)")
     add("--batch", type=int, help="B random sequences as long as --tokens, instead of it")
@@ -234,12 +270,29 @@ def add_arguments(parser) -> None:
     add("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
     command.add_backends(parser)
     add("--save-arrays", metavar="PATH.npz", help="write reference and sum_<backend> arrays")
+    add(
+        "--timeout",
+        type=command.positive_finite,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long ranks wait for each other, at the rendezvous and in each collective "
+        "(default: %(default)g)",
+    )
     command.add_picture(parser, "shard.png")
     parser.set_defaults(run=main)
 
 
 def main(args) -> int:
-    """1 if a sharded result differs from the unsharded layer."""
+    """1 if a sharded result differs from the unsharded layer. Started by torchrun or
+    jax.distributed (``sharding.launch``), every rank runs this; rank 0 reports."""
+    try:
+        launch = launching.detect()
+    except launching.LaunchError as error:
+        raise command.UsageError(str(error)) from None
+    if launch is not None:
+        launch = _joined(args, launch)
+    elif args.shards is None:
+        args.shards = 4
     sizes = {k: getattr(args, k) for k in ("vocab_size", "dim", "max_seq_len")}
     tables = None
     if args.weights is not None:
@@ -250,7 +303,8 @@ def main(args) -> int:
     names = args.backends or backends.names()
     shape = tables[0].shape if tables is not None else (sizes["vocab_size"], sizes["dim"])
     _check_sizes(args, sizes, shape)
-    prepare(names, args.shards, *shape)  # before JAX is imported: it makes its devices then
+    if launch is None:
+        prepare(names, args.shards, *shape)  # before JAX is imported: it makes its devices then
     names = command.chosen_backends(names)
     command.check_picture(args.out)
     command.check_file("--save-arrays", args.save_arrays, ".npz")
@@ -268,14 +322,58 @@ def main(args) -> int:
             dtype=args.dtype,
             seed=args.seed,
             tables=tables,
+            launch=launch,
+            timeout=args.timeout,
             **settings,
         )
     except RuntimeError as error:  # a rank or process that failed: its own error, last line
         raise command.UsageError(
             f"a distributed run failed: {str(error).splitlines()[-1]}"
         ) from None
-    _report(args, done)
+    if launch is None or launch.rank == 0:  # one report for the job
+        print(launch.describe() if launch else _own_launch(names, done.num_shards))
+        _report(args, done)
     return 1 if done.differing else 0
+
+
+def _own_launch(names, num_shards: int) -> str:
+    started = []
+    if "torch" in names:
+        started.append(f"{num_shards} torch ranks")
+    if "jax" in names:
+        started.append(f"{num_shards} JAX devices in this process")
+    return (
+        "launch: none found (no torchrun or JAX_* variables); started here: "
+        + (", ".join(started) or "nothing (NumPy alone)")
+        + ", on 127.0.0.1"
+    )
+
+
+def _joined(args, launch):
+    """Under a launcher: the backends and shard count its job fixes, checked; for JAX, the
+    process joins the job now (before anything else touches JAX)."""
+    other = {"torch": "jax", "jax": "torch"}[launch.framework]
+    names = args.backends or ["numpy", launch.framework]
+    if other in names:
+        raise command.UsageError(
+            f"{launch.launcher} started this process as one {launch.framework} rank: "
+            f"--backends may list numpy and {launch.framework}, not {other}"
+        )
+    if launch.framework not in names:
+        names = [*names, launch.framework]
+    args.backends = names
+    if launch.framework == "jax":
+        from embedding_parity.sharding import jax_processes
+
+        launch = jax_processes.join(launch, args.timeout)
+    if args.shards is not None and args.shards != launch.shards:
+        raise command.UsageError(
+            f"--shards {args.shards} does not match the job's {launch.shards} "
+            f"{'ranks' if launch.framework == 'torch' else 'devices'}: leave --shards out "
+            "under a launcher"
+        )
+    args.shards = launch.shards
+    return launch
 
 
 def _check_sizes(args, sizes: dict, shape: tuple) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -131,6 +132,69 @@ def _wait(processes, logs, deadline: float) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the {len(processes)} JAX processes did not finish in time")
         time.sleep(0.05)
+
+
+def join(launch, timeout: float):
+    """Join the job a launcher started (``sharding.launch``): ``jax.distributed.initialize``
+    with its coordinator, process count and id, or with none where JAX finds them itself
+    (Slurm, Open MPI). Process 0's coordinator listens on the address given, and only there.
+    Returns the launch with this process's index, the process count and the job's global
+    device count (one shard per device). Call before anything else uses JAX."""
+    import dataclasses
+
+    import jax
+
+    waits = {
+        "initialization_timeout": math.ceil(timeout),
+        "heartbeat_timeout_seconds": math.ceil(timeout),
+        "shutdown_timeout_seconds": math.ceil(timeout),
+    }
+    try:
+        if launch.rank is None:
+            jax.distributed.initialize(**waits)
+        else:
+            jax.distributed.initialize(
+                coordinator_address=launch.address,
+                coordinator_bind_address=launch.address if launch.rank == 0 else None,
+                num_processes=launch.world,
+                process_id=launch.rank,
+                **waits,
+            )
+    except Exception as error:  # noqa: BLE001 - JAX raises several kinds here
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise RuntimeError(
+            f"process {launch.rank}: the coordinator at {launch.address} did not gather the "
+            f"{launch.world} processes in {timeout:g} s (a process that never started?): {first}"
+        ) from None
+    return dataclasses.replace(
+        launch,
+        rank=jax.process_index(),
+        world=jax.process_count(),
+        devices=jax.device_count(),
+        address=launch.address or jax.distributed.global_state.coordinator_address,
+    )
+
+
+def embed_launched(cases, strategies, launch, *, timeout: float = 60.0) -> dict:
+    """In a process that ``join`` joined to its job: every strategy on every case over the
+    job's global devices, {strategy: ([this process's copy of each result], the collective
+    the compiler chose, or None for the strategies that name theirs)}."""
+    from embedding_parity.sharding.jax_shards import ShardedEmbedding, collectives
+
+    done = {}
+    for strategy in strategies:
+        outputs, collective = [], None  # the compiler's: read from its program
+        for token_table, position_table, token_ids, start in cases:
+            # The ids first, against the global vocabulary, before any cross-process step.
+            validation.check_call(token_ids, start, len(token_table), len(position_table))
+            layer = ShardedEmbedding(
+                token_table, position_table, num_shards=launch.shards, strategy=strategy
+            )
+            outputs.append(np.asarray(layer(token_ids, start).addressable_data(0)))
+            if strategy == "compiler":
+                collective = "compiler: " + ", ".join(collectives(layer, token_ids, start))
+        done[strategy] = (outputs, collective)
+    return done
 
 
 def main(argv=None) -> int:

@@ -213,31 +213,7 @@ def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out):
         timeout=datetime.timedelta(seconds=timeout),
     )
     try:
-        results = {}
-        for i, (token_table, position_table, token_ids, start, *upstream) in enumerate(cases):
-            # The same checks on every rank, before any collective: all raise, none waits.
-            token_ids, start = validation.check_call(
-                token_ids, start, len(token_table), len(position_table)
-            )
-            if fault == ("raise", rank):
-                raise RuntimeError(f"rank {rank} failed on purpose, before its collective")
-            if fault == ("stall", rank):
-                time.sleep(timeout + 20)  # the others' collective times out meanwhile
-            ids = torch.from_numpy(token_ids.astype(np.int64))
-            if mode == "gradient":
-                upstream = torch_backend._as_tensor(upstream[0])
-                x = _GRADIENTS[strategy](rank, num_shards, token_table, ids, upstream)
-                results[str(i)] = torch_backend.to_numpy(x).view(f"u{x.element_size()}")
-                continue
-            positions = torch_backend._as_tensor(position_table)[start : start + ids.shape[-1]]
-            with torch.inference_mode():
-                lookup = _build(strategy, rank, num_shards, token_table)
-                if mode == "time":  # seconds per call, each call started together
-                    call = partial(_lookup_add, lookup, ids, positions)
-                    results[str(i)] = _times(call, repeats=25)
-                    continue
-                x = lookup(ids) + positions
-            results[str(i)] = torch_backend.to_numpy(x).view(f"u{x.element_size()}")
+        results = _compute(rank, num_shards, cases, mode, strategy, timeout, fault)
         if rank == 0:
             np.savez(out, **results)  # raw bits: .npz holds no bfloat16
         dist.barrier()  # no rank leaves while another still has a collective in flight
@@ -251,6 +227,73 @@ def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out):
     # thread that outlived its group can abort the exit ("terminate called without an
     # active exception", seen about once in 30 runs), failing a run that succeeded.
     os._exit(0)
+
+
+def _compute(rank, num_shards, cases, mode, strategy, timeout=60.0, fault=None) -> dict:
+    """This rank's part of every case, in a process group that is up: {"i": rank 0's view of
+    the result as raw bits (or seconds, for mode "time")}."""
+    results = {}
+    for i, (token_table, position_table, token_ids, start, *upstream) in enumerate(cases):
+        # The same checks on every rank, before any collective: all raise, none waits.
+        token_ids, start = validation.check_call(
+            token_ids, start, len(token_table), len(position_table)
+        )
+        if fault == ("raise", rank):
+            raise RuntimeError(f"rank {rank} failed on purpose, before its collective")
+        if fault == ("stall", rank):
+            time.sleep(timeout + 20)  # the others' collective times out meanwhile
+        ids = torch.from_numpy(token_ids.astype(np.int64))
+        if mode == "gradient":
+            upstream = torch_backend._as_tensor(upstream[0])
+            x = _GRADIENTS[strategy](rank, num_shards, token_table, ids, upstream)
+            results[str(i)] = torch_backend.to_numpy(x).view(f"u{x.element_size()}")
+            continue
+        positions = torch_backend._as_tensor(position_table)[start : start + ids.shape[-1]]
+        with torch.inference_mode():
+            lookup = _build(strategy, rank, num_shards, token_table)
+            if mode == "time":  # seconds per call, each call started together
+                call = partial(_lookup_add, lookup, ids, positions)
+                results[str(i)] = _times(call, repeats=25)
+                continue
+            x = lookup(ids) + positions
+        results[str(i)] = torch_backend.to_numpy(x).view(f"u{x.element_size()}")
+    return results
+
+
+def embed_launched(cases, strategies, launch, *, timeout: float = 60.0) -> dict[str, list]:
+    """This process as one rank of a job a launcher started (torchrun: ``launch`` from
+    ``sharding.launch.detect``): join its group through the environment (``env://``), run
+    every strategy on every case, and return {strategy: [result of each case]} (every rank
+    gets the whole result: the collectives replicate it).
+
+    gloo keeps to the loopback interface when the launcher's address is loopback; otherwise
+    it uses the interfaces the launcher's address leads to. A rank missing from the
+    rendezvous, or one that stops, ends the wait after ``timeout`` seconds with an error."""
+    if launch.loopback:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    try:
+        dist.init_process_group(
+            "gloo",
+            init_method="env://",
+            rank=launch.rank,
+            world_size=launch.world,
+            timeout=datetime.timedelta(seconds=timeout),
+        )
+    except (RuntimeError, dist.DistStoreError) as error:
+        raise RuntimeError(
+            f"rank {launch.rank}: the rendezvous at {launch.address} did not gather the "
+            f"{launch.world} ranks in {timeout:g} s (a rank that never started?): "
+            f"{str(error).splitlines()[0]}"
+        ) from None
+    try:
+        done = {}
+        for strategy in strategies:
+            bits = _compute(launch.rank, launch.world, cases, "lookup", strategy, timeout)
+            done[strategy] = [bits[str(i)].view(case[0].dtype) for i, case in enumerate(cases)]
+        dist.barrier()  # no rank leaves while another still has a collective in flight
+        return done
+    finally:
+        dist.destroy_process_group()
 
 
 def main(argv) -> None:

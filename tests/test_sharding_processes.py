@@ -1,0 +1,346 @@
+"""The token table split across processes: torch ranks (gloo, loopback) and JAX processes
+(jax.distributed), started here or by a launcher (torchrun, the JAX_* variables), each
+result bit for bit the unsharded layer's; and what happens when a rank fails."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import backends
+from tests.test_sharding import IDS, ROOT, same_bits, unsharded
+
+# --- torch: N processes, gloo on the loopback interface --------------------------------
+
+
+def torch_cases():
+    cases = []
+    for dtype in ("float32", "float16", "bfloat16"):
+        token_table, position_table = backends.shared_weights(103, 10, 16, seed=1, dtype=dtype)
+        cases += [(token_table, position_table, ids, 16 - ids.shape[-1]) for ids in IDS]
+    return cases
+
+
+@pytest.mark.slow
+# Every strategy at 4 ranks (4 splits 103 rows and 10 columns unevenly), rows at 1, 2 and 3
+# as well: one rank alone, an even and an odd count. (Every strategy at 2 ranks started by
+# torchrun is tested below.)
+@pytest.mark.parametrize(
+    "strategy, num_shards",
+    [(s, 4) for s in ("rows", "columns", "dtensor")] + [("rows", n) for n in (1, 2, 3)],
+)
+def test_torch_ranks_give_the_unsharded_layer_bit_for_bit(num_shards, strategy):
+    pytest.importorskip("torch")
+    from embedding_parity.sharding import torch_shards
+
+    cases = torch_cases()
+    found = torch_shards.embed_many(cases, num_shards=num_shards, strategy=strategy, timeout=60)
+    for (token_table, position_table, token_ids, start), result in zip(cases, found, strict=True):
+        assert same_bits(result, unsharded(token_table, position_table, token_ids, start))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("num_shards", [2, 4])
+@pytest.mark.parametrize("strategy", ["rows", "columns", "dtensor"])
+def test_torch_ranks_train_their_own_rows_and_gathered_give_the_unsharded_gradient(
+    num_shards, strategy
+):
+    """Each rank computes the gradient of its own shard; gathered, it is the unsharded token
+    gradient, bit for bit (each row here sums at most two terms; see docs/learning.md)."""
+    pytest.importorskip("torch")
+    from embedding_parity.sharding import torch_shards
+
+    numpy_backend = backends.get("numpy")
+    rng = np.random.default_rng(0)
+    cases, wanted = [], []
+    for token_table, position_table, token_ids, start in torch_cases():
+        upstream = rng.standard_normal((*token_ids.shape, 10)).astype(token_table.dtype)
+        cases.append((token_table, position_table, token_ids, start, upstream))
+        plain = numpy_backend.TokenPositionEmbedding(token_table, position_table)
+        wanted.append(numpy_backend.gradients(plain, token_ids, upstream, start)["token_table"])
+    found = torch_shards.token_gradients(cases, num_shards=num_shards, strategy=strategy)
+    for gradient, expected in zip(found, wanted, strict=True):
+        assert same_bits(gradient, expected)
+
+
+def test_torch_refuses_a_bad_id_before_starting_a_process():
+    pytest.importorskip("torch")
+    import multiprocessing
+
+    from embedding_parity.sharding import torch_shards
+
+    token_table, position_table = backends.shared_weights(103, 10, 16)
+    with pytest.raises(IndexError, match="token id 103 at token_ids\\[1\\]"):
+        torch_shards.embed(token_table, position_table, np.array([1, 103]), num_shards=2)
+    assert not multiprocessing.active_children()
+
+
+def test_every_rank_checks_the_ids_before_its_collective(tmp_path, monkeypatch):
+    """A rank given a bad id raises the suite's IndexError before any collective: a world of
+    one rank in this process, every collective replaced by one that fails the test."""
+    pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    from embedding_parity.sharding import torch_shards
+
+    def collective(*args, **kwargs):
+        raise AssertionError("a collective ran before the ids were checked")
+
+    for name in ("all_reduce", "all_gather", "barrier", "broadcast"):
+        monkeypatch.setattr(dist, name, collective)
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+
+    token_table, position_table = backends.shared_weights(103, 10, 16)
+    case = (token_table, position_table, np.array([1, 103]), 0)
+    out = str(tmp_path / "results.npz")
+    with pytest.raises(IndexError, match="token id 103 at token_ids\\[1\\]"):
+        torch_shards._rank(0, 1, str(tmp_path), [case], "forward", "rows", 10, None, out)
+    assert not os.path.exists(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["raise", "stall"])
+def test_a_failed_rank_makes_the_run_fail_not_hang(fault, tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    import pickle
+    import tempfile
+    import time
+
+    from embedding_parity.sharding import torch_shards
+
+    # torch.multiprocessing would pickle.load a $TMPDIR/pytorch-errorfile-*.pickle on a failed
+    # rank: plant one that leaves a mark when unpickled, and show it is never read.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    mark = tmp_path / "unpickled"
+    planted = tmp_path / "pytorch-errorfile-planted.pickle"
+    planted.write_bytes(pickle.dumps(_Mark(str(mark))))
+    token_table, position_table = backends.shared_weights(103, 10, 16)
+    began = time.monotonic()
+    with pytest.raises(RuntimeError) as info:
+        torch_shards.embed(
+            token_table,
+            position_table,
+            np.array([1, 2]),
+            num_shards=2,
+            timeout=3,
+            fault=(fault, 1),
+        )
+    # "raise": rank 1's own error; "stall": rank 0's all-reduce gives up after 3 s.
+    expected = "rank 1 failed on purpose" if fault == "raise" else "Timed out"
+    assert expected in str(info.value)
+    assert time.monotonic() - began < 30
+    ranks = subprocess.run(
+        ["pgrep", "-f", "embedding_parity.sharding.torch_shards"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ranks.stdout == ""  # every rank stopped
+    assert not mark.exists()  # nothing unpickled
+    assert sorted(os.listdir(tmp_path)) == [planted.name]  # the run's own folder removed
+
+
+class _Mark:
+    """Unpickling one creates the file at ``path``: proof that a pickle was loaded."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+# --- JAX: N processes joined by jax.distributed on 127.0.0.1 ---------------------------
+
+
+@pytest.mark.slow
+# The mesh program is the one tested over 1 to 4 devices in one process; what is new here is
+# jax.distributed, started by embed_many.
+# (Every strategy across 2 and 4 processes, started by the JAX_* variables, is tested below.)
+@pytest.mark.parametrize("strategy, num_processes", [("rows", 2)])
+def test_jax_processes_give_the_unsharded_layer_bit_for_bit(num_processes, strategy):
+    pytest.importorskip("jax")
+    from embedding_parity.sharding import jax_processes
+
+    cases = torch_cases()  # the same tables, ids and starts
+    found = jax_processes.embed_many(
+        cases, num_processes=num_processes, strategy=strategy, timeout=120
+    )
+    for (token_table, position_table, token_ids, start), result in zip(cases, found, strict=True):
+        assert same_bits(result, unsharded(token_table, position_table, token_ids, start))
+
+
+@pytest.mark.slow
+def test_a_failed_jax_process_stops_the_others():
+    pytest.importorskip("jax")
+    import time
+
+    from embedding_parity.sharding import jax_processes
+
+    token_table, position_table = backends.shared_weights(103, 10, 16)
+    cases = [(token_table, position_table, np.array([1, 2]), 0)]
+    began = time.monotonic()
+    with pytest.raises(RuntimeError, match="process 1 failed on purpose"):
+        jax_processes.embed_many(cases, num_processes=2, timeout=60, fail_process=1)
+    assert time.monotonic() - began < 60
+    left = subprocess.run(
+        ["pgrep", "-f", "embedding_parity.sharding.jax_processes"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert left.stdout == "", "a JAX process outlived the run"
+
+
+def test_jax_processes_refuse_a_bad_id_before_starting():
+    pytest.importorskip("jax")
+    from embedding_parity.sharding import jax_processes
+
+    token_table, position_table = backends.shared_weights(103, 10, 16)
+    with pytest.raises(IndexError, match="token id 103 at token_ids\\[1\\]"):
+        jax_processes.embed_many(
+            [(token_table, position_table, np.array([1, 103]), 0)], num_processes=2
+        )
+
+
+# --- started by a launcher: torchrun, or the JAX_* variables -------------------------------
+
+# Each shard's first and last row of the seed's 100-row table at 2 and 4 shards.
+BOUNDARY_TOKENS = ["0", "24", "25", "49", "50", "74", "75", "99"]
+LAUNCH_TIMEOUT = 180
+
+
+def run_all(commands, env, cwd):
+    """Start every command at once; wait for all (each under LAUNCH_TIMEOUT); kill every one
+    still running if any wait fails. [(returncode, stdout, stderr)]."""
+    processes = []
+    try:
+        for command, extra in commands:
+            processes.append(
+                subprocess.Popen(
+                    command,
+                    cwd=cwd,
+                    env={**env, **extra},
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    start_new_session=True,
+                )
+            )
+        outputs = [p.communicate(timeout=LAUNCH_TIMEOUT) for p in processes]
+        return [(p.returncode, *output) for p, output in zip(processes, outputs, strict=True)]
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
+                p.wait(timeout=10)
+
+
+def check_report(out: str, expected_launch: str, backend: str, strategies, tmp_path, shards):
+    """One parity table, every row of ``backend`` bit-identical, and the saved arrays."""
+    assert out.count("bit-identical") == 1, out
+    assert expected_launch in out, out
+    rows = [line.split() for line in out.splitlines() if line.startswith(backend + " ")]
+    assert [r[1] for r in rows] == list(strategies) and all(r[-1] == "yes" for r in rows), out
+    token_table, position_table = backends.shared_weights(100, 10, 16)
+    ids = np.array(BOUNDARY_TOKENS, dtype=np.int64)
+    with np.load(tmp_path / "out.npz", allow_pickle=False) as saved:
+        for strategy in strategies:
+            assert same_bits(
+                saved[f"sum_{backend}_{strategy}"], token_table[ids] + position_table[:8]
+            )
+    assert f"split {shards} ways" in out
+
+
+def shard_command(prefix, backend):
+    return [
+        *prefix,
+        "-m",
+        "embedding_parity",
+        "shard",
+        "--backends",
+        backend,
+        "--tokens",
+        *BOUNDARY_TOKENS,
+        "--save-arrays",
+        "out.npz",
+        "--timeout",
+        "60",
+    ]
+
+
+def base_env():
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    return {**env, "PYTHONPATH": ROOT, "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1"}
+
+
+@pytest.mark.slow
+def test_torchrun_starts_the_command_as_its_ranks(tmp_path):
+    """torchrun --standalone --nproc-per-node 2 -m embedding_parity shard ...: each rank
+    joins through the environment torchrun set; rank 0 alone reports and writes."""
+    pytest.importorskip("torch")
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command = shard_command([*torchrun, "--nproc-per-node", "2"], "torch")
+    [(status, out, err)] = run_all([(command, {})], base_env(), tmp_path)
+    assert status == 0, err[-3000:]
+    check_report(
+        out, "launch: torchrun, torch rank 0 of 2", "torch", ["rows", "columns", "dtensor"],
+        tmp_path, 2,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_torchrun_on_two_nodes_over_loopback(tmp_path):
+    """Two torchrun agents, --nnodes 2 --node-rank 0 and 1, one rank each, meeting at
+    127.0.0.1 as two hosts would at a real address: node 0's rank reports, node 1's is
+    silent, both exit 0."""
+    pytest.importorskip("torch")
+    from embedding_parity.sharding import free_port
+
+    port = str(free_port())
+    nodes = [
+        shard_command(
+            [
+                sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+                "--nproc-per-node", "1", "--node-rank", str(node), "--master-addr",
+                "127.0.0.1", "--master-port", port,
+            ],
+            "torch",
+        )
+        for node in (0, 1)
+    ]  # fmt: skip
+    (status0, out0, err0), (status1, out1, err1) = run_all(
+        [(nodes[0], {}), (nodes[1], {})], base_env(), tmp_path
+    )
+    assert (status0, status1) == (0, 0), (err0[-2000:], err1[-2000:])
+    check_report(
+        out0, "torch rank 0 of 2, rendezvous at 127.0.0.1:" + port, "torch",
+        ["rows", "columns", "dtensor"], tmp_path, 2,
+    )  # fmt: skip
+    assert "bit-identical" not in out1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("num_processes", [2, 4])
+def test_jax_processes_started_by_the_environment(tmp_path, num_processes):
+    """The same command started num_processes times with JAX_COORDINATOR_ADDRESS,
+    JAX_NUM_PROCESSES and JAX_PROCESS_ID: one JAX job, every strategy bit-identical."""
+    pytest.importorskip("jax")
+    from embedding_parity.sharding import free_port
+
+    address = f"127.0.0.1:{free_port()}"
+    command = shard_command([sys.executable], "jax")
+    variables = {"JAX_COORDINATOR_ADDRESS": address, "JAX_NUM_PROCESSES": str(num_processes)}
+    done = run_all(
+        [(command, {**variables, "JAX_PROCESS_ID": str(i)}) for i in range(num_processes)],
+        base_env(),
+        tmp_path,
+    )
+    assert [status for status, _, _ in done] == [0] * num_processes, done[0][2][-3000:]
+    check_report(
+        done[0][1], f"JAX process 0 of {num_processes}, {num_processes} devices", "jax",
+        ["rows", "columns", "compiler"], tmp_path, num_processes,
+    )  # fmt: skip
+    assert all("bit-identical" not in out for _, out, _ in done[1:])
