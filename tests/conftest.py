@@ -75,6 +75,31 @@ def offline(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", refuse)
 
 
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid``, from /proc (zombies, already dead, left out)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier}
+        found |= frontier
+    return {child for child in found if alive(child)}
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 # --- nothing left behind -------------------------------------------------------------------
 # Tests write only under tmp_path. The controller (the one process under pytest-xdist)
 # lists the system's temporary folder and the work tree's untracked files when the session

@@ -137,12 +137,14 @@ JAX_CHECKS = textwrap.dedent(
     rng = np.random.default_rng(0)
     for dtype in ("float32", "float16", "bfloat16"):
         token_table, position_table = backends.shared_weights(103, 10, 16, seed=1, dtype=dtype)
-        for num_shards in (1, 2, 3, 4):
+        # float32 at every count and every id; the 16-bit dtypes at 4 shards (uneven splits of
+        # rows and columns), where only the dtype is new
+        for num_shards in (1, 2, 3, 4) if dtype == "float32" else (4,):
             for strategy in jax_shards.STRATEGIES:
                 layer = jax_shards.ShardedEmbedding(
                     token_table, position_table, num_shards=num_shards, strategy=strategy
                 )
-                for ids in IDS if dtype == "float32" else IDS[:-1]:  # every id: float32
+                for ids in IDS if dtype == "float32" else IDS[:-1]:
                     start = 16 - ids.shape[-1]
                     expected = token_table[ids] + position_table[start:]
                     found = np.asarray(layer(ids, start))
@@ -212,7 +214,7 @@ def test_jax_shards_over_four_devices_are_the_unsharded_layer_and_gradient_bit_f
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["checked"] == (3 * len(IDS) - 2) * 4 * 3 + 2
+    assert report["checked"] == (4 * len(IDS) + 2 * (len(IDS) - 1)) * 3 + 2
     errors = report["errors"]
     assert errors["id"][0] == "IndexError" and "token id 103 at token_ids[1]" in errors["id"][1]
     assert errors["start"][0] == "ValueError" and "exceeds max_seq_len 16" in errors["start"][1]

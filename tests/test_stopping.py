@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from tests.conftest import alive, descendants
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGETS = os.path.join(ROOT, "tests", "conformance_targets")
 
@@ -34,31 +36,6 @@ JOBS = {
     ),
 }
 STATUS = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated (SIGTERM)")}
-
-
-def descendants(pid: int) -> set[int]:
-    """Every process below ``pid``, from /proc."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue  # gone meanwhile
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier}
-        found |= frontier
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_for(predicate, seconds: float, what: str):

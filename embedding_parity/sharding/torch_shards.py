@@ -24,6 +24,7 @@ import contextlib
 import datetime
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -149,24 +150,85 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault) -> list[np.ndarray
 
 
 def _wait(processes, folder: str, deadline: float, timeout: float) -> None:
-    """Until every rank has exited 0. The first failure raises with every rank's recorded
-    error (the first rank seen failing may only have lost its peer: the cause is among them);
-    so does the deadline (the process group's own timeout fires first)."""
+    """Until every rank has exited 0. A failure, or the deadline (the process group's own
+    timeout fires first), raises one RuntimeError that names the rank at fault and what
+    happened to it (``_culprit``), not the rank that noticed."""
     while True:
         codes = [p.poll() for p in processes]
         if any(code not in (None, 0) for code in codes):
-            errors = [
-                f"rank {rank}: {_read(path)}"
-                for rank in range(len(processes))
-                if os.path.exists(path := os.path.join(folder, f"rank{rank}.error"))
-            ]
-            failed = next(i for i, code in enumerate(codes) if code not in (None, 0))
-            raise RuntimeError("; ".join(errors) or f"rank {failed} exited with {codes[failed]}")
+            time.sleep(0.2)  # the others' errors, which say who was lost, arrive together
+            raise RuntimeError(_culprit(processes, folder, timeout))
         if all(code == 0 for code in codes):
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the {len(processes)} ranks did not finish in {timeout} s")
+            raise RuntimeError(_culprit(processes, folder, timeout, expired=True))
         time.sleep(0.05)
+
+
+def _culprit(processes, folder: str, timeout: float, expired: bool = False) -> str:
+    """One line: the rank at fault and what happened. In order: a rank killed by a signal, a
+    stopped rank (SIGSTOP), a rank whose own error is not about a lost peer, a rank behind the
+    others (its last step, from rank*.progress); then every rank's error."""
+    states = {}
+    for rank, process in enumerate(processes):
+        code = process.poll()
+        if code is not None and code < 0:
+            states[rank] = f"was killed by {signal.Signals(-code).name}"
+        elif code is None and _stopped(process.pid):
+            states[rank] = "is stopped (SIGSTOP)"
+    errors = {
+        rank: _read(path)
+        for rank in range(len(processes))
+        if os.path.exists(path := os.path.join(folder, f"rank{rank}.error"))
+    }
+    progress = {rank: _progress(folder, rank) for rank in range(len(processes))}
+    behind = min(progress.values())
+    for rank, state in states.items():
+        return (
+            f"rank {rank} {state} before {_step(progress[rank])}; the others gave up "
+            f"waiting for it after {timeout:g} s"
+        )
+    lost = ("Timed out", "Connection closed", "Connection reset", "wait timeout", "timed out")
+    for rank, error in errors.items():
+        if not any(word in error for word in lost):
+            return f"rank {rank}: {error}"
+    laggards = [rank for rank, step in progress.items() if step == behind]
+    if len(laggards) < len(processes):
+        rank = laggards[0]
+        return (
+            f"rank {rank} stalled before {_step(behind)} (the others waited {timeout:g} s for it)"
+            + (f"; rank {min(errors)}: {errors[min(errors)]}" if errors else "")
+        )
+    if expired:
+        return f"the {len(processes)} ranks did not finish in {timeout:g} s"
+    failed = next(i for i, p in enumerate(processes) if p.poll() not in (None, 0))
+    return "; ".join(f"rank {r}: {e}" for r, e in errors.items()) or (
+        f"rank {failed} exited with {processes[failed].poll()}"
+    )
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal (state T in /proc; False where unknown)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except OSError:
+        return False
+
+
+def _progress(folder: str, rank: int) -> int:
+    """How far the rank got: 0 not in the process group, 1 in it, 1 + k: began case k - 1's
+    collectives (one byte a step, written by _mark)."""
+    path = os.path.join(folder, f"rank{rank}.progress")
+    try:
+        return len(_read(path))
+    except OSError:
+        return 0
+
+
+def _step(count: int) -> str:
+    """Where a rank with this progress stands: before the step it did not begin."""
+    return "the rendezvous" if count < 1 else f"case {count - 1}'s collective"
 
 
 def _write_cases(path: str, cases) -> None:
@@ -205,6 +267,8 @@ def _read_cases(path: str) -> list[tuple]:
 
 def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out):
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo's pairs: loopback only
+    progress = open(os.path.join(folder, f"rank{rank}.progress"), "w")  # noqa: SIM115
+    mark = partial(_mark, progress)
     dist.init_process_group(
         "gloo",
         init_method=f"file://{os.path.join(folder, 'rendezvous')}",  # no TCP store to listen
@@ -212,8 +276,9 @@ def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out):
         world_size=num_shards,
         timeout=datetime.timedelta(seconds=timeout),
     )
+    mark()  # in the group
     try:
-        results = _compute(rank, num_shards, cases, mode, strategy, timeout, fault)
+        results = _compute(rank, num_shards, cases, mode, strategy, timeout, fault, mark)
         if rank == 0:
             np.savez(out, **results)  # raw bits: .npz holds no bfloat16
         dist.barrier()  # no rank leaves while another still has a collective in flight
@@ -229,19 +294,34 @@ def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out):
     os._exit(0)
 
 
-def _compute(rank, num_shards, cases, mode, strategy, timeout=60.0, fault=None) -> dict:
+def _mark(progress) -> None:
+    """One step more, for the parent to tell which rank fell behind (one byte per step)."""
+    progress.write(".")
+    progress.flush()
+
+
+def _compute(
+    rank, num_shards, cases, mode, strategy, timeout=60.0, fault=None, mark=lambda: None
+) -> dict:
     """This rank's part of every case, in a process group that is up: {"i": rank 0's view of
-    the result as raw bits (or seconds, for mode "time")}."""
+    the result as raw bits (or seconds, for mode "time")}. ``mark()`` before each case's
+    collectives."""
     results = {}
     for i, (token_table, position_table, token_ids, start, *upstream) in enumerate(cases):
         # The same checks on every rank, before any collective: all raise, none waits.
         token_ids, start = validation.check_call(
             token_ids, start, len(token_table), len(position_table)
         )
+        # Faults, for the tests: each as it would come from outside, before the collective.
         if fault == ("raise", rank):
             raise RuntimeError(f"rank {rank} failed on purpose, before its collective")
         if fault == ("stall", rank):
             time.sleep(timeout + 20)  # the others' collective times out meanwhile
+        if fault == ("stop", rank):
+            os.kill(os.getpid(), signal.SIGSTOP)  # as `kill -STOP PID` would
+        if fault == ("kill", rank):
+            os.kill(os.getpid(), signal.SIGKILL)  # as `kill -KILL PID` would
+        mark()
         ids = torch.from_numpy(token_ids.astype(np.int64))
         if mode == "gradient":
             upstream = torch_backend._as_tensor(upstream[0])
