@@ -133,7 +133,10 @@ JAX_CHECKS = textwrap.dedent(
         np.zeros((2, 0), int),
         (np.arange(7 * 16) % 103).reshape(7, 16),  # every id: each shard's first and last row
     ]
-    checked, errors = 0, {}
+    import jax.numpy as jnp
+    import optax
+
+    checked, stepped_cases, errors = 0, 0, {}
     rng = np.random.default_rng(0)
     for dtype in ("float32", "float16", "bfloat16"):
         token_table, position_table = backends.shared_weights(103, 10, 16, seed=1, dtype=dtype)
@@ -160,6 +163,22 @@ JAX_CHECKS = textwrap.dedent(
                     assert gradient.sharding == layer.token_table.sharding
                     gathered = np.asarray(gradient)[:103, :10]
                     assert gathered.tobytes() == wanted["token_table"].tobytes()
+                    if dtype == "float32" and ids.shape == (7, 16):
+                        # One Adam step (every id), each device on its own shard, against
+                        # the whole table's step from gradients() with the same optimizer.
+                        stepped = layer.adam_step(ids, upstream, start)
+                        assert stepped.sharding == layer.token_table.sharding
+                        optimizer = optax.adam(**jax_shards.ADAM)
+                        whole = jnp.asarray(token_table)
+                        step, _ = optimizer.update(
+                            jnp.asarray(wanted["token_table"]), optimizer.init(whole), whole
+                        )
+                        expected_table = np.asarray(optax.apply_updates(whole, step))
+                        found_table = np.asarray(stepped)[:103, :10]
+                        assert found_table.tobytes() == expected_table.tobytes(), (
+                            num_shards, strategy, ids.shape
+                        )
+                        stepped_cases += 1
                     checked += 1
     # Signed zeros: JAX agrees with the reference (an all-reduce sums from +0.0), and the
     # column split, which only moves values, keeps them.
@@ -193,6 +212,7 @@ JAX_CHECKS = textwrap.dedent(
     )
     print(json.dumps({
         "checked": checked,
+        "stepped": stepped_cases,
         "errors": errors,
         "bytes": [rows.bytes_per_device(), columns.bytes_per_device()],
     }))
@@ -215,6 +235,8 @@ def test_jax_shards_over_four_devices_are_the_unsharded_layer_and_gradient_bit_f
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["checked"] == (4 * len(IDS) + 2 * (len(IDS) - 1)) * 3 + 2
+    # an Adam step at every count and strategy, on every id in float32
+    assert report["stepped"] == 4 * 3
     errors = report["errors"]
     assert errors["id"][0] == "IndexError" and "token id 103 at token_ids[1]" in errors["id"][1]
     assert errors["start"][0] == "ValueError" and "exceeds max_seq_len 16" in errors["start"][1]

@@ -43,14 +43,20 @@ def test_torch_ranks_give_the_unsharded_layer_bit_for_bit(num_shards, strategy):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("num_shards", [2, 4])
-@pytest.mark.parametrize("strategy", ["rows", "columns", "dtensor"])
+@pytest.mark.parametrize(
+    "strategy, num_shards",
+    [(s, 4) for s in ("rows", "columns", "dtensor")] + [("rows", n) for n in (1, 2, 3)],
+)
 def test_torch_ranks_train_their_own_rows_and_gathered_give_the_unsharded_gradient(
     num_shards, strategy
 ):
-    """Each rank computes the gradient of its own shard; gathered, it is the unsharded token
-    gradient, bit for bit (each row here sums at most two terms; see docs/learning.md)."""
+    """Each rank computes the gradient of its own shard and takes one Adam step on it alone;
+    gathered, the gradient is gradients()'s and the table is the unsharded Adam step's, bit
+    for bit (each row here sums at most two terms; see docs/learning.md)."""
     pytest.importorskip("torch")
+    import torch
+
+    from backends import torch_backend
     from embedding_parity.sharding import torch_shards
 
     numpy_backend = backends.get("numpy")
@@ -61,9 +67,18 @@ def test_torch_ranks_train_their_own_rows_and_gathered_give_the_unsharded_gradie
         cases.append((token_table, position_table, token_ids, start, upstream))
         plain = numpy_backend.TokenPositionEmbedding(token_table, position_table)
         wanted.append(numpy_backend.gradients(plain, token_ids, upstream, start)["token_table"])
-    found = torch_shards.token_gradients(cases, num_shards=num_shards, strategy=strategy)
-    for gradient, expected in zip(found, wanted, strict=True):
+    found = torch_shards.training_steps(cases, num_shards=num_shards, strategy=strategy)
+    for (gradient, stepped), expected, case in zip(found, wanted, cases, strict=True):
         assert same_bits(gradient, expected)
+        if case[0].dtype != np.float32:  # Adam's eps 1e-8 is 0 in float16: 0 / 0 steps
+            continue
+        # The unsharded step: the whole table, gradients()'s gradient, the same optimizer.
+        whole = torch.nn.Parameter(torch_backend._as_tensor(case[0]).clone())
+        whole.grad = torch_backend._as_tensor(expected)
+        torch.optim.Adam([whole], **torch_shards.ADAM).step()
+        assert same_bits(stepped, torch_backend.to_numpy(whole.detach()))
+        moved = not same_bits(stepped, case[0])  # the rows that had a gradient moved
+        assert moved == (case[2].size > 0)
 
 
 def test_torch_refuses_a_bad_id_before_starting_a_process():
@@ -106,6 +121,8 @@ FAULTS = {  # what rank 1 does before its collective, and the one line that name
     "stall": "rank 1 stalled before case 0's collective (the others waited 3 s for it)",
     "stop": "rank 1 is stopped (SIGSTOP) before case 0's collective; the others gave up",
     "kill": "rank 1 was killed by SIGKILL before case 0's collective; the others gave up",
+    "absent": "rank 1 never reached the rendezvous (it did not start its work); the others "
+    "waited 3 s for it there",
 }
 
 

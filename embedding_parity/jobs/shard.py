@@ -365,7 +365,10 @@ def _joined(args, launch):
     if launch.framework == "jax":
         from embedding_parity.sharding import jax_processes
 
-        launch = jax_processes.join(launch, args.timeout)
+        try:
+            launch = jax_processes.join(launch, args.timeout)
+        except RuntimeError as error:
+            raise command.UsageError(f"a distributed run failed: {error}") from None
     if args.shards is not None and args.shards != launch.shards:
         raise command.UsageError(
             f"--shards {args.shards} does not match the job's {launch.shards} "

@@ -34,6 +34,8 @@ from embedding_parity.sharding import reference
 
 AXIS = "shards"
 STRATEGIES = ("rows", "columns", "compiler")
+# One Adam step on the sharded table (ShardedEmbedding.adam_step), as optax names its settings.
+ADAM = {"learning_rate": 0.01, "b1": 0.9, "b2": 0.999, "eps": 1e-8}
 _SPECS = {"rows": P(AXIS, None), "columns": P(None, AXIS), "compiler": P(AXIS, None)}
 
 
@@ -106,6 +108,18 @@ class ShardedEmbedding:
             lambda table: lookup(table, self.position_table, ids, start), self.token_table
         )
         return pullback(jax.device_put(upstream, NamedSharding(self.mesh, P())))[0]
+
+    def adam_step(self, token_ids, upstream, start: int = 0) -> jax.Array:
+        """The token table after one Adam step (``optax.adam`` with ``ADAM``'s settings, a
+        fresh state) on this batch's gradient. The gradient has the table's sharding and
+        Adam is elementwise, so each device updates only its own shard: the result is
+        sharded like the table (padded the same way), with no collective in the step."""
+        import optax
+
+        gradient = self.token_gradient(token_ids, upstream, start)
+        optimizer = optax.adam(**ADAM)
+        updates, _ = optimizer.update(gradient, optimizer.init(self.token_table), self.token_table)
+        return optax.apply_updates(self.token_table, updates)
 
     def bytes_per_device(self) -> int:
         """The token table's bytes on each device (every device holds the same amount)."""

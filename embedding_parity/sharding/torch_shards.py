@@ -62,9 +62,10 @@ def embed_many(
 
     Every case is checked here, before any process starts, and again on every rank before
     its collective. timeout: seconds for the process group's collectives and for the whole
-    run; past it every rank is stopped and RuntimeError says so. fault, for the tests that
-    show no rank hangs: ("raise", k) makes rank k raise before its first collective, ("stall",
-    k) makes it sleep past the timeout instead, so that the others' collective times out.
+    run; past it every rank is stopped and RuntimeError names the rank at fault. fault, for
+    the tests that show no rank hangs, is what rank k does before its first collective:
+    ("raise", k) raise, ("stall", k) sleep past the timeout, ("stop", k) SIGSTOP itself,
+    ("kill", k) SIGKILL itself; ("absent", k): rank k's process never runs this code.
     """
     return _spawn(cases, "forward", num_shards, strategy, timeout, fault)
 
@@ -76,10 +77,28 @@ def token_gradients(
     for upstream = d(loss)/d(output). Each rank computes the gradient of its own shard only
     (a row's gradient lives on the rank that owns the row); rank 0 gathers the shards into
     the (vocab_size, dim) gradient, which is returned."""
-    return _spawn(cases, "gradient", num_shards, strategy, timeout, None)
+    return [gradient for gradient, _ in training_steps(cases, num_shards=num_shards,
+            strategy=strategy, timeout=timeout)]  # fmt: skip
 
 
-def _spawn(cases, mode, num_shards, strategy, timeout, fault) -> list[np.ndarray]:
+def training_steps(
+    cases, *, num_shards: int, strategy: str = "rows", timeout: float = 60.0
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(token_table, position_table, token_ids, start, upstream) cases: (the gathered token
+    gradient, the token table after one Adam step) for the loss whose d(loss)/d(output) is
+    upstream. Each rank steps only its own shard (``ADAM``'s settings), from the gradient of
+    the ids it owns: Adam is elementwise, so the step itself needs no collective; rank 0
+    gathers the updated shards."""
+    results = _spawn(cases, "gradient", num_shards, strategy, timeout, None, raw=True)
+    return [
+        (results[str(i)].view(case[0].dtype), results[f"adam {i}"].view(case[0].dtype))
+        for i, case in enumerate(cases)
+    ]
+
+
+def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False):
+    """Start the ranks on the cases; each case's result from rank 0 (raw: every array rank 0
+    wrote, by name, as bits)."""
     validation.choice(strategy, STRATEGIES, "sharding strategy")
     checked = []
     for token_table, position_table, token_ids, start, *upstream in cases:
@@ -132,6 +151,9 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault) -> list[np.ndarray
                         str(timeout),
                         fault_text,
                     ]
+                    if fault == ("absent", rank):  # a rank that never gets to run: a process
+                        # that only waits, as one stuck before it could start would
+                        command = [sys.executable, "-c", "import time; time.sleep(3600)"]
                     processes.append(
                         subprocess.Popen(
                             command, cwd=ROOT, env=env, stdout=logs[rank], stderr=subprocess.STDOUT
@@ -144,6 +166,8 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault) -> list[np.ndarray
                         process.kill()
                     process.wait(timeout=10)
         with np.load(out, allow_pickle=False) as results:
+            if raw:
+                return dict(results)
             if mode == "time":
                 return [results[str(i)] for i in range(len(checked))]
             return [results[str(i)].view(case[0].dtype) for i, case in enumerate(checked)]
@@ -183,6 +207,12 @@ def _culprit(processes, folder: str, timeout: float, expired: bool = False) -> s
     }
     progress = {rank: _progress(folder, rank) for rank in range(len(processes))}
     behind = min(progress.values())
+    absent = [rank for rank, step in progress.items() if step < 0]
+    if absent and len(absent) < len(processes):
+        return (
+            f"rank {absent[0]} never reached the rendezvous (it did not start its work); the "
+            f"others waited {timeout:g} s for it there"
+        )
     for rank, state in states.items():
         return (
             f"rank {rank} {state} before {_step(progress[rank])}; the others gave up "
@@ -217,13 +247,13 @@ def _stopped(pid: int) -> bool:
 
 
 def _progress(folder: str, rank: int) -> int:
-    """How far the rank got: 0 not in the process group, 1 in it, 1 + k: began case k - 1's
-    collectives (one byte a step, written by _mark)."""
+    """How far the rank got: -1 not started (no progress file), 0 waiting at the rendezvous,
+    1 in the process group, 1 + k: began case k - 1's collectives (a byte a step, by _mark)."""
     path = os.path.join(folder, f"rank{rank}.progress")
     try:
         return len(_read(path))
     except OSError:
-        return 0
+        return -1
 
 
 def _step(count: int) -> str:
@@ -325,8 +355,9 @@ def _compute(
         ids = torch.from_numpy(token_ids.astype(np.int64))
         if mode == "gradient":
             upstream = torch_backend._as_tensor(upstream[0])
-            x = _GRADIENTS[strategy](rank, num_shards, token_table, ids, upstream)
+            x, stepped = _gradient_and_step(strategy, rank, num_shards, token_table, ids, upstream)
             results[str(i)] = torch_backend.to_numpy(x).view(f"u{x.element_size()}")
+            results[f"adam {i}"] = torch_backend.to_numpy(stepped).view(f"u{x.element_size()}")
             continue
         positions = torch_backend._as_tensor(position_table)[start : start + ids.shape[-1]]
         with torch.inference_mode():
@@ -489,9 +520,15 @@ def _gathered(local: torch.Tensor, num_shards: int, dim: int) -> torch.Tensor:
     return torch.cat(parts, dim=dim)
 
 
-def _rows_gradient(rank, num_shards, token_table, ids, upstream):
+# One Adam step on the sharded table (mode "adam"): these settings, on every rank and in the
+# unsharded reference. Adam is elementwise, so each rank steps its own rows (or columns).
+ADAM = {"lr": 0.01, "betas": (0.9, 0.999), "eps": 1e-8, "foreach": False}
+
+
+def _rows_backward(rank, num_shards, token_table, ids, upstream):
     """The backward of _rows on this rank: the all-reduce's backward passes the replicated
-    upstream to every rank unchanged, and the mask sends each row's terms to its owner."""
+    upstream to every rank unchanged, and the mask sends each row's terms to its owner.
+    Returns (this rank's weight, with .grad; how to gather the shards)."""
     shard = reference.split_rows(token_table, num_shards)[rank]
     embedding = nn.Embedding.from_pretrained(torch_backend._as_tensor(shard).clone(), freeze=False)
     rows = len(shard)
@@ -499,10 +536,11 @@ def _rows_gradient(rank, num_shards, token_table, ids, upstream):
     owned = (local >= 0) & (local < rows)
     x = torch.where(owned[..., None], embedding(torch.where(owned, local, 0)), 0)
     x.backward(upstream)
-    return _gathered(embedding.weight.grad, num_shards, 0)[: len(token_table)]
+    weight = embedding.weight
+    return weight, lambda t: _gathered(t, num_shards, 0)[: len(token_table)]
 
 
-def _columns_gradient(rank, num_shards, token_table, ids, upstream):
+def _columns_backward(rank, num_shards, token_table, ids, upstream):
     shard = reference.split_columns(token_table, num_shards)[rank]
     weight = torch_backend._as_tensor(np.ascontiguousarray(shard)).clone()
     embedding = nn.Embedding.from_pretrained(weight, freeze=False)
@@ -510,10 +548,10 @@ def _columns_gradient(rank, num_shards, token_table, ids, upstream):
     padded = torch.zeros((*upstream.shape[:-1], cols * num_shards), dtype=upstream.dtype)
     padded[..., :dim] = upstream
     embedding(ids).backward(padded[..., rank * cols : (rank + 1) * cols])  # its own columns
-    return _gathered(embedding.weight.grad, num_shards, 1)[:, :dim]
+    return embedding.weight, lambda t: _gathered(t, num_shards, 1)[:, :dim]
 
 
-def _dtensor_gradient(rank, num_shards, token_table, ids, upstream):
+def _dtensor_backward(rank, num_shards, token_table, ids, upstream):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate
     from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
@@ -526,10 +564,20 @@ def _dtensor_gradient(rank, num_shards, token_table, ids, upstream):
     # An op on DTensor's unfinished result waits for its collective and keeps the graph;
     # d/dx of sum(x * upstream) is upstream exactly, so the gradient is backward(upstream)'s.
     (embedding(ids) * upstream).sum().backward()
-    return _waited(embedding.weight.grad.full_tensor())  # a DTensor split by rows: gathered
+    # a DTensor split by rows, its shards gathered by full_tensor
+    return embedding.weight, lambda t: _waited(t.full_tensor())
 
 
-_GRADIENTS = {"rows": _rows_gradient, "columns": _columns_gradient, "dtensor": _dtensor_gradient}
+_BACKWARDS = {"rows": _rows_backward, "columns": _columns_backward, "dtensor": _dtensor_backward}
+
+
+def _gradient_and_step(strategy, rank, num_shards, token_table, ids, upstream):
+    """The gathered token gradient, and the gathered table after one Adam step (ADAM) of each
+    rank on its own shard."""
+    weight, gather = _BACKWARDS[strategy](rank, num_shards, token_table, ids, upstream)
+    gradient = gather(weight.grad)
+    torch.optim.Adam([weight], **ADAM).step()
+    return gradient, gather(weight.detach())
 
 
 if __name__ == "__main__":
