@@ -78,6 +78,7 @@ def main(argv=None, prog: str = "compare.py") -> int:
     where = prog if implied else " ".join([prog, *_command_words(parser, argv)])
     try:
         args = parser.parse_args(argv)
+        args.argv, args.prog = argv, prog  # to run the same command again in a child
         with scratch.private_folder():  # the run's temporary files, removed on every way out
             return args.run(args)
     except scratch.Terminated as stop:

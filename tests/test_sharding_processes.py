@@ -366,3 +366,54 @@ def test_jax_processes_started_by_the_environment(tmp_path, num_processes):
         ["rows", "columns", "compiler"], tmp_path, num_processes,
     )  # fmt: skip
     assert all("bit-identical" not in out for _, out, _ in done[1:])
+
+
+HEARTBEATS = (
+    "process 0 of 2: process 1 stopped sending heartbeats (it died or was stopped); JAX's "
+    "coordination service gave up on it after 3 s and ended this one"
+)
+NEVER_JOINED = (
+    "process 0 of 2: the other processes did not all join the coordinator at {address} "
+    "within 3 s (JAX: DEADLINE_EXCEEDED); start all 2, or raise --timeout"
+)
+JAX_FAULTS = {  # fault -> (process 0's line, process 1's line); None: process 1 never starts
+    None: (NEVER_JOINED, None),
+    "kill:1": (HEARTBEATS, "process 1 of 2 ended (killed by SIGKILL)"),
+    "stop:1": (HEARTBEATS, "process 1 of 2 was stopped (SIGSTOP) for 3 s: ended it"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", list(JAX_FAULTS), ids=["never-started", "killed", "stopped"])
+def test_a_jax_process_that_fails_is_named_in_one_line(tmp_path, fault):
+    """JAX's coordination service ends a process with a C++ abort when a peer never joins,
+    dies or stops; the command runs the job in a child and turns that into one line, exit 2,
+    within the timeout, nothing left running and no private folder left."""
+    pytest.importorskip("jax")
+    import time
+
+    from embedding_parity.sharding import free_port
+
+    address = f"127.0.0.1:{free_port()}"
+    command = [*shard_command([sys.executable], "jax")[:-1], "3"]  # --timeout 3
+    variables = {"JAX_COORDINATOR_ADDRESS": address, "JAX_NUM_PROCESSES": "2"}
+    if fault:
+        variables["EMBEDDING_PARITY_TEST_FAULT"] = fault
+    count = 1 if fault is None else 2
+    began = time.monotonic()
+    done = run_all(
+        [(command, {**variables, "JAX_PROCESS_ID": str(i)}) for i in range(count)],
+        base_env(tmp_path),
+        tmp_path,
+    )
+    assert time.monotonic() - began < 60
+    wanted = [line.format(address=address) for line in JAX_FAULTS[fault][:count]]
+    for (status, out, err), line in zip(done, wanted, strict=True):
+        assert status == 2, err
+        assert err.splitlines() == [
+            f"python -m embedding_parity shard: error: a distributed run failed: {line}"
+        ], err
+        assert "bit-identical" not in out
+    assert not descendants(os.getpid())
+    assert not [name for name in os.listdir(tmp_path) if name.startswith("embedding-parity-")]
+    assert not (tmp_path / "out.npz").exists()

@@ -30,8 +30,8 @@ import backends
 from backends import validation
 from embedding_parity import outputs
 from embedding_parity.jobs import command
+from embedding_parity.sharding import jax_processes, reference
 from embedding_parity.sharding import launch as launching
-from embedding_parity.sharding import reference
 
 COMMAND = "shard"
 SEED = {"vocab_size": 100, "dim": 10, "max_seq_len": 16, "tokens": (5, 10, 7, 21)}
@@ -189,7 +189,6 @@ def _launched(name, case, launch, timeout) -> dict:
 
         done = torch_shards.embed_launched([case], STRATEGIES["torch"], launch, timeout=timeout)
         return {s: (out[0], STRATEGIES["torch"][s]) for s, out in done.items()}
-    from embedding_parity.sharding import jax_processes
 
     done = jax_processes.embed_launched([case], STRATEGIES["jax"], launch, timeout=timeout)
     return {s: (out[0], chosen or STRATEGIES["jax"][s]) for s, (out, chosen) in done.items()}
@@ -289,6 +288,11 @@ def main(args) -> int:
         launch = launching.detect()
     except launching.LaunchError as error:
         raise command.UsageError(str(error)) from None
+    if launch is not None and launch.framework == "jax" and jax_processes.CHILD not in os.environ:
+        try:  # the job runs in a child that JAX may end; this process answers for it
+            return jax_processes.supervise(args.argv, args.prog, launch, args.timeout)
+        except RuntimeError as error:
+            raise command.UsageError(f"a distributed run failed: {error}") from None
     if launch is not None:
         launch = _joined(args, launch)
     elif args.shards is None:
@@ -363,8 +367,6 @@ def _joined(args, launch):
         names = [*names, launch.framework]
     args.backends = names
     if launch.framework == "jax":
-        from embedding_parity.sharding import jax_processes
-
         try:
             launch = jax_processes.join(launch, args.timeout)
         except RuntimeError as error:

@@ -20,6 +20,8 @@ import contextlib
 import json
 import math
 import os
+import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +31,7 @@ import traceback
 import numpy as np
 
 from backends import validation
-from embedding_parity.sharding import reference
+from embedding_parity.sharding import reference, stopped
 
 # The folder holding backends/ and embedding_parity/: the workers import both from there.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -134,6 +136,87 @@ def _wait(processes, logs, deadline: float) -> None:
         time.sleep(0.05)
 
 
+# Set in the child that ``supervise`` starts: the process that joins the JAX job.
+CHILD = "EMBEDDING_PARITY_JAX_CHILD"
+# Lines on stderr that report progress, not a problem: gloo's connection notices.
+_NOISE = re.compile(r"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks")
+
+
+def supervise(argv, prog: str, launch, timeout: float) -> int:
+    """Run this command again in a child process that joins the JAX job, and answer for it.
+
+    JAX's coordination service ends a process it gives up on with a C++ abort (a stack trace,
+    status 134): a process that never started, or one that died or stopped mid-run. The child
+    runs the job; this parent turns such an end into one line (RuntimeError) that says which
+    process and what JAX reported, passes on the child's stdout and its stderr (without
+    gloo's connection notices), and returns its exit status. The child is stopped on every
+    way out of here."""
+    env = {**os.environ, CHILD: "1"}
+    code = "import sys; from embedding_parity.cli import main; sys.exit(main(sys.argv[2:], prog=sys.argv[1]))"
+    with tempfile.TemporaryFile("w+") as err:  # in the run's private folder
+        child = subprocess.Popen([sys.executable, "-c", code, prog, *argv], env=env, stderr=err)
+        try:
+            status = _wait_child(child, launch, timeout)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait(timeout=10)
+        err.seek(0)
+        text = err.read()
+    if status in (0, 1, 2):
+        kept = [line for line in text.splitlines() if not _NOISE.match(line)]
+        sys.stderr.write("".join(line + "\n" for line in kept))
+        return status
+    raise RuntimeError(_fatal(text, launch, status, timeout))
+
+
+def _wait_child(child, launch, timeout: float) -> int:
+    """The child's exit status; RuntimeError if it stays stopped (SIGSTOP) past timeout."""
+    stopped_since = None
+    while (status := child.poll()) is None:
+        if not stopped(child.pid):
+            stopped_since = None
+        elif stopped_since is None:
+            stopped_since = time.monotonic()
+        elif time.monotonic() - stopped_since > timeout:
+            raise RuntimeError(
+                f"process {launch.rank} of {launch.world} was stopped (SIGSTOP) for "
+                f"{timeout:g} s: ended it"
+            )
+        time.sleep(0.05)
+    return status
+
+
+def _fatal(text: str, launch, status: int, timeout: float) -> str:
+    """One line for a JAX process that ended by a signal, from what JAX printed."""
+    how = f"killed by {signal.Signals(-status).name}" if status < 0 else f"exit status {status}"
+    found = re.search(r"absl::Status: (\w+): ([^\n]*)", text)
+    rpc = re.search(r"RPC: /xla\.coordination\.CoordinationService/(\w+)", text)
+    tasks = sorted(set(re.findall(r"/task:(\d+)", text)) - {str(launch.rank)})
+    who = f"process {launch.rank} of {launch.world}"
+    if rpc and rpc.group(1) == "RegisterTask":
+        return (
+            f"{who}: the other processes did not all join the coordinator at {launch.address} "
+            f"within {timeout:g} s (JAX: {found.group(1) if found else 'gave up'}); start all "
+            f"{launch.world}, or raise --timeout"
+        )
+    silent = re.search(r"stopped sending heartbeats\):\s*\n([\d,\s]+?)\n", text)
+    if silent:
+        lost = ", ".join(silent.group(1).replace(",", " ").split())
+        return (
+            f"{who}: process {lost} stopped sending heartbeats (it died or was stopped); "
+            f"JAX's coordination service gave up on it after {timeout:g} s and ended this one"
+        )
+    if found:
+        culprit = f"; JAX names task {', '.join(tasks)}" if tasks else ""
+        return (
+            f"{who}: JAX's coordination service ended it ({how}): {found.group(1)}: "
+            f"{found.group(2).strip()}{culprit}"
+        )
+    last = [line for line in text.splitlines() if line.strip() and not _NOISE.match(line)]
+    return f"{who} ended ({how})" + (f": {last[-1].strip()}" if last else "")
+
+
 def join(launch, timeout: float):
     """Join the job a launcher started (``sharding.launch``): ``jax.distributed.initialize``
     with its coordinator, process count and id, or with none where JAX finds them itself
@@ -181,6 +264,11 @@ def embed_launched(cases, strategies, launch, *, timeout: float = 60.0) -> dict:
     the compiler chose, or None for the strategies that name theirs)}."""
     from embedding_parity.sharding.jax_shards import ShardedEmbedding, collectives
 
+    # For the tests of faults: "kill:K" or "stop:K" makes process K do so to itself here,
+    # after it joined, as `kill -KILL` or `kill -STOP` from outside would.
+    fault = os.environ.get("EMBEDDING_PARITY_TEST_FAULT", "")
+    if fault.partition(":")[2] == str(launch.rank):
+        os.kill(os.getpid(), signal.SIGKILL if fault.startswith("kill") else signal.SIGSTOP)
     done = {}
     for strategy in strategies:
         outputs, collective = [], None  # the compiler's: read from its program

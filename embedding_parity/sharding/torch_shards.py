@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch import nn
 
 from backends import torch_backend, validation
-from embedding_parity.sharding import reference
+from embedding_parity.sharding import reference, stopped
 
 STRATEGIES = ("rows", "columns", "dtensor")
 # The folder holding backends/ and embedding_parity/: the ranks import both from there.
@@ -198,7 +198,7 @@ def _culprit(processes, folder: str, timeout: float, expired: bool = False) -> s
         code = process.poll()
         if code is not None and code < 0:
             states[rank] = f"was killed by {signal.Signals(-code).name}"
-        elif code is None and _stopped(process.pid):
+        elif code is None and stopped(process.pid):
             states[rank] = "is stopped (SIGSTOP)"
     errors = {
         rank: _read(path)
@@ -235,15 +235,6 @@ def _culprit(processes, folder: str, timeout: float, expired: bool = False) -> s
     return "; ".join(f"rank {r}: {e}" for r, e in errors.items()) or (
         f"rank {failed} exited with {processes[failed].poll()}"
     )
-
-
-def _stopped(pid: int) -> bool:
-    """Whether the process is stopped by a signal (state T in /proc; False where unknown)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
-    except OSError:
-        return False
 
 
 def _progress(folder: str, rank: int) -> int:
