@@ -372,6 +372,19 @@ def _checked(path, token_table, position_table):
         raise ValueError(f"{path}: {error}") from None
 
 
+def token_table_location(weights: str, token_key=None) -> tuple[str, str] | None:
+    """(path, key) of the token table inside a .safetensors file, for readers that take only
+    part of it (a shard's rows); None where the table is not in one (.npz, GGUF)."""
+    if weights == "minilm":
+        weights = os.path.join(package_dir("minilm"), "model", "model.safetensors")
+    elif weights in MODELS or not weights.lower().endswith(".safetensors"):
+        return None
+    from safetensors import safe_open
+
+    with safe_open(weights, framework="np") as f:
+        return weights, _pick(weights, set(f.keys()), token_key, TOKEN_KEYS, "token")
+
+
 def _pick(path, keys, given, known, what, required=True):
     if given is not None:
         if given not in keys:

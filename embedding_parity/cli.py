@@ -38,7 +38,7 @@ class Parser(argparse.ArgumentParser):
     def _get_values(self, action, arg_strings):
         # argparse drops a "--" given as a flag's value (--dim=--), leaving an empty list as
         # the value of a one-value flag; refuse it instead.
-        if "--" in arg_strings and action.nargs not in (argparse.PARSER, argparse.REMAINDER):
+        if action.option_strings and "--" in arg_strings and action.nargs != argparse.REMAINDER:
             raise argparse.ArgumentError(action, "expected a value, got '--'")
         return super()._get_values(action, arg_strings)
 

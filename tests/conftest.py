@@ -154,7 +154,8 @@ def pytest_sessionfinish(session, exitstatus):
             reporter.write_sep("=", "the test session left files behind", red=True)
             for problem in problems:
                 reporter.write_line(problem, red=True)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if session.exitstatus == pytest.ExitCode.OK:  # an interrupted run stays interrupted
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 _BEFORE = pytest.StashKey[tuple]()

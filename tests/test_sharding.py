@@ -251,12 +251,21 @@ def test_jax_shards_over_four_devices_are_the_unsharded_layer_and_gradient_bit_f
 
 @pytest.mark.slow
 def test_compare_shard_prints_the_parity_table_and_writes_arrays_and_picture(tmp_path):
+    """Every backend and strategy, from a .safetensors file, whose rows (or columns) each torch
+    rank reads alone."""
+    from safetensors.numpy import save_file
+
     arrays, picture = tmp_path / "shard.npz", tmp_path / "shard.png"
+    token_table, position_table = backends.shared_weights(100, 10, 16)
+    weights = tmp_path / "tables.safetensors"
+    save_file({"token_table": token_table, "position_table": position_table}, str(weights))
     done = subprocess.run(
         [
             sys.executable,
             "compare.py",
             "shard",
+            "--weights",
+            str(weights),
             "--shards",
             "2",
             "--tokens",
@@ -282,7 +291,9 @@ def test_compare_shard_prints_the_parity_table_and_writes_arrays_and_picture(tmp
     expected |= {("jax", s) for s in ("rows", "columns", "compiler")}
     expected |= {("torch", s) for s in ("rows", "columns", "dtensor")}
     assert expected <= found and not any(row and row[-1] == "NO" for row in table)
-    token_table, position_table = backends.shared_weights(100, 10, 16)
+    # 50 rows x 10, 100 rows x 5 columns, and DTensor's whole table, 4 bytes each
+    for strategy, read in (("rows", "2.0 kB"), ("columns", "2.0 kB"), ("dtensor", "4.0 kB")):
+        assert f"torch {strategy}: each rank read at most {read} of the token table" in done.stdout
     reference_rows = token_table[[5, 60, 7]] + position_table[:3]
     with np.load(arrays, allow_pickle=False) as saved:
         np.testing.assert_array_equal(saved["reference"], reference_rows)
@@ -354,3 +365,35 @@ def test_compare_shard_refuses_table_flags_that_do_not_fit(capsys, flags, messag
     assert compare.main(["shard", "--backends", "numpy", *flags]) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("compare.py shard: error: ") and message in line
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_a_shard_read_from_the_file_is_the_split_shard_and_nothing_more(
+    tmp_path, monkeypatch, dtype
+):
+    """reference.TableFile: each shard read alone from the .safetensors file (rows: one read
+    into the shard; columns: a block of rows at a time) is split_rows's or split_columns's
+    shard, and the bytes read are the shard's own."""
+    from safetensors.numpy import save_file
+
+    token_table, position_table = backends.shared_weights(103, 10, 16, seed=2, dtype=dtype)
+    path = str(tmp_path / "tables.safetensors")
+    save_file({"token_table": token_table, "position_table": position_table}, path)
+    itemsize = token_table.dtype.itemsize
+    monkeypatch.setattr(reference.TableFile, "CHUNK_BYTES", 7 * 10 * itemsize)  # blocks of 7
+    for num_shards in (1, 2, 3, 4):
+        rows, cols = reference.per_shard(103, num_shards), reference.per_shard(10, num_shards)
+        for rank in range(num_shards):
+            table = reference.TableFile.open(path, "token_table")
+            found = reference.row_shard(table, rank, num_shards)
+            assert same_bits(found, reference.split_rows(token_table, num_shards)[rank])
+            owned = min(103, (rank + 1) * rows) - rank * rows
+            assert table.read == [owned * 10 * itemsize]
+            table = reference.TableFile.open(path, "token_table")
+            found = reference.column_shard(table, rank, num_shards)
+            expected = np.ascontiguousarray(reference.split_columns(token_table, num_shards)[rank])
+            assert same_bits(found, expected)
+            owned = min(10, (rank + 1) * cols) - rank * cols
+            assert table.read == [103 * owned * itemsize]
+    with pytest.raises(ValueError, match="has no tensor 'embeddings'"):
+        reference.TableFile.open(path, "embeddings")

@@ -56,8 +56,11 @@ def find(folder: str, name: str) -> str | None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("number", list(STATUS), ids=lambda n: signal.Signals(n).name)
-@pytest.mark.parametrize("job", list(JOBS))
+@pytest.mark.parametrize(
+    "job, number",
+    [(job, signal.SIGTERM) for job in JOBS] + [("check's worker", signal.SIGINT)],
+    ids=lambda v: signal.Signals(v).name if isinstance(v, int) else v,
+)
 def test_a_stopped_run_cleans_up_everything(tmp_path, job, number):
     words, marker = JOBS[job]
     temporary = tmp_path / "tmp"

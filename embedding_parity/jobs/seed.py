@@ -238,6 +238,12 @@ def main(args) -> int:
         from embedding_parity.jobs import text
 
         settings["tables"] = text.load_tables(args.weights, args.token_key, args.position_key)
+        length, dim = len(args.tokens), settings["tables"][0].shape[1]
+        command.check_size(
+            (args.batch or 1) * length * dim,
+            f"the output: --batch {args.batch or 1} x {length} tokens x dim {dim} (the file's)",
+            "lower --batch or use fewer tokens",
+        )
         settings["source"] = os.path.basename(args.weights)
     return command.report_parity(args, run(names, **settings))
 
@@ -287,7 +293,7 @@ def _check_sizes(args) -> None:
             f"the output: --batch {batch} x {length} tokens x --dim {dim}",
             "lower --batch or use fewer tokens",
         )
-    else:
+    else:  # the output's width comes with the file: checked once it is read (main)
         command.check_size(batch * length, f"the ids: --batch {batch} x {length}", "lower --batch")
     if args.scheme in ("alibi", "t5"):
         heads = args.heads or 4

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import backends
-from backends import validation
+from backends import pretrained, validation
 from embedding_parity import outputs
 from embedding_parity.jobs import command
 from embedding_parity.sharding import jax_processes, reference
@@ -52,6 +52,7 @@ class Row:
     output: np.ndarray
     max_abs_diff: float
     identical: bool
+    memory: np.ndarray | None = None  # torch from a file: per rank (peak bytes, bytes read)
 
 
 @dataclass
@@ -113,6 +114,7 @@ def run(
     tables: tuple | None = None,
     launch=None,
     timeout: float = 60.0,
+    table_file=None,
 ) -> Sharded:
     """The tables of ``backends.shared_weights(vocab_size, dim, max_seq_len, seed=seed)``, or
     ``tables`` (token_table, position_table) cast to dtype, split num_shards ways, every
@@ -120,7 +122,8 @@ def run(
     batch: B random sequences of their length instead (drawn with seed). launch: this
     process is one rank of a job that torchrun or jax.distributed started
     (``sharding.launch.detect``): its framework's rows come from that job's ranks, and
-    num_shards is the job's size."""
+    num_shards is the job's size. table_file: the token table's ``reference.TableFile``
+    (with tables from that file): the torch ranks read their own rows or columns from it."""
     if tables is None:
         tables = backends.shared_weights(vocab_size, dim, max_seq_len, seed=seed, dtype=dtype)
     dtype = validation.resolve_dtype(dtype)
@@ -151,8 +154,17 @@ def run(
         if launch is not None and name == launch.framework:
             launched = _launched(name, case, launch, timeout)
         for strategy, collective in STRATEGIES[name].items():
+            memory = None
             if strategy in launched:
                 output, collective = launched[strategy]
+                per_device = _per_device(strategy, token_table, num_shards)
+            elif name == "torch" and table_file is not None:
+                from embedding_parity.sharding import torch_shards
+
+                [output], memory = torch_shards.embed_measured(
+                    [(table_file, *case[1:])], num_shards=num_shards, strategy=strategy,
+                    timeout=timeout,
+                )  # fmt: skip
                 per_device = _per_device(strategy, token_table, num_shards)
             else:
                 output, per_device, collective = _one(
@@ -168,6 +180,7 @@ def run(
                     output,
                     float(difference.max(initial=0.0)),
                     output.dtype == unsharded.dtype and output.tobytes() == unsharded.tobytes(),
+                    memory,
                 )
             )
     return done
@@ -288,6 +301,8 @@ def main(args) -> int:
         launch = launching.detect()
     except launching.LaunchError as error:
         raise command.UsageError(str(error)) from None
+    if launch is not None and launch.rank is None and "jax" not in (args.backends or []):
+        launch = None  # a scheduler's task: a JAX rank only when asked for (--backends jax)
     if launch is not None and launch.framework == "jax" and jax_processes.CHILD not in os.environ:
         try:  # the job runs in a child that JAX may end; this process answers for it
             return jax_processes.supervise(args.argv, args.prog, launch, args.timeout)
@@ -298,9 +313,10 @@ def main(args) -> int:
     elif args.shards is None:
         args.shards = 4
     sizes = {k: getattr(args, k) for k in ("vocab_size", "dim", "max_seq_len")}
-    tables = None
+    tables = table_file = None
     if args.weights is not None:
         tables = _real_tables(args, sizes)
+        table_file = _table_file(args, tables[0])
     else:
         command.check_table_keys(args)
         sizes = {k: SEED[k] if v is None else v for k, v in sizes.items()}
@@ -328,6 +344,7 @@ def main(args) -> int:
             tables=tables,
             launch=launch,
             timeout=args.timeout,
+            table_file=table_file,
             **settings,
         )
     except RuntimeError as error:  # a rank or process that failed: its own error, last line
@@ -398,6 +415,16 @@ def _check_sizes(args, sizes: dict, shape: tuple) -> None:
     )
 
 
+def _table_file(args, token_table: np.ndarray):
+    """The token table left in its .safetensors file, for the torch ranks to read their own
+    part of, when the file holds it in --dtype; else None (the ranks get the table)."""
+    location = pretrained.token_table_location(args.weights, args.token_key)
+    if location is None:
+        return None
+    table = reference.TableFile.open(*location)
+    return table if table.dtype == validation.resolve_dtype(args.dtype) else None
+
+
 def _real_tables(args, sizes) -> tuple:
     from embedding_parity.jobs import text
 
@@ -438,6 +465,13 @@ def _report(args, done: Sharded) -> None:
     ]
     print(text_table(rows, right_from=3))
     print(f"(the whole token table: {done.token_table.nbytes} bytes on one device)")
+    for r in done.rows:
+        if r.memory is not None:
+            peak, read = r.memory.max(axis=0)
+            print(
+                f"torch {r.strategy}: each rank read at most {_size(read)} of the token table "
+                f"from its file; peak resident memory {_size(peak)} (the most of any rank)"
+            )
     pictures.ownership(done, args.out, show=command.show(args))
     print(f"picture: {os.path.abspath(args.out)}")
     if args.save_arrays:
@@ -449,6 +483,13 @@ def _report(args, done: Sharded) -> None:
         with outputs.replacing(args.save_arrays) as out:
             np.savez(out, **{k: _savable(v) for k, v in arrays.items()})
         print(f"arrays: {os.path.abspath(args.save_arrays)}")
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"
 
 
 def _savable(array: np.ndarray) -> np.ndarray:

@@ -154,7 +154,12 @@ def supervise(argv, prog: str, launch, timeout: float) -> int:
     env = {**os.environ, CHILD: "1"}
     code = "import sys; from embedding_parity.cli import main; sys.exit(main(sys.argv[2:], prog=sys.argv[1]))"
     with tempfile.TemporaryFile("w+") as err:  # in the run's private folder
-        child = subprocess.Popen([sys.executable, "-c", code, prog, *argv], env=env, stderr=err)
+        child = subprocess.Popen(
+            [sys.executable, "-c", code, prog, *argv],
+            env=env,
+            stderr=err,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, before exec
+        )
         try:
             status = _wait_child(child, launch, timeout)
         finally:
@@ -163,11 +168,20 @@ def supervise(argv, prog: str, launch, timeout: float) -> int:
                 child.wait(timeout=10)
         err.seek(0)
         text = err.read()
-    if status in (0, 1, 2):
+    if status in (0, 1, 2, 130, 128 + signal.SIGTERM, 128 + signal.SIGHUP):  # its own answer
         kept = [line for line in text.splitlines() if not _NOISE.match(line)]
         sys.stderr.write("".join(line + "\n" for line in kept))
         return status
     raise RuntimeError(_fatal(text, launch, status, timeout))
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the parent dies (Linux' PR_SET_PDEATHSIG), so
+    that `kill -KILL` on the command leaves no job running behind it."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
 
 
 def _wait_child(child, launch, timeout: float) -> int:
@@ -179,10 +193,7 @@ def _wait_child(child, launch, timeout: float) -> int:
         elif stopped_since is None:
             stopped_since = time.monotonic()
         elif time.monotonic() - stopped_since > timeout:
-            raise RuntimeError(
-                f"process {launch.rank} of {launch.world} was stopped (SIGSTOP) for "
-                f"{timeout:g} s: ended it"
-            )
+            raise RuntimeError(f"{launch.who} was stopped (SIGSTOP) for {timeout:g} s: ended it")
         time.sleep(0.05)
     return status
 
@@ -193,7 +204,7 @@ def _fatal(text: str, launch, status: int, timeout: float) -> str:
     found = re.search(r"absl::Status: (\w+): ([^\n]*)", text)
     rpc = re.search(r"RPC: /xla\.coordination\.CoordinationService/(\w+)", text)
     tasks = sorted(set(re.findall(r"/task:(\d+)", text)) - {str(launch.rank)})
-    who = f"process {launch.rank} of {launch.world}"
+    who = launch.who
     if rpc and rpc.group(1) == "RegisterTask":
         return (
             f"{who}: the other processes did not all join the coordinator at {launch.address} "
@@ -227,10 +238,11 @@ def join(launch, timeout: float):
 
     import jax
 
+    # The exit barrier keeps JAX's own default: rank 0 draws and writes while the others wait
+    # there, and a dead peer is found by the heartbeat anyway.
     waits = {
         "initialization_timeout": math.ceil(timeout),
         "heartbeat_timeout_seconds": math.ceil(timeout),
-        "shutdown_timeout_seconds": math.ceil(timeout),
     }
     try:
         if launch.rank is None:
@@ -245,9 +257,10 @@ def join(launch, timeout: float):
             )
     except Exception as error:  # noqa: BLE001 - JAX raises several kinds here
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        where = f" at {launch.address}" if launch.address else ""
         raise RuntimeError(
-            f"process {launch.rank}: the coordinator at {launch.address} did not gather the "
-            f"{launch.world} processes in {timeout:g} s (a process that never started?): {first}"
+            f"{launch.who}: jax.distributed.initialize with the coordinator{where} failed: "
+            f"{type(error).__name__}: {first}"
         ) from None
     return dataclasses.replace(
         launch,

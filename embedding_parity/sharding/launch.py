@@ -5,9 +5,10 @@
   one rank of that job and joins its group with ``init_method="env://"``.
 - **JAX**: ``JAX_COORDINATOR_ADDRESS`` (HOST:PORT, read by ``jax.distributed.initialize``
   itself), ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID`` (this project's names for the two
-  numbers JAX takes as arguments). Under Slurm (``SLURM_JOB_ID`` with ``SLURM_NTASKS`` > 1)
-  or Open MPI (``OMPI_COMM_WORLD_SIZE`` > 1) ``jax.distributed.initialize()`` is called with
-  no arguments and finds all three itself.
+  numbers JAX takes as arguments). In a task of a multi-task Slurm step
+  (``SLURM_STEP_NUM_TASKS`` > 1, under srun) or Open MPI job (``OMPI_COMM_WORLD_SIZE`` > 1),
+  with ``--backends jax``, ``jax.distributed.initialize()`` is called with no arguments and
+  finds all three itself.
 - Neither: the command starts its own processes on 127.0.0.1, as before.
 
 An address the launcher gives is used as given; loopback stays the default only for what this
@@ -47,6 +48,14 @@ class Launch:
         """Whether the rendezvous address is this machine's loopback interface."""
         return self.address is not None and is_loopback(self.address.rsplit(":", 1)[0])
 
+    @property
+    def who(self) -> str:
+        """This process, for messages: "process 1 of 2", or the launcher's name before JAX
+        has found the numbers."""
+        if self.rank is None:
+            return f"this process ({self.launcher})"
+        return f"process {self.rank} of {self.world}"
+
     def describe(self) -> str:
         if self.rank is None:
             return f"launch: {self.launcher} ({self.framework}; jax.distributed finds the rest)"
@@ -77,9 +86,10 @@ def detect(environ=None) -> Launch | None:
     if jax_set:
         rank, world = _numbers(environ, JAX_VARIABLES, "JAX", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES")
         return Launch("jax", rank, world, environ["JAX_COORDINATOR_ADDRESS"], "JAX_* variables")
-    for launcher, size in (("Slurm", "SLURM_NTASKS"), ("Open MPI", "OMPI_COMM_WORLD_SIZE")):
-        present = launcher != "Slurm" or "SLURM_JOB_ID" in environ
-        if present and environ.get(size, "1").isdigit() and int(environ.get(size, "1")) > 1:
+    # A task of a multi-task srun step or mpirun job (not a batch script or an salloc shell,
+    # which set SLURM_NTASKS too): JAX's own detection finds the rest.
+    for launcher, size in (("Slurm", "SLURM_STEP_NUM_TASKS"), ("Open MPI", "OMPI_COMM_WORLD_SIZE")):
+        if environ.get(size, "1").isdigit() and int(environ.get(size, "1")) > 1:
             return Launch("jax", None, None, None, launcher)
     return None
 

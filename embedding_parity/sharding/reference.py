@@ -29,6 +29,8 @@ wrong result.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from backends import validation
@@ -94,6 +96,101 @@ def split_columns(table: np.ndarray, num_shards: int) -> list[np.ndarray]:
     padded = np.zeros((vocab_size, cols * num_shards), table.dtype)
     padded[:, :dim] = table
     return [padded[:, k * cols : (k + 1) * cols] for k in range(num_shards)]
+
+
+def row_shard(table, rank: int, num_shards: int) -> np.ndarray:
+    """Shard ``rank`` of split_rows(table, num_shards), read alone: from an array, or from a
+    ``TableFile`` without reading the other rows."""
+    vocab_size, dim = table.shape
+    rows = per_shard(vocab_size, check_shards(num_shards, vocab_size, "rows"))
+    first, stop = rank * rows, min(vocab_size, (rank + 1) * rows)
+    shard = np.zeros((rows, dim), table.dtype)  # the last shard padded with zero rows
+    if isinstance(table, TableFile):
+        table.rows(first, stop, out=shard[: stop - first])  # read in place: no second copy
+    else:
+        shard[: stop - first] = table[first:stop]
+    return shard
+
+
+def column_shard(table, rank: int, num_shards: int) -> np.ndarray:
+    """Shard ``rank`` of split_columns(table, num_shards), read alone (as row_shard)."""
+    vocab_size, dim = table.shape
+    cols = per_shard(dim, check_shards(num_shards, dim, "columns"))
+    first, stop = rank * cols, min(dim, (rank + 1) * cols)
+    part = table.columns(first, stop) if isinstance(table, TableFile) else table[:, first:stop]
+    if stop - first == cols:
+        return np.ascontiguousarray(part)
+    shard = np.zeros((vocab_size, cols), table.dtype)  # the last shard, padded
+    shard[:, : stop - first] = part
+    return shard
+
+
+# safetensors' dtype names, as NumPy dtypes
+_SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+
+@dataclass(frozen=True)
+class TableFile:
+    """A token table left in its .safetensors file: a shard reads only its own rows or
+    columns into an array of its own size, never the whole table, so a rank's memory holds
+    1/N of it from the start. The file is read with plain reads at the offsets its header
+    gives (not memory-mapped: mapped pages would count as the rank's resident memory too).
+    ``read`` counts the table bytes this process read."""
+
+    path: str
+    key: str
+    shape: tuple[int, int]
+    dtype: np.dtype
+    offset: int  # where the table's bytes start in the file
+    read: list = field(default_factory=lambda: [0], compare=False)
+
+    # rows read at a time for a column shard: its memory beyond the shard itself
+    CHUNK_BYTES = 4 * 2**20
+
+    @classmethod
+    def open(cls, path: str, key: str) -> TableFile:
+        import json
+        import struct
+
+        with open(path, "rb") as f:
+            (size,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(size))
+        entry = header.get(key)
+        if entry is None:
+            raise ValueError(f"{path} has no tensor {key!r}")
+        shape, name = tuple(entry["shape"]), entry["dtype"]
+        if len(shape) != 2 or name not in _SAFETENSORS_DTYPES:
+            raise ValueError(f"{path}: {key!r} is {name} of shape {shape}, not a 2-D float table")
+        dtype = validation.DTYPES[_SAFETENSORS_DTYPES[name]]
+        begin, stop = entry["data_offsets"]
+        if stop - begin != shape[0] * shape[1] * dtype.itemsize:
+            raise ValueError(f"{path}: {key!r} has {stop - begin} bytes for shape {shape}")
+        return cls(path, key, shape, dtype, 8 + size + begin)
+
+    def rows(self, first: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Rows [first, stop): one read of their bytes, straight into ``out`` (C-contiguous,
+        of their shape) or a new array."""
+        if out is None:
+            out = np.empty((stop - first, self.shape[1]), self.dtype)
+        with open(self.path, "rb") as f:
+            f.seek(self.offset + first * self.shape[1] * self.dtype.itemsize)
+            f.readinto(memoryview(out).cast("B"))
+        self.read[0] += out.nbytes
+        return out
+
+    def columns(self, first: int, stop: int) -> np.ndarray:
+        """Columns [first, stop) of every row, a block of rows at a time."""
+        vocab_size, dim = self.shape
+        out = np.empty((vocab_size, stop - first), self.dtype)
+        step = max(1, self.CHUNK_BYTES // (dim * self.dtype.itemsize))
+        for begin in range(0, vocab_size, step):
+            block = self.rows(begin, min(vocab_size, begin + step))
+            self.read[0] -= block.nbytes - block[:, first:stop].nbytes  # count the shard's
+            out[begin : begin + len(block)] = block[:, first:stop]
+        return out
+
+    def whole(self) -> np.ndarray:
+        return self.rows(0, self.shape[0])
 
 
 def shard_rows_lookup(shard: np.ndarray, index: int, token_ids: np.ndarray) -> np.ndarray:

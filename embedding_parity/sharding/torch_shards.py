@@ -24,6 +24,7 @@ import contextlib
 import datetime
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -70,6 +71,17 @@ def embed_many(
     return _spawn(cases, "forward", num_shards, strategy, timeout, fault)
 
 
+def embed_measured(
+    cases, *, num_shards: int, strategy: str = "rows", timeout: float = 60.0
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """embed_many's results, and each rank's (peak resident bytes, token-table bytes read)
+    as an (N, 2) array. A case's token table may be a ``reference.TableFile``: then rows and
+    columns ranks read only their own part of the file (dtensor's read the whole table)."""
+    results = _spawn(cases, "forward", num_shards, strategy, timeout, None, raw=True)
+    outputs = [results[str(i)].view(case[0].dtype) for i, case in enumerate(cases)]
+    return outputs, results["memory"]
+
+
 def token_gradients(
     cases, *, num_shards: int, strategy: str = "rows", timeout: float = 60.0
 ) -> list[np.ndarray]:
@@ -102,12 +114,20 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False):
     validation.choice(strategy, STRATEGIES, "sharding strategy")
     checked = []
     for token_table, position_table, token_ids, start, *upstream in cases:
-        token_table, position_table = validation.check_tables(token_table, position_table)
+        if isinstance(token_table, reference.TableFile):
+            _, position_table = validation.check_tables(
+                np.zeros((1, token_table.shape[1]), token_table.dtype), position_table
+            )
+        else:
+            token_table, position_table = validation.check_tables(token_table, position_table)
         token_ids, start = validation.check_call(
-            token_ids, start, len(token_table), len(position_table)
+            token_ids, start, token_table.shape[0], len(position_table)
         )
-        split = reference.split_columns if strategy == "columns" else reference.split_rows
-        split(token_table, num_shards)  # checks the shard count against the table
+        vocab_size, dim = token_table.shape  # the shard count against the table
+        if strategy == "columns":
+            reference.check_shards(num_shards, dim, "columns")
+        else:
+            reference.check_shards(num_shards, vocab_size, "rows")
         extra = ()
         if mode == "gradient":
             (upstream,) = upstream
@@ -207,16 +227,16 @@ def _culprit(processes, folder: str, timeout: float, expired: bool = False) -> s
     }
     progress = {rank: _progress(folder, rank) for rank in range(len(processes))}
     behind = min(progress.values())
+    for rank, state in states.items():
+        waited = (
+            f"; the others gave up waiting for it after {timeout:g} s" if "stop" in state else ""
+        )
+        return f"rank {rank} {state} before {_step(progress[rank])}{waited}"
     absent = [rank for rank, step in progress.items() if step < 0]
     if absent and len(absent) < len(processes):
         return (
             f"rank {absent[0]} never reached the rendezvous (it did not start its work); the "
             f"others waited {timeout:g} s for it there"
-        )
-    for rank, state in states.items():
-        return (
-            f"rank {rank} {state} before {_step(progress[rank])}; the others gave up "
-            f"waiting for it after {timeout:g} s"
         )
     lost = ("Timed out", "Connection closed", "Connection reset", "wait timeout", "timed out")
     for rank, error in errors.items():
@@ -232,8 +252,9 @@ def _culprit(processes, folder: str, timeout: float, expired: bool = False) -> s
     if expired:
         return f"the {len(processes)} ranks did not finish in {timeout:g} s"
     failed = next(i for i, p in enumerate(processes) if p.poll() not in (None, 0))
+    last = _read(os.path.join(folder, f"rank{failed}.log")).strip().splitlines()[-1:]
     return "; ".join(f"rank {r}: {e}" for r, e in errors.items()) or (
-        f"rank {failed} exited with {processes[failed].poll()}"
+        f"rank {failed} exited with {processes[failed].poll()}" + "".join(f": {x}" for x in last)
     )
 
 
@@ -257,8 +278,12 @@ def _write_cases(path: str, cases) -> None:
     arrays, dtypes = {}, []
     for i, (token_table, position_table, token_ids, start, *upstream) in enumerate(cases):
         bits = f"u{token_table.dtype.itemsize}"
+        if isinstance(token_table, reference.TableFile):  # each rank reads its own part
+            where = json.dumps([token_table.path, token_table.key])
+            arrays[f"token_file_{i}"] = np.array(where)
+        else:
+            arrays[f"token_table_{i}"] = token_table.view(bits)
         arrays |= {
-            f"token_table_{i}": token_table.view(bits),
             f"position_table_{i}": position_table.view(bits),
             f"token_ids_{i}": token_ids,
             f"start_{i}": np.array(start),
@@ -274,8 +299,12 @@ def _read_cases(path: str) -> list[tuple]:
         cases = []
         for i, name in enumerate(json.loads(str(saved["dtypes"]))):
             dtype = validation.DTYPES[name]
+            if f"token_file_{i}" in saved:
+                token_table = reference.TableFile.open(*json.loads(str(saved[f"token_file_{i}"])))
+            else:
+                token_table = saved[f"token_table_{i}"].view(dtype)
             case = (
-                saved[f"token_table_{i}"].view(dtype),
+                token_table,
                 saved[f"position_table_{i}"].view(dtype),
                 saved[f"token_ids_{i}"],
                 int(saved[f"start_{i}"]),
@@ -300,6 +329,13 @@ def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out):
     mark()  # in the group
     try:
         results = _compute(rank, num_shards, cases, mode, strategy, timeout, fault, mark)
+        # Every rank's peak resident memory and the token-table bytes it read, to rank 0.
+        read = sum(c[0].read[0] for c in cases if isinstance(c[0], reference.TableFile))
+        peak = _peak_resident()
+        usage = torch.tensor([peak, read], dtype=torch.int64)
+        every = [torch.empty_like(usage) for _ in range(num_shards)]
+        dist.all_gather(every, usage)
+        results["memory"] = torch.stack(every).numpy()
         if rank == 0:
             np.savez(out, **results)  # raw bits: .npz holds no bfloat16
         dist.barrier()  # no rank leaves while another still has a collective in flight
@@ -313,6 +349,19 @@ def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out):
     # thread that outlived its group can abort the exit ("terminate called without an
     # active exception", seen about once in 30 runs), failing a run that succeeded.
     os._exit(0)
+
+
+def _peak_resident() -> int:
+    """This process's peak resident bytes: VmHWM (its own address space: not ru_maxrss, which
+    Linux carries over from the parent across exec); ru_maxrss where there is no /proc."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _mark(progress) -> None:
@@ -331,7 +380,7 @@ def _compute(
     for i, (token_table, position_table, token_ids, start, *upstream) in enumerate(cases):
         # The same checks on every rank, before any collective: all raise, none waits.
         token_ids, start = validation.check_call(
-            token_ids, start, len(token_table), len(position_table)
+            token_ids, start, token_table.shape[0], len(position_table)
         )
         # Faults, for the tests: each as it would come from outside, before the collective.
         if fault == ("raise", rank):
@@ -432,7 +481,7 @@ def _build(strategy: str, rank: int, num_shards: int, token_table: np.ndarray):
 
 
 def _rows(rank, num_shards, token_table):
-    shard = reference.split_rows(token_table, num_shards)[rank]
+    shard = reference.row_shard(token_table, rank, num_shards)  # this rank's rows alone
     embedding = nn.Embedding.from_pretrained(torch_backend._as_tensor(shard))
     rows = len(shard)
 
@@ -448,7 +497,7 @@ def _rows(rank, num_shards, token_table):
 
 
 def _columns(rank, num_shards, token_table):
-    shard = reference.split_columns(token_table, num_shards)[rank]
+    shard = reference.column_shard(token_table, rank, num_shards)
     embedding = nn.Embedding.from_pretrained(torch_backend._as_tensor(np.ascontiguousarray(shard)))
 
     def lookup(ids):
@@ -466,6 +515,8 @@ def _dtensor(num_shards, token_table):
     from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
 
     mesh = init_device_mesh("cpu", (num_shards,))
+    if isinstance(token_table, reference.TableFile):  # DTensor splits a whole table itself
+        token_table = token_table.whole()
     embedding = nn.Embedding.from_pretrained(torch_backend._as_tensor(token_table))
     # Every rank sees every id (replicated input); torch splits the rows, masks, and
     # all-reduces the partial results into a replicated output.
@@ -511,8 +562,8 @@ def _gathered(local: torch.Tensor, num_shards: int, dim: int) -> torch.Tensor:
     return torch.cat(parts, dim=dim)
 
 
-# One Adam step on the sharded table (mode "adam"): these settings, on every rank and in the
-# unsharded reference. Adam is elementwise, so each rank steps its own rows (or columns).
+# One Adam step on the sharded table (training_steps, in mode "gradient"): these settings, on
+# every rank and in the unsharded reference. Adam is elementwise, so each rank steps its own rows (or columns).
 ADAM = {"lr": 0.01, "betas": (0.9, 0.999), "eps": 1e-8, "foreach": False}
 
 
