@@ -7,7 +7,8 @@ REQUIRED_BACKENDS ?= numpy,torch,jax
 # Model packages whose absence fails the test run (see tests/test_pretrained.py).
 REQUIRED_MODELS ?= minilm,smollm2,gpt2
 
-.PHONY: install compare test bench bench-backward bench-decode bench-sharding train extrapolate page \
+.PHONY: install compare test bench bench-backward bench-decode bench-sharding bench-shard-memory \
+	train extrapolate page \
 	conformance clean
 
 install: $(VENV)/.installed
@@ -47,6 +48,10 @@ bench-decode: install
 # The sharded lookup at the gpt2 shape for 1, 2 and 4 shards, and the memory and traffic model.
 bench-sharding: install
 	$(PY) -m benchmarks.sharding --json docs/bench-sharding.json
+
+# Each torch rank's peak memory with GPT-2's table read shard by shard, for 1, 2 and 4 ranks.
+bench-shard-memory: install
+	$(PY) -m benchmarks.shard_memory --json docs/bench-shard-memory.json
 
 # Training in lockstep: every scheme in every backend (17 s on 2 cores in float64); pictures
 # under docs/.
