@@ -206,6 +206,30 @@ JAX_CHECKS = textwrap.dedent(
             call()
         except Exception as error:
             errors[name] = [type(error).__name__, str(error)]
+    # Checkpoints that change N: saved by Orbax from N devices, restored onto M, bit for bit.
+    import os, sys
+    table32, positions32 = backends.shared_weights(103, 10, 16, seed=1)
+    restored = []
+    for saved_on, restored_on in ((4, 2), (2, 3), (3, 1)):
+        for strategy in ("rows", "columns"):
+            folder = os.path.join(sys.argv[1], f"checkpoint-{saved_on}-{restored_on}-{strategy}")
+            saved = jax_shards.ShardedEmbedding(
+                table32, positions32, num_shards=saved_on, strategy=strategy
+            )
+            jax_shards.save_checkpoint(saved, folder)
+            back = jax_shards.load_checkpoint(
+                folder, positions32, num_shards=restored_on, strategy=strategy,
+                vocab_size=103, dim=10,
+            )
+            table = np.asarray(back.token_table)[:103, :10]
+            ids = IDS[-1][:1]
+            same = table.tobytes() == table32.tobytes() and back.num_shards == restored_on
+            same &= np.asarray(back(ids)).tobytes() == (table32[ids] + positions32).tobytes()
+            restored.append([saved_on, restored_on, strategy, bool(same)])
+    try:
+        jax_shards.load_checkpoint(folder, positions32, num_shards=2, vocab_size=100, dim=10)
+    except ValueError as error:
+        errors["checkpoint"] = ["ValueError", str(error)]
     rows = jax_shards.ShardedEmbedding(token_table, position_table, num_shards=4)
     columns = jax_shards.ShardedEmbedding(
         token_table, position_table, num_shards=4, strategy="columns"
@@ -213,6 +237,7 @@ JAX_CHECKS = textwrap.dedent(
     print(json.dumps({
         "checked": checked,
         "stepped": stepped_cases,
+        "restored": restored,
         "errors": errors,
         "bytes": [rows.bytes_per_device(), columns.bytes_per_device()],
     }))
@@ -220,11 +245,11 @@ JAX_CHECKS = textwrap.dedent(
 )
 
 
-def test_jax_shards_over_four_devices_are_the_unsharded_layer_and_gradient_bit_for_bit():
+def test_jax_shards_over_four_devices_are_the_unsharded_layer_and_gradient_bit_for_bit(tmp_path):
     pytest.importorskip("jax")
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
     done = subprocess.run(
-        [sys.executable, "-c", JAX_CHECKS],
+        [sys.executable, "-c", JAX_CHECKS, str(tmp_path)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -237,7 +262,11 @@ def test_jax_shards_over_four_devices_are_the_unsharded_layer_and_gradient_bit_f
     assert report["checked"] == (4 * len(IDS) + 2 * (len(IDS) - 1)) * 3 + 2
     # an Adam step at every count and strategy, on every id in float32
     assert report["stepped"] == 4 * 3
+    # Orbax checkpoints restored onto another count: 4 -> 2, 2 -> 3, 3 -> 1, by rows and columns
+    assert len(report["restored"]) == 6 and all(same for *_, same in report["restored"])
     errors = report["errors"]
+    assert errors["checkpoint"][0] == "ValueError"
+    assert "has vocab_size 103, this table 100" in errors["checkpoint"][1]
     assert errors["id"][0] == "IndexError" and "token id 103 at token_ids[1]" in errors["id"][1]
     assert errors["start"][0] == "ValueError" and "exceeds max_seq_len 16" in errors["start"][1]
     assert errors["devices"][0] == "ValueError"

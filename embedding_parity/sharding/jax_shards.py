@@ -19,6 +19,8 @@ device sees them (see ``sharding.reference`` for why, and for the exactness argu
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from functools import cache
 
@@ -30,6 +32,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from backends import validation
+from embedding_parity import outputs
 from embedding_parity.sharding import reference
 
 AXIS = "shards"
@@ -184,3 +187,91 @@ def _rows(local, ids):
 def _columns(local, ids):
     """One device: its columns of every id."""
     return local[ids]
+
+
+# --- checkpoints that change N --------------------------------------------------------------
+
+
+def save_checkpoint(layer: ShardedEmbedding, folder: str) -> None:
+    """Write the sharded token table to ``folder`` (which must not exist) with Orbax, each
+    device's shard as it lies, padding included: ``folder/orbax`` in Orbax's own format and
+    ``folder/table.json`` with the table's logical sizes, dtype, strategy and shard count."""
+    import orbax.checkpoint as ocp
+
+    folder = os.path.abspath(folder)
+    if os.path.exists(folder):
+        raise ValueError(f"{folder} exists: a checkpoint goes into a new folder")
+    with ocp.StandardCheckpointer() as checkpointer:
+        checkpointer.save(os.path.join(folder, "orbax"), {"token_table": layer.token_table})
+    record = {
+        "framework": "jax",
+        "format": "orbax",
+        "vocab_size": layer.vocab_size,
+        "dim": layer.dim,
+        "dtype": np.dtype(layer.token_table.dtype).name,
+        "strategy": layer.strategy,
+        "num_shards": layer.num_shards,
+    }
+    outputs.write_text(os.path.join(folder, "table.json"), json.dumps(record, indent=1))
+
+
+def read_record(folder: str, framework: str) -> dict:
+    """A checkpoint's table.json, checked to be ``framework``'s (JAX's Orbax and torch's DCP
+    write different formats: neither reads the other's)."""
+    path = os.path.join(folder, "table.json")
+    try:
+        with open(path) as record_file:
+            record = json.load(record_file)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{folder} is not a checkpoint of this suite ({error})") from None
+    if record.get("framework") != framework:
+        raise ValueError(
+            f"{folder} holds a {record.get('framework')} checkpoint ({record.get('format')}); "
+            f"{framework} reads only its own format: load it with the framework that wrote it"
+        )
+    return record
+
+
+def load_checkpoint(
+    folder: str, position_table, *, num_shards: int, strategy: str = "rows", vocab_size=None,
+    dim=None,
+) -> ShardedEmbedding:  # fmt: skip
+    """A ShardedEmbedding whose token table is restored from ``folder`` onto num_shards
+    devices with ``strategy``, whatever count and strategy wrote it: Orbax reads each new
+    shard's part and pads (or drops) the zero rows that padding added. ValueError when the
+    checkpoint's vocabulary or dim is not vocab_size or dim (when given)."""
+    import orbax.checkpoint as ocp
+
+    folder = os.path.abspath(folder)
+    record = read_record(folder, "jax")
+    for name, wanted in (("vocab_size", vocab_size), ("dim", dim)):
+        if wanted is not None and record[name] != wanted:
+            raise ValueError(
+                f"the checkpoint in {folder} has {name} {record[name]}, this table {wanted}: "
+                "restore it into a table of its own shape"
+            )
+    validation.choice(strategy, STRATEGIES, "sharding strategy")
+    dtype = validation.DTYPES[record["dtype"]]
+    vocab_size, dim = record["vocab_size"], record["dim"]
+    _, position_table = validation.check_tables(np.zeros((1, dim), dtype), position_table)
+    num_shards = reference.check_shards(
+        num_shards, dim if strategy == "columns" else vocab_size, strategy
+    )
+    mesh = make_mesh(num_shards)
+    if strategy == "columns":
+        padded = (vocab_size, reference.per_shard(dim, num_shards) * num_shards)
+    else:
+        padded = (reference.per_shard(vocab_size, num_shards) * num_shards, dim)
+    target = NamedSharding(mesh, _SPECS[strategy])
+    restore = {
+        "token_table": ocp.ArrayRestoreArgs(sharding=target, global_shape=padded, strict=False)
+    }
+    restored = ocp.PyTreeCheckpointer().restore(
+        os.path.join(folder, "orbax"), args=ocp.args.PyTreeRestore(restore_args=restore)
+    )
+    layer = ShardedEmbedding.__new__(ShardedEmbedding)  # the table is already on its devices
+    layer.vocab_size, layer.dim, layer.max_seq_len = vocab_size, dim, len(position_table)
+    layer.strategy, layer.num_shards, layer.mesh = strategy, num_shards, mesh
+    layer.token_table = restored["token_table"]
+    layer.position_table = jax.device_put(position_table, NamedSharding(mesh, P()))
+    return layer
