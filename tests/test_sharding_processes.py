@@ -25,12 +25,12 @@ def torch_cases():
 
 
 @pytest.mark.slow
-# Every strategy at 4 ranks (4 splits 103 rows and 10 columns unevenly), rows at 2 and 3 as
-# well: an even and an odd count. (One rank alone: the training test below; every strategy at
-# 2 ranks started by torchrun: further below.)
+# Every strategy at 4 ranks (4 splits 103 rows and 10 columns unevenly), rows at 2 as well.
+# (One rank alone and an odd count, 3: the training test below, whose ranks look up the same
+# rows; every strategy at 2 ranks started by torchrun: further below.)
 @pytest.mark.parametrize(
     "strategy, num_shards",
-    [(s, 4) for s in ("rows", "columns", "dtensor")] + [("rows", n) for n in (2, 3)],
+    [(s, 4) for s in ("rows", "columns", "dtensor")] + [("rows", 2)],
 )
 def test_torch_ranks_give_the_unsharded_layer_bit_for_bit(num_shards, strategy):
     pytest.importorskip("torch")
@@ -417,3 +417,33 @@ def test_a_jax_process_that_fails_is_named_in_one_line(tmp_path, fault):
     assert not descendants(os.getpid())
     assert not [name for name in os.listdir(tmp_path) if name.startswith("embedding-parity-")]
     assert not (tmp_path / "out.npz").exists()
+
+
+@pytest.mark.slow
+def test_a_dcp_checkpoint_is_restored_onto_another_number_of_ranks(tmp_path):
+    """torch.distributed.checkpoint reshards on load: saved by 4 ranks by rows, restored by 2
+    by columns (and saved again), by 3 by rows, by 1 by columns; every step bit-identical."""
+    pytest.importorskip("torch")
+    import json
+
+    from embedding_parity.sharding import torch_shards
+
+    token_table, _ = backends.shared_weights(103, 10, 16, seed=3)
+    torch_shards.save_checkpoint(token_table, tmp_path / "n4", num_shards=4)
+    saved, steps = tmp_path / "n4", [(2, "columns"), (3, "rows"), (1, "columns")]
+    for count, strategy in steps:
+        new = tmp_path / f"n{count}"
+        table, shapes = torch_shards.load_checkpoint(
+            saved, num_shards=count, strategy=strategy, vocab_size=103, dim=10, save_to=new
+        )
+        assert same_bits(table, token_table)
+        split = 10 if strategy == "columns" else 103  # each rank holds its own part only
+        sizes = shapes[:, 1 if strategy == "columns" else 0]
+        assert len(shapes) == count and sizes.sum() == split and sizes.max() < split + (count == 1)
+        saved = new
+    with pytest.raises(ValueError, match="has dim 10, this table 12"):
+        torch_shards.load_checkpoint(saved, num_shards=2, dim=12)
+    record = json.loads((saved / "table.json").read_text())
+    (saved / "table.json").write_text(json.dumps({**record, "framework": "jax"}))
+    with pytest.raises(ValueError, match="holds a jax checkpoint .* torch reads only its own"):
+        torch_shards.load_checkpoint(saved, num_shards=2)

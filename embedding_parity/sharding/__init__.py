@@ -8,6 +8,8 @@ processes with ``torch.distributed`` (gloo, loopback), by hand and with DTensor'
 ``RowwiseParallel``.
 """
 
+import json
+import os
 import socket
 
 
@@ -27,3 +29,21 @@ def stopped(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
     except OSError:
         return False
+
+
+def read_checkpoint_record(folder: str, framework: str) -> dict:
+    """A sharded table checkpoint's table.json, checked to be ``framework``'s: JAX's (Orbax)
+    and torch's (``torch.distributed.checkpoint``) formats differ, and neither reads the
+    other's."""
+    path = os.path.join(folder, "table.json")
+    try:
+        with open(path) as record_file:
+            record = json.load(record_file)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{folder} is not a checkpoint of this suite ({error})") from None
+    if record.get("framework") != framework:
+        raise ValueError(
+            f"{folder} holds a {record.get('framework')} checkpoint ({record.get('format')}); "
+            f"{framework} reads only its own format: load it with the framework that wrote it"
+        )
+    return record

@@ -33,7 +33,7 @@ from jax.sharding import PartitionSpec as P
 
 from backends import validation
 from embedding_parity import outputs
-from embedding_parity.sharding import reference
+from embedding_parity.sharding import read_checkpoint_record, reference
 
 AXIS = "shards"
 STRATEGIES = ("rows", "columns", "compiler")
@@ -215,23 +215,6 @@ def save_checkpoint(layer: ShardedEmbedding, folder: str) -> None:
     outputs.write_text(os.path.join(folder, "table.json"), json.dumps(record, indent=1))
 
 
-def read_record(folder: str, framework: str) -> dict:
-    """A checkpoint's table.json, checked to be ``framework``'s (JAX's Orbax and torch's DCP
-    write different formats: neither reads the other's)."""
-    path = os.path.join(folder, "table.json")
-    try:
-        with open(path) as record_file:
-            record = json.load(record_file)
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{folder} is not a checkpoint of this suite ({error})") from None
-    if record.get("framework") != framework:
-        raise ValueError(
-            f"{folder} holds a {record.get('framework')} checkpoint ({record.get('format')}); "
-            f"{framework} reads only its own format: load it with the framework that wrote it"
-        )
-    return record
-
-
 def load_checkpoint(
     folder: str, position_table, *, num_shards: int, strategy: str = "rows", vocab_size=None,
     dim=None,
@@ -243,7 +226,7 @@ def load_checkpoint(
     import orbax.checkpoint as ocp
 
     folder = os.path.abspath(folder)
-    record = read_record(folder, "jax")
+    record = read_checkpoint_record(folder, "jax")
     for name, wanted in (("vocab_size", vocab_size), ("dim", dim)):
         if wanted is not None and record[name] != wanted:
             raise ValueError(

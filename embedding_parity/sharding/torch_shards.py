@@ -38,7 +38,8 @@ import torch.distributed as dist
 from torch import nn
 
 from backends import torch_backend, validation
-from embedding_parity.sharding import reference, stopped
+from embedding_parity import outputs
+from embedding_parity.sharding import read_checkpoint_record, reference, stopped
 
 STRATEGIES = ("rows", "columns", "dtensor")
 # The folder holding backends/ and embedding_parity/: the ranks import both from there.
@@ -108,7 +109,7 @@ def training_steps(
     ]
 
 
-def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False):
+def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False, checkpoint=None):
     """Start the ranks on the cases; each case's result from rank 0 (raw: every array rank 0
     wrote, by name, as bits)."""
     validation.choice(strategy, STRATEGIES, "sharding strategy")
@@ -146,7 +147,7 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False):
         checked.append((token_table, position_table, token_ids, start, *extra))
     with tempfile.TemporaryDirectory() as folder:
         case_file, out = os.path.join(folder, "cases.npz"), os.path.join(folder, "results.npz")
-        _write_cases(case_file, checked)
+        _write_cases(case_file, checked, checkpoint)
         # Plain processes, not torch.multiprocessing: its error files are pickles in $TMPDIR,
         # loaded on any failure. Each rank's error travels as text; TMPDIR is this folder.
         env = {**os.environ, "TMPDIR": folder, "PYTHONPATH": ROOT}
@@ -273,7 +274,7 @@ def _step(count: int) -> str:
     return "the rendezvous" if count < 1 else f"case {count - 1}'s collective"
 
 
-def _write_cases(path: str, cases) -> None:
+def _write_cases(path: str, cases, checkpoint: str | None = None) -> None:
     """The cases as one .npz: tables as raw bits (.npz holds no bfloat16), dtypes as JSON."""
     arrays, dtypes = {}, []
     for i, (token_table, position_table, token_ids, start, *upstream) in enumerate(cases):
@@ -291,6 +292,8 @@ def _write_cases(path: str, cases) -> None:
         if upstream:
             arrays[f"upstream_{i}"] = upstream[0].view(bits)
         dtypes.append(token_table.dtype.name)
+    if checkpoint is not None:  # the DCP folder that modes "save" and "load" use
+        arrays["checkpoint"] = np.array(checkpoint)
     np.savez(path, dtypes=np.array(json.dumps(dtypes)), **arrays)
 
 
@@ -315,7 +318,7 @@ def _read_cases(path: str) -> list[tuple]:
     return cases
 
 
-def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out):
+def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out, checkpoint=None):
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo's pairs: loopback only
     progress = open(os.path.join(folder, f"rank{rank}.progress"), "w")  # noqa: SIM115
     mark = partial(_mark, progress)
@@ -328,7 +331,10 @@ def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out):
     )
     mark()  # in the group
     try:
-        results = _compute(rank, num_shards, cases, mode, strategy, timeout, fault, mark)
+        if mode in ("save", "load"):
+            results = _checkpoint(mode, rank, num_shards, cases, strategy, checkpoint)
+        else:
+            results = _compute(rank, num_shards, cases, mode, strategy, timeout, fault, mark)
         # Every rank's peak resident memory and the token-table bytes it read, to rank 0.
         read = sum(c[0].read[0] for c in cases if isinstance(c[0], reference.TableFile))
         peak = _peak_resident()
@@ -411,6 +417,107 @@ def _compute(
     return results
 
 
+def _checkpoint(mode, rank, num_shards, cases, strategy, folder) -> dict:
+    """Mode "save": the case's token table as a DTensor split over the ranks (by rows, or by
+    columns), written by ``torch.distributed.checkpoint`` to ``folder``. Mode "load": an
+    empty DTensor of the table's shape split over these ranks, filled by DCP from ``folder``
+    whatever count wrote it (DCP reshards on load); rank 0 returns it gathered, and every
+    rank's local shard shape (and with a second folder, after a newline, saves it there)."""
+    folder, _, save_to = folder.partition("\n")  # "load" may also save what it loaded
+    save_to = save_to or None
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    ((token_table, *_),) = cases
+    mesh = init_device_mesh("cpu", (num_shards,))
+    placement = [Shard(1) if strategy == "columns" else Shard(0)]
+    if mode == "save":
+        table = distribute_tensor(torch_backend._as_tensor(token_table), mesh, placement)
+        dcp.save({"token_table": table}, checkpoint_id=folder)
+        return {}
+    empty = torch.zeros(token_table.shape, dtype=torch_backend._torch_dtype(token_table.dtype))
+    table = distribute_tensor(empty, mesh, placement)
+    dcp.load({"token_table": table}, checkpoint_id=folder)
+    if save_to is not None:  # and written again, as these ranks now hold it
+        dcp.save({"token_table": table}, checkpoint_id=save_to)
+    local = torch.tensor(table.to_local().shape, dtype=torch.int64)
+    every = [torch.empty_like(local) for _ in range(num_shards)]
+    dist.all_gather(every, local)
+    full = _waited(table.full_tensor())
+    bits = torch_backend.to_numpy(full).view(f"u{full.element_size()}")
+    return {"0": bits, "local shapes": torch.stack(every).numpy()}
+
+
+def save_checkpoint(token_table, folder: str, *, num_shards: int, strategy: str = "rows",
+                    timeout: float = 60.0) -> None:  # fmt: skip
+    """Write ``token_table`` split over num_shards ranks (by rows or columns) to ``folder``
+    (which must not exist) with ``torch.distributed.checkpoint``: each rank writes its own
+    shard; ``folder/dcp`` in DCP's format and ``folder/table.json`` with the sizes."""
+    folder = os.path.abspath(folder)
+    if os.path.exists(folder):
+        raise ValueError(f"{folder} exists: a checkpoint goes into a new folder")
+    validation.choice(strategy, ("rows", "columns"), "checkpoint strategy")
+    token_table = np.asarray(token_table)
+    case = (token_table, token_table[:1], np.zeros(0, np.int64), 0)
+    os.makedirs(folder)
+    _spawn(
+        [case],
+        "save",
+        num_shards,
+        strategy,
+        timeout,
+        None,
+        raw=True,
+        checkpoint=os.path.join(folder, "dcp"),
+    )
+    record = {
+        "framework": "torch",
+        "format": "dcp",
+        "vocab_size": token_table.shape[0],
+        "dim": token_table.shape[1],
+        "dtype": token_table.dtype.name,
+        "strategy": strategy,
+        "num_shards": num_shards,
+    }
+    outputs.write_text(os.path.join(folder, "table.json"), json.dumps(record, indent=1))
+
+
+def load_checkpoint(folder: str, *, num_shards: int, strategy: str = "rows", vocab_size=None,
+                    dim=None, timeout: float = 60.0, save_to: str | None = None,
+                    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The token table restored from ``folder`` onto num_shards ranks split by ``strategy``,
+    whatever count wrote it (DCP reshards on load): (the table gathered on rank 0, each
+    rank's local shard shape). ValueError when the checkpoint's vocabulary or dim is not
+    vocab_size or dim (when given), or it is not torch's. save_to: a new folder, where the
+    same ranks then save the table as they hold it (a reshard in one run)."""
+    folder = os.path.abspath(folder)
+    record = read_checkpoint_record(folder, "torch")
+    for name, wanted in (("vocab_size", vocab_size), ("dim", dim)):
+        if wanted is not None and record[name] != wanted:
+            raise ValueError(
+                f"the checkpoint in {folder} has {name} {record[name]}, this table {wanted}: "
+                "restore it into a table of its own shape"
+            )
+    shape = (record["vocab_size"], record["dim"])
+    empty = np.zeros(shape, validation.DTYPES[record["dtype"]])
+    case = (empty, empty[:1], np.zeros(0, np.int64), 0)
+    where = os.path.join(folder, "dcp")
+    if save_to is not None:
+        save_to = os.path.abspath(save_to)
+        if os.path.exists(save_to):
+            raise ValueError(f"{save_to} exists: a checkpoint goes into a new folder")
+        os.makedirs(save_to)
+        where += "\n" + os.path.join(save_to, "dcp")
+    results = _spawn(
+        [case], "load", num_shards, strategy, timeout, None, raw=True, checkpoint=where
+    )
+    if save_to is not None:
+        record = {**record, "strategy": strategy, "num_shards": num_shards}
+        outputs.write_text(os.path.join(save_to, "table.json"), json.dumps(record, indent=1))
+    return results["0"].view(empty.dtype), results["local shapes"]
+
+
 def embed_launched(cases, strategies, launch, *, timeout: float = 60.0) -> dict[str, list]:
     """This process as one rank of a job a launcher started (torchrun: ``launch`` from
     ``sharding.launch.detect``): join its group through the environment (``env://``), run
@@ -452,6 +559,8 @@ def main(argv) -> None:
     folder, rank, num_shards, mode, strategy, timeout, fault = argv
     fault = json.loads(fault)
     cases = _read_cases(os.path.join(folder, "cases.npz"))
+    with np.load(os.path.join(folder, "cases.npz"), allow_pickle=False) as saved:
+        checkpoint = str(saved["checkpoint"]) if "checkpoint" in saved else None
     out = os.path.join(folder, "results.npz")
     _rank(
         int(rank),
@@ -463,6 +572,7 @@ def main(argv) -> None:
         float(timeout),
         tuple(fault) if fault else None,
         out,
+        checkpoint,
     )
 
 
