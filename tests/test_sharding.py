@@ -426,3 +426,48 @@ def test_a_shard_read_from_the_file_is_the_split_shard_and_nothing_more(
             assert table.read == [103 * owned * itemsize]
     with pytest.raises(ValueError, match="has no tensor 'embeddings'"):
         reference.TableFile.open(path, "embeddings")
+
+
+@pytest.mark.slow
+def test_compare_shard_saves_a_checkpoint_and_restores_it_onto_another_count(tmp_path):
+    """--save-checkpoint by 4 JAX devices (Orbax), --load-checkpoint onto 2: the restored
+    table is this run's, bit for bit; with other weights it differs (exit 1)."""
+    pytest.importorskip("jax")
+    checkpoint = tmp_path / "checkpoint"
+
+    def shard(*flags):
+        argv = [sys.executable, "compare.py", "shard", "--backends", "numpy", "jax", *flags]
+        argv += ["--out", str(tmp_path / "shard.png")]
+        env = {**os.environ, "MPLBACKEND": "Agg"}
+        env.pop("XLA_FLAGS", None)
+        return subprocess.run(
+            argv, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env, check=False
+        )
+
+    saved = shard("--shards", "4", "--save-checkpoint", str(checkpoint))
+    assert saved.returncode == 0, saved.stderr[-2000:]
+    assert f"checkpoint: {checkpoint / 'jax'} (Orbax, 4 shards by rows)" in saved.stdout
+    restored = shard("--shards", "2", "--load-checkpoint", str(checkpoint))
+    assert restored.returncode == 0, restored.stderr[-2000:]
+    assert "(Orbax, saved by 4 shards) onto 2: bit-identical to this run's token table" in (
+        restored.stdout
+    )
+    other = shard("--shards", "2", "--seed", "1", "--load-checkpoint", str(checkpoint))
+    assert other.returncode == 1 and "DIFFERS from this run's token table" in other.stdout
+
+
+def test_compare_shard_refuses_a_checkpoint_of_another_shape_before_any_work(tmp_path, capsys):
+    folder = tmp_path / "checkpoint" / "jax"
+    folder.mkdir(parents=True)
+    record = {"framework": "jax", "format": "orbax", "vocab_size": 100, "dim": 10}
+    (folder / "table.json").write_text(json.dumps(record))
+    argv = ["shard", "--backends", "numpy", "jax", "--dim", "12"]
+    assert compare.main([*argv, "--load-checkpoint", str(tmp_path / "checkpoint")]) == 2
+    err = capsys.readouterr().err
+    expected = (
+        f"compare.py shard: error: --load-checkpoint {folder} holds a 100 x 10 table, this run's "
+        "is 100 x 12: give the flags (or --weights) it was saved with"
+    )
+    assert err.splitlines() == [expected]
+    assert compare.main(["shard", "--save-checkpoint", str(tmp_path)]) == 2
+    assert "exists: a checkpoint goes into a new folder" in capsys.readouterr().err

@@ -30,7 +30,7 @@ import backends
 from backends import pretrained, validation
 from embedding_parity import outputs
 from embedding_parity.jobs import command
-from embedding_parity.sharding import jax_processes, reference
+from embedding_parity.sharding import jax_processes, read_checkpoint_record, reference
 from embedding_parity.sharding import launch as launching
 
 COMMAND = "shard"
@@ -283,6 +283,18 @@ def add_arguments(parser) -> None:
     command.add_backends(parser)
     add("--save-arrays", metavar="PATH.npz", help="write reference and sum_<backend> arrays")
     add(
+        "--save-checkpoint",
+        metavar="DIR",
+        help="write the token table as the shards hold it (by rows), with each framework's own "
+        "engine: DIR/torch by torch.distributed.checkpoint, DIR/jax by Orbax (DIR must not exist)",
+    )
+    add(
+        "--load-checkpoint",
+        metavar="DIR",
+        help="restore such a checkpoint onto --shards (any count) and check it is this run's "
+        "token table, bit for bit",
+    )
+    add(
         "--timeout",
         type=command.positive_finite,
         default=60.0,
@@ -323,6 +335,7 @@ def main(args) -> int:
     names = args.backends or backends.names()
     shape = tables[0].shape if tables is not None else (sizes["vocab_size"], sizes["dim"])
     _check_sizes(args, sizes, shape)
+    _check_checkpoints(args, names, launch, shape)
     if launch is None:
         prepare(names, args.shards, *shape)  # before JAX is imported: it makes its devices then
     names = command.chosen_backends(names)
@@ -354,7 +367,97 @@ def main(args) -> int:
     if launch is None or launch.rank == 0:  # one report for the job
         print(launch.describe() if launch else _own_launch(names, done.num_shards))
         _report(args, done)
-    return 1 if done.differing else 0
+    restored_differ = _checkpoints(args, names, done) if launch is None else False
+    return 1 if done.differing or restored_differ else 0
+
+
+CHECKPOINTED = {"torch": "DCP", "jax": "Orbax"}  # the frameworks with a checkpoint engine here
+
+
+def _check_checkpoints(args, names, launch, shape) -> None:
+    """--save-checkpoint and --load-checkpoint, before any work: a load's vocabulary and dim
+    against this run's table (``shape``)."""
+    if not (args.save_checkpoint or args.load_checkpoint):
+        return
+    if launch is not None:
+        raise command.UsageError("--save-checkpoint and --load-checkpoint run without a launcher")
+    if not set(names) & set(CHECKPOINTED):
+        raise command.UsageError("checkpoints are torch's (DCP) and JAX's (Orbax): --backends")
+    if args.save_checkpoint and os.path.exists(args.save_checkpoint):
+        raise command.UsageError(
+            f"--save-checkpoint {args.save_checkpoint} exists: a checkpoint goes into a new folder"
+        )
+    if args.load_checkpoint:
+        found = [n for n in CHECKPOINTED if os.path.isdir(os.path.join(args.load_checkpoint, n))]
+        if not found:
+            raise command.UsageError(
+                f"--load-checkpoint {args.load_checkpoint} holds no torch/ or jax/ checkpoint "
+                "written by --save-checkpoint"
+            )
+        for name in found:
+            folder = os.path.join(args.load_checkpoint, name)
+            record = read_checkpoint_record(folder, name)
+            if (record["vocab_size"], record["dim"]) != tuple(shape):
+                raise command.UsageError(
+                    f"--load-checkpoint {folder} holds a {record['vocab_size']} x "
+                    f"{record['dim']} table, this run's is {shape[0]} x {shape[1]}: give the "
+                    "flags (or --weights) it was saved with"
+                )
+
+
+def _checkpoints(args, names, done) -> bool:
+    """Save, or restore and compare, the token table; True if a restored table differs."""
+    frameworks = [n for n in names if n in CHECKPOINTED]
+    differ = False
+    if args.save_checkpoint:
+        for name in frameworks:
+            folder = os.path.join(args.save_checkpoint, name)
+            if name == "torch":
+                from embedding_parity.sharding import torch_shards
+
+                torch_shards.save_checkpoint(done.token_table, folder, num_shards=done.num_shards)
+            else:
+                from embedding_parity.sharding import jax_shards
+
+                layer = jax_shards.ShardedEmbedding(
+                    done.token_table, done.position_table, num_shards=done.num_shards
+                )
+                jax_shards.save_checkpoint(layer, folder)
+            print(
+                f"checkpoint: {os.path.abspath(folder)} ({CHECKPOINTED[name]}, "
+                f"{done.num_shards} shards by rows)"
+            )
+    if args.load_checkpoint:
+        vocab_size, dim = done.token_table.shape
+        for name in frameworks:
+            folder = os.path.join(args.load_checkpoint, name)
+            if not os.path.isdir(folder):
+                print(f"restored: no {name} checkpoint in {args.load_checkpoint}")
+                continue
+            saved = read_checkpoint_record(folder, name)
+            if name == "torch":
+                from embedding_parity.sharding import torch_shards
+
+                table, _ = torch_shards.load_checkpoint(
+                    folder, num_shards=done.num_shards, vocab_size=vocab_size, dim=dim
+                )
+            else:
+                from embedding_parity.sharding import jax_shards
+
+                layer = jax_shards.load_checkpoint(
+                    folder, done.position_table, num_shards=done.num_shards,
+                    vocab_size=vocab_size, dim=dim,
+                )  # fmt: skip
+                table = np.asarray(layer.token_table)[:vocab_size, :dim]
+            same = table.tobytes() == done.token_table.tobytes()
+            differ |= not same
+            print(
+                f"restored: {os.path.abspath(folder)} ({CHECKPOINTED[name]}, saved by "
+                f"{saved['num_shards']} shards) onto {done.num_shards}: "
+                + ("bit-identical to this run's token table" if same else "DIFFERS from this "
+                   "run's token table (other weights or --seed?)")
+            )  # fmt: skip
+    return differ
 
 
 def _own_launch(names, num_shards: int) -> str:
