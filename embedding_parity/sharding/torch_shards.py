@@ -426,6 +426,7 @@ def _checkpoint(mode, rank, num_shards, cases, strategy, folder) -> dict:
     folder, _, save_to = folder.partition("\n")  # "load" may also save what it loaded
     save_to = save_to or None
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import HuggingFaceStorageReader
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard, distribute_tensor
 
@@ -434,19 +435,29 @@ def _checkpoint(mode, rank, num_shards, cases, strategy, folder) -> dict:
     placement = [Shard(1) if strategy == "columns" else Shard(0)]
     if mode == "save":
         table = distribute_tensor(torch_backend._as_tensor(token_table), mesh, placement)
-        dcp.save({"token_table": table}, checkpoint_id=folder)
+        dcp.save({"token_table": table}, storage_writer=_writer(folder))
         return {}
     empty = torch.zeros(token_table.shape, dtype=torch_backend._torch_dtype(token_table.dtype))
     table = distribute_tensor(empty, mesh, placement)
-    dcp.load({"token_table": table}, checkpoint_id=folder)
+    # DCP's default reader unpickles the checkpoint's metadata; this one reads the
+    # safetensors headers (JSON), so loading a checkpoint can run no code.
+    dcp.load({"token_table": table}, storage_reader=HuggingFaceStorageReader(folder))
     if save_to is not None:  # and written again, as these ranks now hold it
-        dcp.save({"token_table": table}, checkpoint_id=save_to)
+        dcp.save({"token_table": table}, storage_writer=_writer(save_to))
     local = torch.tensor(table.to_local().shape, dtype=torch.int64)
     every = [torch.empty_like(local) for _ in range(num_shards)]
     dist.all_gather(every, local)
     full = _waited(table.full_tensor())
     bits = torch_backend.to_numpy(full).view(f"u{full.element_size()}")
     return {"0": bits, "local shapes": torch.stack(every).numpy()}
+
+
+def _writer(folder: str):
+    """DCP's safetensors writer: each rank its own file, its shard's place in the table in the
+    file's header (JSON); no pickle, and readable by any safetensors reader."""
+    from torch.distributed.checkpoint import HuggingFaceStorageWriter
+
+    return HuggingFaceStorageWriter(folder, save_distributed=True)
 
 
 def save_checkpoint(token_table, folder: str, *, num_shards: int, strategy: str = "rows",
