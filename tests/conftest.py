@@ -100,6 +100,48 @@ def alive(pid: int) -> bool:
         return False
 
 
+def listening() -> set[tuple[str, int, bool, int]]:
+    """Every TCP socket listening on this machine, from /proc/net/tcp and tcp6: (address
+    in hex as the kernel writes it, port, whether the address is loopback, socket inode)."""
+    found = set()
+    for table, loopback in (
+        ("/proc/net/tcp", lambda a: a.endswith("7F")),  # 127.x.x.x, little-endian
+        # ::1, and ::ffff:127.x.x.x (IPv4's loopback as an IPv6 socket sees it)
+        (
+            "/proc/net/tcp6",
+            lambda a: (
+                a == "00000000000000000000000001000000"
+                or (a.startswith("0000000000000000FFFF0000") and a.endswith("7F"))
+            ),
+        ),
+    ):
+        try:
+            with open(table) as sockets:
+                next(sockets)
+                for line in sockets:
+                    fields = line.split()
+                    if fields[3] == "0A":  # LISTEN
+                        address, port = fields[1].split(":")
+                        found.add((address, int(port, 16), loopback(address), int(fields[9])))
+        except OSError:
+            continue
+    return found
+
+
+def socket_owners(pids) -> dict[int, int]:
+    """{socket inode: pid} for the sockets these processes hold open."""
+    owners = {}
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    owners[int(target[8:-1])] = pid
+        except OSError:
+            continue  # gone meanwhile
+    return owners
+
+
 # --- nothing left behind -------------------------------------------------------------------
 # Tests write only under tmp_path. The controller (the one process under pytest-xdist)
 # lists the system's temporary folder and the work tree's untracked files when the session

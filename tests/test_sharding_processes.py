@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import backends
-from tests.conftest import descendants
+from tests.conftest import descendants, listening, socket_owners
 from tests.test_sharding import IDS, ROOT, same_bits, unsharded
 
 # --- torch: N processes, gloo on the loopback interface --------------------------------
@@ -226,10 +226,17 @@ BOUNDARY_TOKENS = ["0", "24", "25", "49", "50", "74", "75", "99"]
 LAUNCH_TIMEOUT = 180
 
 
-def run_all(commands, env, cwd):
+def run_all(commands, env, cwd, launchers=False):
     """Start every command at once; wait for all (each under LAUNCH_TIMEOUT); kill every one
-    still running if any wait fails. [(returncode, stdout, stderr)]."""
-    processes = []
+    still running if any wait fails. [(returncode, stdout, stderr)]. Meanwhile every socket
+    that this project's processes open to listen must be on the loopback interface
+    (launchers: the commands are torchrun agents, whose own store listens where torchrun
+    puts it; their children, this project's ranks, are held to loopback), and none may be
+    left listening when all have ended."""
+    import time
+
+    before = listening()
+    processes, opened = [], {}
     try:
         for command, extra in commands:
             processes.append(
@@ -243,13 +250,35 @@ def run_all(commands, env, cwd):
                     start_new_session=True,
                 )
             )
-        outputs = [p.communicate(timeout=LAUNCH_TIMEOUT) for p in processes]
+        deadline = time.monotonic() + LAUNCH_TIMEOUT
+        while any(p.poll() is None for p in processes) and time.monotonic() < deadline:
+            new = listening() - before  # outputs are small: the pipes do not fill meanwhile
+            if new:
+                owners = socket_owners(descendants(os.getpid()))
+                opened |= {entry: owners.get(entry[3]) for entry in new if entry not in opened}
+            time.sleep(0.05)
+        outputs = [p.communicate(timeout=max(1, deadline - time.monotonic())) for p in processes]
+        ours = {entry: pid for entry, pid in opened.items() if pid is not None}  # not others'
+        exempt = {p.pid for p in processes} if launchers else set()
+        beyond = [
+            (e, pid, _command(pid)) for e, pid in ours.items() if not e[2] and pid not in exempt
+        ]
+        assert not beyond, f"listening beyond loopback: {beyond}"
+        assert not set(ours) & listening(), "a socket was left listening"
         return [(p.returncode, *output) for p, output in zip(processes, outputs, strict=True)]
     finally:
         for p in processes:
             if p.poll() is None:
                 os.killpg(p.pid, 9)
                 p.wait(timeout=10)
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline") as cmdline:
+            return cmdline.read().replace("\0", " ")[:120]
+    except OSError:
+        return "(gone)"
 
 
 def check_report(out: str, expected_launch: str, backend: str, strategies, tmp_path, shards):
@@ -305,7 +334,7 @@ def test_torchrun_starts_the_command_as_its_ranks(tmp_path):
     pytest.importorskip("torch")
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     command = shard_command([*torchrun, "--nproc-per-node", "2"], "torch")
-    [(status, out, err)] = run_all([(command, {})], base_env(tmp_path), tmp_path)
+    [(status, out, err)] = run_all([(command, {})], base_env(tmp_path), tmp_path, launchers=True)
     assert status == 0, err[-3000:]
     check_report(
         out, "launch: torchrun, torch rank 0 of 2", "torch", ["rows", "columns", "dtensor"],
@@ -334,7 +363,7 @@ def test_torchrun_on_two_nodes_over_loopback(tmp_path):
         for node in (0, 1)
     ]  # fmt: skip
     (status0, out0, err0), (status1, out1, err1) = run_all(
-        [(nodes[0], {}), (nodes[1], {})], base_env(tmp_path), tmp_path
+        [(nodes[0], {}), (nodes[1], {})], base_env(tmp_path), tmp_path, launchers=True
     )
     assert (status0, status1) == (0, 0), (err0[-2000:], err1[-2000:])
     check_report(
@@ -428,8 +457,14 @@ def test_a_dcp_checkpoint_is_restored_onto_another_number_of_ranks(tmp_path):
 
     from embedding_parity.sharding import torch_shards
 
+    import pickle
+
     token_table, _ = backends.shared_weights(103, 10, 16, seed=3)
     torch_shards.save_checkpoint(token_table, tmp_path / "n4", num_shards=4)
+    assert not [f for f in os.listdir(tmp_path / "n4" / "dcp") if not f.endswith(".safetensors")]
+    # DCP's default reader unpickles a .metadata file: plant one that leaves a mark if loaded.
+    mark = tmp_path / "unpickled"
+    (tmp_path / "n4" / "dcp" / ".metadata").write_bytes(pickle.dumps(_Mark(str(mark))))
     saved, steps = tmp_path / "n4", [(2, "columns"), (3, "rows"), (1, "columns")]
     for count, strategy in steps:
         new = tmp_path / f"n{count}"
@@ -441,6 +476,7 @@ def test_a_dcp_checkpoint_is_restored_onto_another_number_of_ranks(tmp_path):
         sizes = shapes[:, 1 if strategy == "columns" else 0]
         assert len(shapes) == count and sizes.sum() == split and sizes.max() < split + (count == 1)
         saved = new
+    assert not mark.exists()  # nothing unpickled
     with pytest.raises(ValueError, match="has dim 10, this table 12"):
         torch_shards.load_checkpoint(saved, num_shards=2, dim=12)
     record = json.loads((saved / "table.json").read_text())
