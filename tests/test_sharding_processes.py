@@ -454,10 +454,9 @@ def test_a_dcp_checkpoint_is_restored_onto_another_number_of_ranks(tmp_path):
     by columns (and saved again), by 3 by rows, by 1 by columns; every step bit-identical."""
     pytest.importorskip("torch")
     import json
+    import pickle
 
     from embedding_parity.sharding import torch_shards
-
-    import pickle
 
     token_table, _ = backends.shared_weights(103, 10, 16, seed=3)
     torch_shards.save_checkpoint(token_table, tmp_path / "n4", num_shards=4)
