@@ -58,7 +58,7 @@ def find(folder: str, name: str) -> str | None:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "job, number",
-    [(job, signal.SIGTERM) for job in JOBS] + [("check's worker", signal.SIGINT)],
+    [(job, number) for job in JOBS for number in (signal.SIGINT, signal.SIGTERM)],
     ids=lambda v: signal.Signals(v).name if isinstance(v, int) else v,
 )
 def test_a_stopped_run_cleans_up_everything(tmp_path, job, number):

@@ -90,21 +90,21 @@ def token_gradients(
     for upstream = d(loss)/d(output). Each rank computes the gradient of its own shard only
     (a row's gradient lives on the rank that owns the row); rank 0 gathers the shards into
     the (vocab_size, dim) gradient, which is returned."""
-    return [gradient for gradient, _ in training_steps(cases, num_shards=num_shards,
+    return [gradient for gradient, *_ in training_steps(cases, num_shards=num_shards,
             strategy=strategy, timeout=timeout)]  # fmt: skip
 
 
 def training_steps(
     cases, *, num_shards: int, strategy: str = "rows", timeout: float = 60.0
-) -> list[tuple[np.ndarray, np.ndarray]]:
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(token_table, position_table, token_ids, start, upstream) cases: (the gathered token
-    gradient, the token table after one Adam step) for the loss whose d(loss)/d(output) is
-    upstream. Each rank steps only its own shard (``ADAM``'s settings), from the gradient of
-    the ids it owns: Adam is elementwise, so the step itself needs no collective; rank 0
-    gathers the updated shards."""
+    gradient, the token table after one Adam step, the forward output) for the loss whose
+    d(loss)/d(output) is upstream. Each rank steps only its own shard (``ADAM``'s settings),
+    from the gradient of the ids it owns: Adam is elementwise, so the step itself needs no
+    collective; rank 0 gathers the updated shards."""
     results = _spawn(cases, "gradient", num_shards, strategy, timeout, None, raw=True)
     return [
-        (results[str(i)].view(case[0].dtype), results[f"adam {i}"].view(case[0].dtype))
+        tuple(results[f"{name}{i}"].view(case[0].dtype) for name in ("", "adam ", "forward "))
         for i, case in enumerate(cases)
     ]
 
@@ -399,12 +399,6 @@ def _compute(
             os.kill(os.getpid(), signal.SIGKILL)  # as `kill -KILL PID` would
         mark()
         ids = torch.from_numpy(token_ids.astype(np.int64))
-        if mode == "gradient":
-            upstream = torch_backend._as_tensor(upstream[0])
-            x, stepped = _gradient_and_step(strategy, rank, num_shards, token_table, ids, upstream)
-            results[str(i)] = torch_backend.to_numpy(x).view(f"u{x.element_size()}")
-            results[f"adam {i}"] = torch_backend.to_numpy(stepped).view(f"u{x.element_size()}")
-            continue
         positions = torch_backend._as_tensor(position_table)[start : start + ids.shape[-1]]
         with torch.inference_mode():
             lookup = _build(strategy, rank, num_shards, token_table)
@@ -413,7 +407,13 @@ def _compute(
                 results[str(i)] = _times(call, repeats=25)
                 continue
             x = lookup(ids) + positions
-        results[str(i)] = torch_backend.to_numpy(x).view(f"u{x.element_size()}")
+        bits = f"u{x.element_size()}"
+        if mode == "gradient":  # the forward as well, then the backward and the step
+            results[f"forward {i}"] = torch_backend.to_numpy(x).view(bits)
+            upstream = torch_backend._as_tensor(upstream[0])
+            x, stepped = _gradient_and_step(strategy, rank, num_shards, token_table, ids, upstream)
+            results[f"adam {i}"] = torch_backend.to_numpy(stepped).view(bits)
+        results[str(i)] = torch_backend.to_numpy(x).view(bits)
     return results
 
 

@@ -1,6 +1,6 @@
-"""The token table split across processes: torch ranks (gloo, loopback) and JAX processes
-(jax.distributed), started here or by a launcher (torchrun, the JAX_* variables), each
-result bit for bit the unsharded layer's; and what happens when a rank fails."""
+"""The token table split across torch ranks (gloo, loopback), started here or by torchrun:
+the forward, the gradient and an Adam step, each bit for bit the unsharded layer's; DCP
+checkpoints that change the rank count; and what happens when a rank fails."""
 
 import os
 import subprocess
@@ -25,34 +25,19 @@ def torch_cases():
 
 
 @pytest.mark.slow
-# Every strategy at 4 ranks (4 splits 103 rows and 10 columns unevenly), rows at 2 as well.
-# (One rank alone and an odd count, 3: the training test below, whose ranks look up the same
-# rows; every strategy at 2 ranks started by torchrun: further below.)
-@pytest.mark.parametrize(
-    "strategy, num_shards",
-    [(s, 4) for s in ("rows", "columns", "dtensor")] + [("rows", 2)],
-)
-def test_torch_ranks_give_the_unsharded_layer_bit_for_bit(num_shards, strategy):
-    pytest.importorskip("torch")
-    from embedding_parity.sharding import torch_shards
-
-    cases = torch_cases()
-    found = torch_shards.embed_many(cases, num_shards=num_shards, strategy=strategy, timeout=60)
-    for (token_table, position_table, token_ids, start), result in zip(cases, found, strict=True):
-        assert same_bits(result, unsharded(token_table, position_table, token_ids, start))
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "strategy, num_shards",
     [(s, 4) for s in ("rows", "columns", "dtensor")] + [("rows", n) for n in (1, 2, 3)],
 )
-def test_torch_ranks_train_their_own_rows_and_gathered_give_the_unsharded_gradient(
+def test_torch_ranks_give_the_unsharded_layer_gradient_and_adam_step_bit_for_bit(
     num_shards, strategy
 ):
-    """Each rank computes the gradient of its own shard and takes one Adam step on it alone;
-    gathered, the gradient is gradients()'s and the table is the unsharded Adam step's, bit
-    for bit (each row here sums at most two terms; see docs/learning.md)."""
+    """Every strategy at 4 ranks (4 splits 103 rows and 10 columns unevenly), rows at 1, 2
+    and 3 as well (every strategy at 2 ranks started by torchrun: below). Each rank looks up
+    its shard (the forward, all-reduced or gathered: the unsharded layer's bits), computes the
+    gradient of its own shard and takes one Adam step on it alone; gathered, the gradient is
+    gradients()'s and the table is the unsharded Adam step's, bit for bit (each row here sums
+    at most two terms; see docs/learning.md)."""
     pytest.importorskip("torch")
     import torch
 
@@ -68,7 +53,8 @@ def test_torch_ranks_train_their_own_rows_and_gathered_give_the_unsharded_gradie
         plain = numpy_backend.TokenPositionEmbedding(token_table, position_table)
         wanted.append(numpy_backend.gradients(plain, token_ids, upstream, start)["token_table"])
     found = torch_shards.training_steps(cases, num_shards=num_shards, strategy=strategy)
-    for (gradient, stepped), expected, case in zip(found, wanted, cases, strict=True):
+    for (gradient, stepped, forward), expected, case in zip(found, wanted, cases, strict=True):
+        assert same_bits(forward, unsharded(*case[:4]))
         assert same_bits(gradient, expected)
         if case[0].dtype != np.float32:  # Adam's eps 1e-8 is 0 in float16: 0 / 0 steps
             continue
@@ -170,53 +156,6 @@ class _Mark:
 
     def __reduce__(self):
         return (open, (self.path, "w"))
-
-
-# --- JAX: N processes joined by jax.distributed on 127.0.0.1 ---------------------------
-
-
-@pytest.mark.slow
-# The mesh program is the one tested over 1 to 4 devices in one process; what is new here is
-# jax.distributed, started by embed_many.
-# (Every strategy across 2 and 4 processes, started by the JAX_* variables, is tested below.)
-@pytest.mark.parametrize("strategy, num_processes", [("rows", 2)])
-def test_jax_processes_give_the_unsharded_layer_bit_for_bit(num_processes, strategy):
-    pytest.importorskip("jax")
-    from embedding_parity.sharding import jax_processes
-
-    cases = torch_cases()  # the same tables, ids and starts
-    found = jax_processes.embed_many(
-        cases, num_processes=num_processes, strategy=strategy, timeout=120
-    )
-    for (token_table, position_table, token_ids, start), result in zip(cases, found, strict=True):
-        assert same_bits(result, unsharded(token_table, position_table, token_ids, start))
-
-
-@pytest.mark.slow
-def test_a_failed_jax_process_stops_the_others():
-    pytest.importorskip("jax")
-    import time
-
-    from embedding_parity.sharding import jax_processes
-
-    token_table, position_table = backends.shared_weights(103, 10, 16)
-    cases = [(token_table, position_table, np.array([1, 2]), 0)]
-    began = time.monotonic()
-    with pytest.raises(RuntimeError, match="process 1 failed on purpose"):
-        jax_processes.embed_many(cases, num_processes=2, timeout=60, fail_process=1)
-    assert time.monotonic() - began < 60
-    assert not descendants(os.getpid()), "a JAX process outlived the run"
-
-
-def test_jax_processes_refuse_a_bad_id_before_starting():
-    pytest.importorskip("jax")
-    from embedding_parity.sharding import jax_processes
-
-    token_table, position_table = backends.shared_weights(103, 10, 16)
-    with pytest.raises(IndexError, match="token id 103 at token_ids\\[1\\]"):
-        jax_processes.embed_many(
-            [(token_table, position_table, np.array([1, 103]), 0)], num_processes=2
-        )
 
 
 # --- started by a launcher: torchrun, or the JAX_* variables -------------------------------
@@ -371,81 +310,6 @@ def test_torchrun_on_two_nodes_over_loopback(tmp_path):
         ["rows", "columns", "dtensor"], tmp_path, 2,
     )  # fmt: skip
     assert "bit-identical" not in out1
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("num_processes", [2, 4])
-def test_jax_processes_started_by_the_environment(tmp_path, num_processes):
-    """The same command started num_processes times with JAX_COORDINATOR_ADDRESS,
-    JAX_NUM_PROCESSES and JAX_PROCESS_ID: one JAX job, every strategy bit-identical."""
-    pytest.importorskip("jax")
-    from embedding_parity.sharding import free_port
-
-    address = f"127.0.0.1:{free_port()}"
-    command = shard_command([sys.executable], "jax")
-    variables = {"JAX_COORDINATOR_ADDRESS": address, "JAX_NUM_PROCESSES": str(num_processes)}
-    done = run_all(
-        [(command, {**variables, "JAX_PROCESS_ID": str(i)}) for i in range(num_processes)],
-        base_env(tmp_path),
-        tmp_path,
-    )
-    assert [status for status, _, _ in done] == [0] * num_processes, done[0][2][-3000:]
-    check_report(
-        done[0][1], f"JAX process 0 of {num_processes}, {num_processes} devices", "jax",
-        ["rows", "columns", "compiler"], tmp_path, num_processes,
-    )  # fmt: skip
-    assert all("bit-identical" not in out for _, out, _ in done[1:])
-
-
-HEARTBEATS = (
-    "process 0 of 2: process 1 stopped sending heartbeats (it died or was stopped); JAX's "
-    "coordination service gave up on it after 3 s and ended this one"
-)
-NEVER_JOINED = (
-    "process 0 of 2: the other processes did not all join the coordinator at {address} "
-    "within 3 s (JAX: DEADLINE_EXCEEDED); start all 2, or raise --timeout"
-)
-JAX_FAULTS = {  # fault -> (process 0's line, process 1's line); None: process 1 never starts
-    None: (NEVER_JOINED, None),
-    "kill:1": (HEARTBEATS, "process 1 of 2 ended (killed by SIGKILL)"),
-    "stop:1": (HEARTBEATS, "process 1 of 2 was stopped (SIGSTOP) for 3 s: ended it"),
-}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("fault", list(JAX_FAULTS), ids=["never-started", "killed", "stopped"])
-def test_a_jax_process_that_fails_is_named_in_one_line(tmp_path, fault):
-    """JAX's coordination service ends a process with a C++ abort when a peer never joins,
-    dies or stops; the command runs the job in a child and turns that into one line, exit 2,
-    within the timeout, nothing left running and no private folder left."""
-    pytest.importorskip("jax")
-    import time
-
-    from embedding_parity.sharding import free_port
-
-    address = f"127.0.0.1:{free_port()}"
-    command = [*shard_command([sys.executable], "jax")[:-1], "3"]  # --timeout 3
-    variables = {"JAX_COORDINATOR_ADDRESS": address, "JAX_NUM_PROCESSES": "2"}
-    if fault:
-        variables["EMBEDDING_PARITY_TEST_FAULT"] = fault
-    count = 1 if fault is None else 2
-    began = time.monotonic()
-    done = run_all(
-        [(command, {**variables, "JAX_PROCESS_ID": str(i)}) for i in range(count)],
-        base_env(tmp_path),
-        tmp_path,
-    )
-    assert time.monotonic() - began < 60
-    wanted = [line.format(address=address) for line in JAX_FAULTS[fault][:count]]
-    for (status, out, err), line in zip(done, wanted, strict=True):
-        assert status == 2, err
-        assert err.splitlines() == [
-            f"python -m embedding_parity shard: error: a distributed run failed: {line}"
-        ], err
-        assert "bit-identical" not in out
-    assert not descendants(os.getpid())
-    assert not [name for name in os.listdir(tmp_path) if name.startswith("embedding-parity-")]
-    assert not (tmp_path / "out.npz").exists()
 
 
 @pytest.mark.slow
