@@ -192,6 +192,8 @@ def test_decode_benchmark_records_every_variant_and_the_profile(tmp_path):
             "-m",
             "benchmarks.decode",
             "--quick",
+            "--shapes",
+            "seed",  # the machinery at the smallest shape; decode-b1's table costs seconds
             "--repeats",
             "1",
             "--profile",
@@ -209,8 +211,8 @@ def test_decode_benchmark_records_every_variant_and_the_profile(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "vs idiomatic" in done.stdout and "where the time goes" in done.stdout
     report = json.loads(out.read_text())
-    assert set(report["settings"]["shapes"]) == set(decode.QUICK_SHAPES)
-    for shape in decode.QUICK_SHAPES:
+    assert list(report["settings"]["shapes"]) == ["seed"]
+    for shape in ["seed"]:
         for name in backends.names():
             mine = [r for r in report["records"] if r["shape"] == shape and r["backend"] == name]
             assert {r["variant"] for r in mine} == DECODE_VARIANTS[name]

@@ -91,7 +91,7 @@ HEARTBEATS = (
 )
 NEVER_JOINED = (
     "process 0 of 2: the other processes did not all join the coordinator at {address} "
-    "within 3 s (JAX: DEADLINE_EXCEEDED); start all 2, or raise --timeout"
+    "within 1 s (JAX: DEADLINE_EXCEEDED); start all 2, or raise --timeout"
 )
 JAX_FAULTS = {  # fault -> (process 0's line, process 1's line); None: process 1 never starts
     None: (NEVER_JOINED, None),
@@ -112,7 +112,8 @@ def test_a_jax_process_that_fails_is_named_in_one_line(tmp_path, fault):
     from embedding_parity.sharding import free_port
 
     address = f"127.0.0.1:{free_port()}"
-    command = [*shard_command([sys.executable], "jax")[:-1], "3"]  # --timeout 3
+    wait = "1" if fault is None else "3"  # --timeout: 1 s to join, 3 s of heartbeats
+    command = [*shard_command([sys.executable], "jax")[:-1], wait]
     variables = {"JAX_COORDINATOR_ADDRESS": address, "JAX_NUM_PROCESSES": "2"}
     if fault:
         variables["EMBEDDING_PARITY_TEST_FAULT"] = fault
@@ -149,7 +150,7 @@ def test_ctrl_c_on_a_jax_process_ends_it_and_its_peer_in_one_line_each(tmp_path,
     from embedding_parity.sharding import free_port, stopped
 
     address = f"127.0.0.1:{free_port()}"
-    command = [*shard_command([sys.executable], "jax")[:-1], "5"]  # --timeout 5
+    command = [*shard_command([sys.executable], "jax")[:-1], "3"]  # --timeout 3
     variables = {
         "JAX_COORDINATOR_ADDRESS": address,
         "JAX_NUM_PROCESSES": "2",
