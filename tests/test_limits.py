@@ -163,7 +163,7 @@ def commands(draw):
 
 @pytest.mark.slow
 @settings(
-    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "100")),
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "60")),
     deadline=None,
     derandomize=False,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

@@ -58,7 +58,8 @@ def find(folder: str, name: str) -> str | None:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "job, number",
-    [(job, number) for job in JOBS for number in (signal.SIGINT, signal.SIGTERM)],
+    # each signal on each kind of worker once (the JAX processes' Ctrl-C: test_sharding_jax.py)
+    [("shard's torch ranks", signal.SIGINT), ("check's worker", signal.SIGTERM)],
     ids=lambda v: signal.Signals(v).name if isinstance(v, int) else v,
 )
 def test_a_stopped_run_cleans_up_everything(tmp_path, job, number):
