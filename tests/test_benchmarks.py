@@ -183,7 +183,6 @@ DECODE_VARIANTS = {
 
 
 def test_decode_benchmark_records_every_variant_and_the_profile(tmp_path):
-    from benchmarks import decode
 
     out = tmp_path / "decode.json"
     done = subprocess.run(
