@@ -128,15 +128,18 @@ def listening() -> set[tuple[str, int, bool, int]]:
     return found
 
 
-def socket_owners(pids) -> dict[int, int]:
-    """{socket inode: pid} for the sockets these processes hold open."""
+def socket_owners(pids) -> dict[int, list[str]]:
+    """{socket inode: the command lines of the processes that hold it} among these processes
+    (a socket can be held by several: a forked child inherits its parent's)."""
     owners = {}
     for pid in pids:
         try:
+            with open(f"/proc/{pid}/cmdline") as cmdline:
+                command = cmdline.read().replace("\0", " ")
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 target = os.readlink(f"/proc/{pid}/fd/{fd}")
                 if target.startswith("socket:["):
-                    owners[int(target[8:-1])] = pid
+                    owners.setdefault(int(target[8:-1]), []).append(command)
         except OSError:
             continue  # gone meanwhile
     return owners

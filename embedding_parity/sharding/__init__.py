@@ -31,10 +31,10 @@ def stopped(pid: int) -> bool:
         return False
 
 
-def read_checkpoint_record(folder: str, framework: str) -> dict:
-    """A sharded table checkpoint's table.json, checked to be ``framework``'s: JAX's (Orbax)
-    and torch's (``torch.distributed.checkpoint``) formats differ, and neither reads the
-    other's."""
+def read_checkpoint_record(folder: str, framework: str, vocab_size=None, dim=None) -> dict:
+    """A sharded table checkpoint's table.json, checked to be ``framework``'s (JAX's Orbax and
+    torch's ``torch.distributed.checkpoint`` formats differ, and neither reads the other's)
+    and, when given, of vocab_size rows and dim columns."""
     path = os.path.join(folder, "table.json")
     try:
         with open(path) as record_file:
@@ -46,4 +46,10 @@ def read_checkpoint_record(folder: str, framework: str) -> dict:
             f"{folder} holds a {record.get('framework')} checkpoint ({record.get('format')}); "
             f"{framework} reads only its own format: load it with the framework that wrote it"
         )
+    for name, wanted in (("vocab_size", vocab_size), ("dim", dim)):
+        if wanted is not None and record.get(name) != wanted:
+            raise ValueError(
+                f"the checkpoint in {folder} has {name} {record.get(name)}, this table {wanted}: "
+                "restore it into a table of its own shape"
+            )
     return record

@@ -226,13 +226,7 @@ def load_checkpoint(
     import orbax.checkpoint as ocp
 
     folder = os.path.abspath(folder)
-    record = read_checkpoint_record(folder, "jax")
-    for name, wanted in (("vocab_size", vocab_size), ("dim", dim)):
-        if wanted is not None and record[name] != wanted:
-            raise ValueError(
-                f"the checkpoint in {folder} has {name} {record[name]}, this table {wanted}: "
-                "restore it into a table of its own shape"
-            )
+    record = read_checkpoint_record(folder, "jax", vocab_size, dim)
     validation.choice(strategy, STRATEGIES, "sharding strategy")
     dtype = validation.DTYPES[record["dtype"]]
     vocab_size, dim = record["vocab_size"], record["dim"]

@@ -503,13 +503,7 @@ def load_checkpoint(folder: str, *, num_shards: int, strategy: str = "rows", voc
     vocab_size or dim (when given), or it is not torch's. save_to: a new folder, where the
     same ranks then save the table as they hold it (a reshard in one run)."""
     folder = os.path.abspath(folder)
-    record = read_checkpoint_record(folder, "torch")
-    for name, wanted in (("vocab_size", vocab_size), ("dim", dim)):
-        if wanted is not None and record[name] != wanted:
-            raise ValueError(
-                f"the checkpoint in {folder} has {name} {record[name]}, this table {wanted}: "
-                "restore it into a table of its own shape"
-            )
+    record = read_checkpoint_record(folder, "torch", vocab_size, dim)
     shape = (record["vocab_size"], record["dim"])
     empty = np.zeros(shape, validation.DTYPES[record["dtype"]])
     case = (empty, empty[:1], np.zeros(0, np.int64), 0)
