@@ -686,8 +686,10 @@ def _rows_backward(rank, num_shards, token_table, ids, upstream):
     """The backward of _rows on this rank: the all-reduce's backward passes the replicated
     upstream to every rank unchanged, and the mask sends each row's terms to its owner.
     Returns (this rank's weight, with .grad; how to gather the shards)."""
-    shard = reference.split_rows(token_table, num_shards)[rank]
-    embedding = nn.Embedding.from_pretrained(torch_backend._as_tensor(shard).clone(), freeze=False)
+    shard = reference.row_shard(token_table, rank, num_shards)
+    embedding = nn.Embedding.from_pretrained(
+        torch_backend._as_tensor(shard), freeze=False
+    )  # own copy
     rows = len(shard)
     local = ids - rank * rows
     owned = (local >= 0) & (local < rows)
@@ -698,7 +700,7 @@ def _rows_backward(rank, num_shards, token_table, ids, upstream):
 
 
 def _columns_backward(rank, num_shards, token_table, ids, upstream):
-    shard = reference.split_columns(token_table, num_shards)[rank]
+    shard = reference.column_shard(token_table, rank, num_shards)
     weight = torch_backend._as_tensor(np.ascontiguousarray(shard)).clone()
     embedding = nn.Embedding.from_pretrained(weight, freeze=False)
     cols, dim = shard.shape[1], token_table.shape[1]
