@@ -372,9 +372,10 @@ def _checked(path, token_table, position_table):
         raise ValueError(f"{path}: {error}") from None
 
 
-def token_table_location(weights: str, token_key=None) -> tuple[str, str] | None:
-    """(path, key) of the token table inside a .safetensors file, for readers that take only
-    part of it (a shard's rows); None where the table is not in one (.npz, GGUF)."""
+def table_locations(weights: str, token_key=None, position_key=None):
+    """(path, token key, position key or None) of the tables inside a .safetensors file, for
+    readers that take only part of them (a shard's rows); None where they are not in one
+    (.npz, GGUF)."""
     if weights == "minilm":
         weights = os.path.join(package_dir("minilm"), "model", "model.safetensors")
     elif weights in MODELS or not weights.lower().endswith(".safetensors"):
@@ -382,7 +383,10 @@ def token_table_location(weights: str, token_key=None) -> tuple[str, str] | None
     from safetensors import safe_open
 
     with safe_open(weights, framework="np") as f:
-        return weights, _pick(weights, set(f.keys()), token_key, TOKEN_KEYS, "token")
+        keys = set(f.keys())
+        token_key = _pick(weights, keys, token_key, TOKEN_KEYS, "token")
+        position_key = _pick(weights, keys, position_key, POSITION_KEYS, "position", False)
+        return weights, token_key, position_key
 
 
 def _pick(path, keys, given, known, what, required=True):

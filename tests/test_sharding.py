@@ -232,6 +232,26 @@ JAX_CHECKS = textwrap.dedent(
         jax_shards.load_checkpoint(folder, positions32, num_shards=2, vocab_size=100, dim=10)
     except ValueError as error:
         errors["checkpoint"] = ["ValueError", str(error)]
+    # A table left in its file: each device's shard read through make_array_from_callback
+    # (one process holds every device here, so it reads every shard, each once).
+    from safetensors.numpy import save_file
+    path = os.path.join(sys.argv[1], "tables.safetensors")
+    save_file({"token_table": table32}, path)
+    from_file = []
+    for num_shards in (1, 2, 3, 4):
+        for strategy in jax_shards.STRATEGIES:
+            table = reference.TableFile.open(path, "token_table")
+            layer = jax_shards.ShardedEmbedding(
+                table, positions32, num_shards=num_shards, strategy=strategy
+            )
+            in_memory = jax_shards.ShardedEmbedding(
+                table32, positions32, num_shards=num_shards, strategy=strategy
+            )
+            ids = IDS[-1]
+            same = np.asarray(layer.token_table).tobytes() == np.asarray(
+                in_memory.token_table).tobytes()
+            same &= np.asarray(layer(ids)).tobytes() == np.asarray(in_memory(ids)).tobytes()
+            from_file.append([num_shards, strategy, bool(same), table.read[0]])
     rows = jax_shards.ShardedEmbedding(token_table, position_table, num_shards=4)
     columns = jax_shards.ShardedEmbedding(
         token_table, position_table, num_shards=4, strategy="columns"
@@ -240,6 +260,7 @@ JAX_CHECKS = textwrap.dedent(
         "checked": checked,
         "stepped": stepped_cases,
         "restored": restored,
+        "from_file": from_file,
         "errors": errors,
         "bytes": [rows.bytes_per_device(), columns.bytes_per_device()],
     }))
@@ -266,6 +287,8 @@ def test_jax_shards_over_four_devices_are_the_unsharded_layer_and_gradient_bit_f
     assert report["stepped"] == 4 * 3
     # Orbax checkpoints restored onto another count: 4 -> 2, 2 -> 3, 3 -> 1, by rows and columns
     assert len(report["restored"]) == 6 and all(same for *_, same in report["restored"])
+    # from a TableFile: every count and strategy, the in-memory layer's bits, the table read once
+    assert [row[2:] for row in report["from_file"]] == [[True, 103 * 10 * 4]] * 12
     errors = report["errors"]
     assert errors["checkpoint"][0] == "ValueError"
     assert "has vocab_size 103, this table 100" in errors["checkpoint"][1]
@@ -473,3 +496,27 @@ def test_compare_shard_refuses_a_checkpoint_of_another_shape_before_any_work(tmp
     assert err.splitlines() == [expected]
     assert compare.main(["shard", "--save-checkpoint", str(tmp_path)]) == 2
     assert "exists: a checkpoint goes into a new folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("strategy", ["rows", "columns"])
+def test_layers_over_a_table_left_in_its_file_read_each_shard_once(tmp_path, strategy):
+    """A rank of a launched job keeps the token table in its file (a TableFile): NumPy's
+    reference reads one shard at a time and the unsharded lookup only the ids' rows, each
+    giving the in-memory table's bits. (JAX's mesh over a TableFile: JAX_CHECKS.)"""
+    from safetensors.numpy import save_file
+
+    token_table, position_table = backends.shared_weights(103, 10, 16, seed=4)
+    path = str(tmp_path / "tables.safetensors")
+    save_file({"token_table": token_table}, path)
+    ids = np.array([[0, 25, 26, 51, 52], [77, 78, 102, 0, 0]])
+    for num_shards in (1, 2, 4):
+        table = reference.TableFile.open(path, "token_table")
+        found = reference.embed(table, position_table, ids, 3, num_shards=num_shards,
+                                strategy=strategy)  # fmt: skip
+        expected = reference.embed(token_table, position_table, ids, 3, num_shards=num_shards,
+                                   strategy=strategy)  # fmt: skip
+        assert same_bits(found, expected)
+        assert table.read == [token_table.nbytes]  # every shard once, each alone
+    table = reference.TableFile.open(path, "token_table")
+    assert same_bits(table.take(ids), token_table[ids])
+    assert table.read == [len(np.unique(ids)) * 10 * 4]

@@ -217,6 +217,7 @@ def check_report(out: str, expected_launch: str, backend: str, strategies, tmp_p
     assert out.count("bit-identical") == 1, out
     assert expected_launch in out, out
     rows = [line.split() for line in out.splitlines() if line.startswith(backend + " ")]
+    rows = [r for r in rows if not r[1].endswith(":")]  # the table's rows, not the memory
     assert [r[1] for r in rows] == list(strategies) and all(r[-1] == "yes" for r in rows), out
     token_table, position_table = backends.shared_weights(100, 10, 16)
     ids = np.array(BOUNDARY_TOKENS, dtype=np.int64)
@@ -228,7 +229,8 @@ def check_report(out: str, expected_launch: str, backend: str, strategies, tmp_p
     assert f"split {shards} ways" in out
 
 
-def shard_command(prefix, backend):
+def shard_command(prefix, backend, weights=None):
+    """The shard job over the seed's tables: random ones, or (weights) read from that file."""
     return [
         *prefix,
         "-m",
@@ -242,7 +244,19 @@ def shard_command(prefix, backend):
         "out.npz",
         "--timeout",
         "60",
+        *(["--weights", str(weights)] if weights else []),
     ]
+
+
+def seed_file(tmp_path):
+    """The seed's tables (100 x 10, 16 positions) in a .safetensors file, under GPT-2's
+    names: a launched rank reads its own part of the token table from it."""
+    from safetensors.numpy import save_file
+
+    token_table, position_table = backends.shared_weights(100, 10, 16)
+    path = tmp_path / "seed.safetensors"
+    save_file({"wte.weight": token_table, "wpe.weight": position_table}, str(path))
+    return path
 
 
 def base_env(tmp_path):
@@ -277,7 +291,8 @@ def test_torchrun_starts_the_command_as_its_ranks(tmp_path):
 def test_torchrun_on_two_nodes_over_loopback(tmp_path):
     """Two torchrun agents, --nnodes 2 --node-rank 0 and 1, one rank each, meeting at
     127.0.0.1 as two hosts would at a real address: node 0's rank reports, node 1's is
-    silent, both exit 0."""
+    silent, both exit 0. The table comes from a file, and each rank reads only its half of
+    it (DTensor's read the whole: parallelize_module splits a whole weight)."""
     pytest.importorskip("torch")
     from embedding_parity.sharding import free_port
 
@@ -290,6 +305,7 @@ def test_torchrun_on_two_nodes_over_loopback(tmp_path):
                 "127.0.0.1", "--master-port", port,
             ],
             "torch",
+            seed_file(tmp_path),
         )
         for node in (0, 1)
     ]  # fmt: skip
@@ -301,6 +317,9 @@ def test_torchrun_on_two_nodes_over_loopback(tmp_path):
         out0, "torch rank 0 of 2, rendezvous at 127.0.0.1:" + port, "torch",
         ["rows", "columns", "dtensor"], tmp_path, 2,
     )  # fmt: skip
+    # 100 x 10 float32 is 4000 bytes: half of its rows, or half of its columns, per rank
+    for strategy, share in (("rows", "2.0 kB"), ("columns", "2.0 kB"), ("dtensor", "4.0 kB")):
+        assert f"torch {strategy}: each rank read at most {share} of the token table" in out0
     assert "bit-identical" not in out1
 
 

@@ -123,11 +123,17 @@ def run(
     process is one rank of a job that torchrun or jax.distributed started
     (``sharding.launch.detect``): its framework's rows come from that job's ranks, and
     num_shards is the job's size. table_file: the token table's ``reference.TableFile``
-    (with tables from that file): the torch ranks read their own rows or columns from it."""
+    (with tables from that file): the torch ranks read their own rows or columns from it.
+    The token table in ``tables`` may be that TableFile itself: then no part of this run
+    holds the whole table (NumPy's shards are read one at a time, the unsharded lookup
+    reads the ids' rows)."""
     if tables is None:
         tables = backends.shared_weights(vocab_size, dim, max_seq_len, seed=seed, dtype=dtype)
     dtype = validation.resolve_dtype(dtype)
-    token_table, position_table = (np.asarray(t).astype(dtype, copy=False) for t in tables)
+    token_table, position_table = (
+        t if isinstance(t, reference.TableFile) else np.asarray(t).astype(dtype, copy=False)
+        for t in tables
+    )
     vocab_size = len(token_table)
     # as_host keeps ids beyond int64 as Python ints, for check_token_ids to name
     token_ids = validation.as_host(list(SEED["tokens"] if tokens is None else tokens))
@@ -146,9 +152,15 @@ def run(
     else:
         num_shards = reference.check_shards(num_shards, token_table.shape[1], "columns")
         num_shards = reference.check_shards(num_shards, token_table.shape[0], "rows")
-    unsharded = token_table[token_ids] + position_table[start : start + token_ids.shape[-1]]
+    if isinstance(token_table, reference.TableFile):  # the ids' rows alone
+        rows = token_table.take(token_ids)
+    else:
+        rows = token_table[token_ids]
+    unsharded = rows + position_table[start : start + token_ids.shape[-1]]
     done = Sharded(num_shards, token_ids, start, token_table, position_table, unsharded)
     case = (token_table, position_table, token_ids, start)
+    if launch is not None and launch.rank != 0:
+        names = [launch.framework]  # rank 0 alone reports: the others' part is the job's
     for name in names:
         launched = {}
         if launch is not None and name == launch.framework:
@@ -156,7 +168,7 @@ def run(
         for strategy, collective in STRATEGIES[name].items():
             memory = None
             if strategy in launched:
-                output, collective = launched[strategy]
+                output, collective, memory = launched[strategy]
                 per_device = _per_device(strategy, token_table, num_shards)
             elif name == "torch" and table_file is not None:
                 from embedding_parity.sharding import torch_shards
@@ -196,15 +208,18 @@ def _per_device(strategy: str, token_table: np.ndarray, num_shards: int) -> int:
 
 
 def _launched(name, case, launch, timeout) -> dict:
-    """{strategy: (output, collective)} of the ranks or processes a launcher started."""
+    """{strategy: (output, collective, memory)} of the ranks or processes a launcher started
+    (memory: torch ranks' (peak resident bytes, table bytes read) each, else None)."""
     if name == "torch":
         from embedding_parity.sharding import torch_shards
 
         done = torch_shards.embed_launched([case], STRATEGIES["torch"], launch, timeout=timeout)
-        return {s: (out[0], STRATEGIES["torch"][s]) for s, out in done.items()}
+        if not isinstance(case[0], reference.TableFile):  # read nothing from a file
+            return {s: (out[0], STRATEGIES["torch"][s], None) for s, (out, _) in done.items()}
+        return {s: (out[0], STRATEGIES["torch"][s], memory) for s, (out, memory) in done.items()}
 
     done = jax_processes.embed_launched([case], STRATEGIES["jax"], launch, timeout=timeout)
-    return {s: (out[0], chosen or STRATEGIES["jax"][s]) for s, (out, chosen) in done.items()}
+    return {s: (out[0], chosen or STRATEGIES["jax"][s], None) for s, (out, chosen) in done.items()}
 
 
 def _one(
@@ -327,8 +342,7 @@ def main(args) -> int:
     sizes = {k: getattr(args, k) for k in ("vocab_size", "dim", "max_seq_len")}
     tables = table_file = None
     if args.weights is not None:
-        tables = _real_tables(args, sizes)
-        table_file = _table_file(args, tables[0])
+        tables, table_file = _real_tables(args, sizes, launch)
     else:
         command.check_table_keys(args)
         sizes = {k: SEED[k] if v is None else v for k, v in sizes.items()}
@@ -518,17 +532,13 @@ def _check_sizes(args, sizes: dict, shape: tuple) -> None:
     )
 
 
-def _table_file(args, token_table: np.ndarray):
-    """The token table left in its .safetensors file, for the torch ranks to read their own
-    part of, when the file holds it in --dtype; else None (the ranks get the table)."""
-    location = pretrained.token_table_location(args.weights, args.token_key)
-    if location is None:
-        return None
-    table = reference.TableFile.open(*location)
-    return table if table.dtype == validation.resolve_dtype(args.dtype) else None
+def _real_tables(args, sizes, launch) -> tuple:
+    """((token_table, position_table), the token table's ``reference.TableFile`` or None).
 
-
-def _real_tables(args, sizes) -> tuple:
+    The TableFile is there when the file is a .safetensors holding the table in --dtype: the
+    torch ranks this command starts read their own part of it. A rank of a launched job
+    reads no more than that: its token table *is* the TableFile, and the unsharded lookup it
+    is held to reads only the rows of the ids."""
     from embedding_parity.jobs import text
 
     given = [f"--{k.replace('_', '-')}" for k, v in sizes.items() if v is not None]
@@ -536,12 +546,28 @@ def _real_tables(args, sizes) -> tuple:
         raise command.UsageError(f"{given[0]} does not go with --weights: the file sets the sizes")
     if args.tokens is None and args.batch is None:
         raise command.UsageError("--weights needs --tokens: ids of its vocabulary")
+    table_file = position_key = None
+    try:
+        location = pretrained.table_locations(args.weights, args.token_key, args.position_key)
+    except Exception:  # noqa: BLE001 - a bad file or key: load_tables below says what is wrong
+        location = None
+    if location is not None:
+        path, token_key, position_key = location
+        table_file = reference.TableFile.open(path, token_key)
+        if table_file.dtype != validation.resolve_dtype(args.dtype):
+            table_file = None  # cast as a whole
+    if launch is not None and table_file is not None and position_key is not None:
+        from safetensors import safe_open
+
+        with safe_open(table_file.path, framework="np") as f:
+            position_table = f.get_tensor(position_key)
+        return (table_file, table_file.check_positions(position_table)), table_file
     tables = text.load_tables(args.weights, args.token_key, args.position_key)
     if tables[1] is None:
         raise command.UsageError(
             f"{args.weights} has no position table: shard splits a learned-position layer"
         )
-    return tables
+    return tables, table_file
 
 
 def _report(args, done: Sharded) -> None:

@@ -148,15 +148,18 @@ def supervise(argv, prog: str, launch, timeout: float) -> int:
     JAX's coordination service ends a process it gives up on with a C++ abort (a stack trace,
     status 134): a process that never started, or one that died or stopped mid-run. The child
     runs the job; this parent turns such an end into one line (RuntimeError) that says which
-    process and what JAX reported, passes on the child's stdout and its stderr (without
-    gloo's connection notices), and returns its exit status. The child is stopped on every
+    process and what JAX reported, passes on the child's stdout and stderr once it has ended
+    (without gloo's connection notices), and returns its exit status. The child is stopped on every
     way out of here."""
     env = {**os.environ, CHILD: "1"}
     code = "import sys; from embedding_parity.cli import main; sys.exit(main(sys.argv[2:], prog=sys.argv[1]))"
-    with tempfile.TemporaryFile("w+") as err:  # in the run's private folder
+    # Both streams through files in the run's private folder: gloo writes its notices to
+    # stdout, and JAX's abort to stderr.
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         child = subprocess.Popen(
             [sys.executable, "-c", code, prog, *argv],
             env=env,
+            stdout=out,
             stderr=err,
             preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, before exec
         )
@@ -166,13 +169,20 @@ def supervise(argv, prog: str, launch, timeout: float) -> int:
             if child.poll() is None:
                 child.kill()
                 child.wait(timeout=10)
+        out.seek(0)
+        sys.stdout.write(_quiet(out.read()))
+        sys.stdout.flush()
         err.seek(0)
         text = err.read()
     if status in (0, 1, 2, 130, 128 + signal.SIGTERM, 128 + signal.SIGHUP):  # its own answer
-        kept = [line for line in text.splitlines() if not _NOISE.match(line)]
-        sys.stderr.write("".join(line + "\n" for line in kept))
+        sys.stderr.write(_quiet(text))
         return status
     raise RuntimeError(_fatal(text, launch, status, timeout))
+
+
+def _quiet(text: str) -> str:
+    """``text`` without gloo's connection notices."""
+    return "".join(line + "\n" for line in text.splitlines() if not _NOISE.match(line))
 
 
 def _die_with_parent() -> None:

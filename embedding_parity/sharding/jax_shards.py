@@ -66,7 +66,10 @@ class ShardedEmbedding:
 
     def __init__(self, token_table, position_table, *, num_shards: int, strategy: str = "rows"):
         validation.choice(strategy, STRATEGIES, "sharding strategy")
-        token_table, position_table = validation.check_tables(token_table, position_table)
+        if isinstance(token_table, reference.TableFile):
+            position_table = token_table.check_positions(position_table)
+        else:
+            token_table, position_table = validation.check_tables(token_table, position_table)
         if token_table.dtype == np.float64:  # JAX would compute it in float32 without x64
             raise ValueError(
                 "the sharded JAX layer takes float32, float16 or bfloat16 tables, got float64"
@@ -74,12 +77,22 @@ class ShardedEmbedding:
         self.vocab_size, self.dim = token_table.shape
         self.max_seq_len = len(position_table)
         self.strategy = strategy
-        split = reference.split_columns if strategy == "columns" else reference.split_rows
-        shards = split(token_table, num_shards)  # checks num_shards against the table
-        self.num_shards = len(shards)
+        split = "columns" if strategy == "columns" else "rows"
+        axis = 1 if split == "columns" else 0
+        size = token_table.shape[axis]
+        self.num_shards = reference.check_shards(num_shards, size, split)
         self.mesh = make_mesh(self.num_shards)
-        padded = np.concatenate(shards, axis=1 if strategy == "columns" else 0)
-        self.token_table = jax.device_put(padded, NamedSharding(self.mesh, _SPECS[strategy]))
+        placed = NamedSharding(self.mesh, _SPECS[strategy])
+        padded = list(token_table.shape)
+        padded[axis] = reference.per_shard(size, self.num_shards) * self.num_shards
+        read = reference.column_shard if split == "columns" else reference.row_shard
+        width = padded[axis] // self.num_shards
+
+        def shard(index):  # called for this process's own devices only
+            return read(token_table, (index[axis].start or 0) // width, self.num_shards)
+
+        # A TableFile is read shard by shard: a process reads its devices' part, no more.
+        self.token_table = jax.make_array_from_callback(tuple(padded), placed, shard)
         self.position_table = jax.device_put(position_table, NamedSharding(self.mesh, P()))
 
     def __call__(self, token_ids, start: int = 0) -> jax.Array:

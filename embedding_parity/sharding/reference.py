@@ -192,6 +192,32 @@ class TableFile:
     def whole(self) -> np.ndarray:
         return self.rows(0, self.shape[0])
 
+    def take(self, token_ids) -> np.ndarray:
+        """``table[token_ids]`` for checked ids: only the rows they name, one read each."""
+        token_ids = np.asarray(token_ids)
+        unique, inverse = np.unique(token_ids, return_inverse=True)
+        found = np.empty((len(unique), self.shape[1]), self.dtype)
+        row_bytes = self.shape[1] * self.dtype.itemsize
+        with open(self.path, "rb") as f:
+            for k, index in enumerate(unique.tolist()):
+                f.seek(self.offset + index * row_bytes)
+                f.readinto(memoryview(found[k]).cast("B"))
+        self.read[0] += found.nbytes
+        return found[inverse.reshape(token_ids.shape)]
+
+    def check_positions(self, position_table) -> np.ndarray:
+        """The position table checked against this token table (width, dtype), as
+        ``validation.check_tables`` would check the two."""
+        row = np.zeros((1, self.shape[1]), self.dtype)
+        return validation.check_tables(row, position_table)[1]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        return self.shape[0] * self.shape[1] * self.dtype.itemsize
+
 
 def shard_rows_lookup(shard: np.ndarray, index: int, token_ids: np.ndarray) -> np.ndarray:
     """What shard ``index`` contributes for the (checked) ids: its own rows, zero elsewhere."""
@@ -207,29 +233,53 @@ def lookup_rows(shards, token_ids, vocab_size: int) -> np.ndarray:
     """Row-parallel: every shard's contribution, summed from +0.0 as the all-reduces of XLA
     and gloo sum; one shard's is returned as it is (their one-device all-reduce is a copy)."""
     token_ids = validation.check_token_ids(validation.as_host(token_ids), vocab_size)
-    if len(shards) == 1:
-        return shard_rows_lookup(shards[0], 0, token_ids)
-    total = np.zeros((*token_ids.shape, shards[0].shape[1]), shards[0].dtype)
-    for index, shard in enumerate(shards):
-        total += shard_rows_lookup(shard, index, token_ids)
-    return total
+    # Shards may come one at a time (a generator): none is kept once looked up. (Counted by
+    # hand: enumerate's reused result tuple would hold a shard while the next is read.)
+    first = total = None
+    index = 0
+    for shard in shards:
+        part = shard_rows_lookup(shard, index, token_ids)
+        del shard  # before the next is read
+        index += 1
+        if first is None:
+            first = part
+            continue
+        if total is None:
+            total = np.zeros_like(first)
+            total += first
+        total += part
+    return first if total is None else total
 
 
 def lookup_columns(shards, token_ids, vocab_size: int, dim: int) -> np.ndarray:
     """Column-parallel: every shard's columns for every id, concatenated (the all-gather)."""
     token_ids = validation.check_token_ids(validation.as_host(token_ids), vocab_size)
-    return np.concatenate([shard[token_ids] for shard in shards], axis=-1)[..., :dim]
+    parts = []
+    for shard in shards:  # shards may come one at a time (a generator): none kept
+        parts.append(shard[token_ids])
+        del shard  # before the next is read
+    return np.concatenate(parts, axis=-1)[..., :dim]
 
 
 def embed(token_table, position_table, token_ids, start=0, *, num_shards: int, strategy="rows"):
     """The sharded layer: ``token_table[ids] + position_table[start:start + T]`` computed from
     num_shards shards of the token table; bit-identical to the unsharded layer."""
     validation.choice(strategy, STRATEGIES, "sharding strategy")
-    token_table, position_table = validation.check_tables(token_table, position_table)
+    if isinstance(token_table, TableFile):
+        position_table = token_table.check_positions(position_table)
+    else:
+        token_table, position_table = validation.check_tables(token_table, position_table)
     vocab_size, dim = token_table.shape
     token_ids, start = validation.check_call(token_ids, start, vocab_size, len(position_table))
-    if strategy == "rows":
-        x = lookup_rows(split_rows(token_table, num_shards), token_ids, vocab_size)
+    if isinstance(token_table, TableFile):  # one shard read at a time, never the whole table
+        shard, size = (row_shard, vocab_size) if strategy == "rows" else (column_shard, dim)
+        count = check_shards(num_shards, size, strategy)
+        shards = (shard(token_table, k, count) for k in range(count))
     else:
-        x = lookup_columns(split_columns(token_table, num_shards), token_ids, vocab_size, dim)
+        split = split_rows if strategy == "rows" else split_columns
+        shards = split(token_table, num_shards)
+    if strategy == "rows":
+        x = lookup_rows(shards, token_ids, vocab_size)
+    else:
+        x = lookup_columns(shards, token_ids, vocab_size, dim)
     return x + position_table[start : start + token_ids.shape[-1]]

@@ -116,9 +116,7 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False, checkpo
     checked = []
     for token_table, position_table, token_ids, start, *upstream in cases:
         if isinstance(token_table, reference.TableFile):
-            _, position_table = validation.check_tables(
-                np.zeros((1, token_table.shape[1]), token_table.dtype), position_table
-            )
+            position_table = token_table.check_positions(position_table)
         else:
             token_table, position_table = validation.check_tables(token_table, position_table)
         token_ids, start = validation.check_call(
@@ -335,13 +333,7 @@ def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out, 
             results = _checkpoint(mode, rank, num_shards, cases, strategy, checkpoint)
         else:
             results = _compute(rank, num_shards, cases, mode, strategy, timeout, fault, mark)
-        # Every rank's peak resident memory and the token-table bytes it read, to rank 0.
-        read = sum(c[0].read[0] for c in cases if isinstance(c[0], reference.TableFile))
-        peak = _peak_resident()
-        usage = torch.tensor([peak, read], dtype=torch.int64)
-        every = [torch.empty_like(usage) for _ in range(num_shards)]
-        dist.all_gather(every, usage)
-        results["memory"] = torch.stack(every).numpy()
+        results["memory"] = _gather_memory(_bytes_read(cases), num_shards)
         if rank == 0:
             np.savez(out, **results)  # raw bits: .npz holds no bfloat16
         dist.barrier()  # no rank leaves while another still has a collective in flight
@@ -355,6 +347,19 @@ def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out, 
     # thread that outlived its group can abort the exit ("terminate called without an
     # active exception", seen about once in 30 runs), failing a run that succeeded.
     os._exit(0)
+
+
+def _bytes_read(cases) -> int:
+    """Token-table bytes this process has read from the cases' files so far."""
+    return sum(c[0].read[0] for c in cases if isinstance(c[0], reference.TableFile))
+
+
+def _gather_memory(read: int, num_shards: int) -> np.ndarray:
+    """Every rank's (peak resident bytes, ``read``), an (N, 2) array on every rank."""
+    usage = torch.tensor([_peak_resident(), read], dtype=torch.int64)
+    every = [torch.empty_like(usage) for _ in range(num_shards)]
+    dist.all_gather(every, usage)
+    return torch.stack(every).numpy()
 
 
 def _peak_resident() -> int:
@@ -523,11 +528,13 @@ def load_checkpoint(folder: str, *, num_shards: int, strategy: str = "rows", voc
     return results["0"].view(empty.dtype), results["local shapes"]
 
 
-def embed_launched(cases, strategies, launch, *, timeout: float = 60.0) -> dict[str, list]:
+def embed_launched(cases, strategies, launch, *, timeout: float = 60.0) -> dict[str, tuple]:
     """This process as one rank of a job a launcher started (torchrun: ``launch`` from
     ``sharding.launch.detect``): join its group through the environment (``env://``), run
-    every strategy on every case, and return {strategy: [result of each case]} (every rank
-    gets the whole result: the collectives replicate it).
+    every strategy on every case, and return {strategy: ([result of each case], memory)}
+    (every rank gets the whole result: the collectives replicate it). memory: every rank's
+    (peak resident bytes so far, token-table bytes read by this strategy), an (N, 2) array.
+    A case's token table may be a ``reference.TableFile``: each rank reads its own part.
 
     gloo keeps to the loopback interface when the launcher's address is loopback; otherwise
     it uses the interfaces the launcher's address leads to. A rank missing from the
@@ -551,8 +558,11 @@ def embed_launched(cases, strategies, launch, *, timeout: float = 60.0) -> dict[
     try:
         done = {}
         for strategy in strategies:
+            read_before = _bytes_read(cases)
             bits = _compute(launch.rank, launch.world, cases, "lookup", strategy, timeout)
-            done[strategy] = [bits[str(i)].view(case[0].dtype) for i, case in enumerate(cases)]
+            memory = _gather_memory(_bytes_read(cases) - read_before, launch.world)
+            results = [bits[str(i)].view(case[0].dtype) for i, case in enumerate(cases)]
+            done[strategy] = (results, memory)
         dist.barrier()  # no rank leaves while another still has a collective in flight
         return done
     finally:
