@@ -274,7 +274,11 @@ def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = Fals
     )
     ids = _device_ids(token_ids, host_ids)
     with _precision(layer.dtype):
-        upstream = jnp.asarray(upstream)
+        # The dense gradient returns at once (dispatch is asynchronous), so it works on a copy
+        # of a NumPy upstream. The sparse one reads its sums back on the host and waits for
+        # every result before it returns, so it may read the caller's memory as it is
+        # (device_put keeps NumPy memory without a copy on the CPU; jnp.asarray copies).
+        upstream = jax.device_put(upstream) if sparse else jnp.asarray(upstream)
         grads = {}
         if layer.positions == "learned":  # the position table alone: no token gradient formed
             grads["position_table"] = _vjp(layer, "position_table", ids, start, upstream)
@@ -282,11 +286,8 @@ def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = Fals
             counts = validation.id_counts(host_ids, layer.vocab_size)[host_ids]  # (..., T)
             upstream = _divide_rows(upstream, counts.astype(np.float32))
         if sparse:
-            flat = host_ids.reshape(-1)
-            keep = flat != layer.padding_idx  # all True without padding
-            indices, inverse = np.unique(flat[keep], return_inverse=True)
-            rows = upstream.reshape(flat.size, layer.dim)[keep]  # (N', dim)
-            token = (jnp.asarray(indices, jnp.int32), _segment_sum(rows, inverse, len(indices)))
+            token = _sparse_token_gradient(host_ids, upstream, layer.padding_idx)
+            jax.block_until_ready(grads)  # the position gradient too: upstream is the caller's
         else:
             token = _vjp(layer, "token_table", ids, start, upstream)
             if layer.padding_idx is not None:
@@ -311,7 +312,17 @@ def _backward(params, fixed, token_ids, start, upstream, with_positions: bool):
 
     _, pullback = jax.vjp(forward, params)
     (grads,) = pullback(upstream)
-    return next(iter(grads.values()))
+    [(name, grad)] = grads.items()
+    if name == "position_table" or token_ids.size == 1:  # where a sum can have one term
+        grad = _from_zero(grad)
+    return grad
+
+
+def _from_zero(grad: jax.Array) -> jax.Array:
+    """A gradient is a sum from +0.0 (np.add.at's and torch's): a -0.0 term alone gives +0.0.
+    XLA folds a sum of one term (a scatter of one row, a batch of one, a slice's transpose)
+    to the term itself, -0.0 included; this puts the +0.0 back."""
+    return jnp.where(grad == 0, jnp.zeros_like(grad), grad)
 
 
 @jax.jit
@@ -322,9 +333,31 @@ def _divide_rows(upstream: jax.Array, counts: jax.Array) -> jax.Array:
     return (upstream.astype(compute) / counts.astype(compute)[..., None]).astype(upstream.dtype)
 
 
-@partial(jax.jit, static_argnames="num_segments")
-def _segment_sum(rows, segment_ids, num_segments: int) -> jax.Array:
-    return jax.ops.segment_sum(rows, segment_ids, num_segments=num_segments)
+def _sparse_token_gradient(host_ids: np.ndarray, upstream, padding_idx) -> tuple:
+    """(indices (K,), rows (K, dim)): the distinct ids, ascending, and each one's summed
+    upstream rows, by ``jax.ops.segment_sum`` (a scatter-add: each id's rows added in their
+    order, from zero).
+
+    Only the host knows K, and a K-row array formed on the device would compile once per K
+    (about 50 ms here, on nearly every batch of a training run). So the sum has N segments
+    (N = the number of ids, fixed by the batch's shape: one compilation), and the first K
+    rows are taken on the host: on the CPU a view of the device's buffer, which
+    ``device_put`` keeps as it is, with no copy (``jnp.asarray`` would copy it)."""
+    flat = host_ids.reshape(-1)
+    indices, inverse = np.unique(flat, return_inverse=True)
+    summed = np.asarray(_segment_sum(upstream, inverse.astype(np.int32)))[: len(indices)]
+    if padding_idx is not None:  # the padding row never learns
+        keep = indices != padding_idx
+        indices, summed = indices[keep], summed[keep]
+    return jnp.asarray(indices, jnp.int32), jax.device_put(summed)
+
+
+@jax.jit
+def _segment_sum(upstream, segment_ids) -> jax.Array:
+    """upstream's rows (..., dim) summed by segment: (N, dim), N = segment_ids.size."""
+    rows = upstream.reshape(segment_ids.size, upstream.shape[-1])
+    summed = jax.ops.segment_sum(rows, segment_ids, num_segments=segment_ids.size)
+    return _from_zero(summed) if segment_ids.size == 1 else summed
 
 
 def sinusoidal_table(

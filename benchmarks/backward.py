@@ -12,6 +12,10 @@ interleaved rounds, medians, and each variant first checked: one step from the s
 must land within float32 rounding of the float64 step. Reported per variant: median ms per
 step, the speed-up over that backend's dense step (median of per-round ratios), and the
 bytes the algorithm must touch per step (reads + writes, counted from the shapes).
+
+Beside the hand-written routes, the public API: ``gradients(layer, ids, upstream)`` and
+``gradients(..., sparse=True)`` of each backend's layer (learned positions), the gradient
+alone, the sparse one timed against the dense one.
 """
 
 from __future__ import annotations
@@ -46,13 +50,24 @@ class Record:
     rounds: int
 
 
+# The public API's rows: ``be.gradients(layer, ids, upstream)`` alone, dense and sparse,
+# timed against each other (the others are timed against the backend's dense step).
+API = ("gradients()", "gradients(sparse=True)")
+
+
 def bytes_touched(variant: str, shape: Shape, itemsize: int = 4) -> int:
     """What a step must read and write. dense: zero the gradient table (V*d), scatter N
     rows into it (read N*d upstream, read and write N*d gradient rows), then read the table
     and the gradient and write the table (3*V*d). sparse: read N*d upstream and read and
-    write N*d table rows (3*N*d); Adam's state adds 4 reads and writes of N*d."""
+    write N*d table rows (3*N*d); Adam's state adds 4 reads and writes of N*d. gradients():
+    the dense gradient without the update (V*d + 3*N*d); gradients(sparse=True): read N*d
+    upstream and write at most N*d sums (2*N*d)."""
     table = shape.vocab_size * shape.dim * itemsize
     rows = shape.batch * shape.length * shape.dim * itemsize
+    if variant == API[0]:
+        return table + 3 * rows
+    if variant == API[1]:
+        return 2 * rows
     if variant.startswith("dense"):
         return table + 3 * rows + 3 * table
     return 3 * rows + (4 * rows if variant.endswith("adam") else 0)
@@ -60,8 +75,40 @@ def bytes_touched(variant: str, shape: Shape, itemsize: int = 4) -> int:
 
 def steps(backend: str, table: np.ndarray, ids: np.ndarray, upstream: np.ndarray) -> dict:
     """name -> step(): one step from the backend's own copy of ``table``; ``result()``
-    returns that copy as NumPy (for the check)."""
-    return {"numpy": _numpy, "torch": _torch, "jax": _jax}[backend](table, ids, upstream)
+    returns that copy as NumPy (for the check). The API's rows compute the gradient alone;
+    their ``result()`` takes the SGD step from the last one, in NumPy, untimed."""
+    found = {"numpy": _numpy, "torch": _torch, "jax": _jax}[backend](table, ids, upstream)
+    return {**found, **_api(backend, table, ids, upstream)}
+
+
+def _api(backend, table, ids, upstream):
+    be = backends.get(backend)
+    positions = np.zeros((ids.shape[-1], table.shape[1]), table.dtype)  # a learned table
+    layer = be.TokenPositionEmbedding(table, positions)
+    found = {}
+    for name, sparse in zip(API, (False, True), strict=True):
+        last = {}
+
+        def step(sparse=sparse, last=last):
+            grads = be.gradients(layer, ids, upstream, sparse=sparse)
+            if backend == "jax":
+                import jax
+
+                jax.block_until_ready(grads)
+            last["token_table"] = grads["token_table"]
+
+        def result(sparse=sparse, last=last):
+            token = last["token_table"]
+            stepped = table.copy()
+            if sparse:
+                indices, rows = (be.to_numpy(part) for part in token)
+                stepped[indices] -= np.float32(LR) * rows
+            else:
+                stepped -= np.float32(LR) * be.to_numpy(token)
+            return stepped
+
+        found[name] = (step, result)
+    return found
 
 
 def _numpy(table, ids, upstream):
@@ -205,7 +252,7 @@ def measure(shape_name: str, names, *, rounds: int) -> list[Record]:
     records = []
     for (backend, name), times in seconds.items():
         times = np.array(times)
-        dense = np.array(seconds[backend, "dense"])
+        dense = np.array(seconds[backend, API[0] if name in API else "dense"])
         q25, q50, q75 = np.percentile(times, [25, 50, 75])
         moved = bytes_touched(name, shape)
         records.append(

@@ -152,10 +152,16 @@ def test_backward_benchmark_checks_and_records_every_variant(tmp_path):
     }
     for name in backends.names():
         mine = [r for r in records if r["backend"] == name]
-        assert {r["variant"] for r in mine} == expected[name]
+        assert {r["variant"] for r in mine} == expected[name] | set(backward.API)
         assert all(r["median_ms"] > 0 and r["bytes_touched"] > 0 for r in mine)
+        # the API's sparse gradient is timed against its dense one, not the dense step
+        api = {r["variant"]: r for r in mine if r["variant"] in backward.API}
+        assert api["gradients()"]["speedup_vs_dense"] == 1.0
     shape = lookup_add.SHAPES["small"]
     assert backward.bytes_touched("sparse", shape) < backward.bytes_touched("dense", shape)
+    assert backward.bytes_touched(backward.API[1], shape) < backward.bytes_touched(
+        backward.API[0], shape
+    )
 
 
 def test_a_wrong_backward_step_is_refused():

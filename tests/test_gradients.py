@@ -7,6 +7,8 @@ import re
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import backends
 from tests.conftest import native
@@ -104,6 +106,46 @@ def test_gradients_are_the_scatter_add_and_the_batch_sum(backend, case, dtype):
         np.testing.assert_array_equal(indices, present)  # the distinct ids, ascending
         assert rows.shape == (len(present), DIM) and rows.dtype == np.dtype(dtype)
         check(scatter(indices, rows, dtype), token, exact, dtype)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    ids=st.lists(st.integers(0, 5), max_size=40),  # small vocabulary: ids repeat past 8 times
+    dtype=st.sampled_from(DTYPES),
+    padding=st.sampled_from([None, 0, 3]),
+    batched=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_sparse_rows_are_np_add_at_sums_bit_for_bit(ids, dtype, padding, batched, seed):
+    """sparse=True (NumPy's sort and a pass per repeat, then np.add.at past MAX_PASSES;
+    JAX's segment_sum into one segment per id) gives each id's rows summed in their order
+    from zero: np.add.at's bits, signed zeros and all, and the dense gradient's rows. Every
+    gradient is a sum from +0.0, a -0.0 term alone included (XLA folds a one-term sum to
+    the term: JAX once kept -0.0 for a single id, and NumPy and JAX for the positions)."""
+    ids = np.array(ids, dtype=np.int64).reshape((1, -1) if batched else (-1,))
+    rng = np.random.default_rng(seed)
+    upstream = rng.standard_normal((*ids.shape, DIM)).astype(dtype)
+    upstream[rng.random(upstream.shape) < 0.3] = -0.0
+    flat, rows = ids.reshape(-1), upstream.reshape(-1, DIM)
+    keep = flat != padding
+    present = np.unique(flat[keep])
+    expected = np.zeros((len(present), DIM), dtype)
+    np.add.at(expected, np.searchsorted(present, flat[keep]), rows[keep])
+    token_table, position_table = backends.shared_weights(6, DIM, 40, dtype=dtype)
+    positions = []
+    for name in ("numpy", "jax"):
+        be = backends.get(name)
+        layer = be.TokenPositionEmbedding(token_table, position_table, padding_idx=padding)
+        indices, found = be.gradients(layer, ids, upstream, sparse=True)["token_table"]
+        np.testing.assert_array_equal(be.to_numpy(indices), present)
+        assert be.to_numpy(found).tobytes() == expected.tobytes(), name
+        grads = be.gradients(layer, ids, upstream)
+        assert be.to_numpy(grads["token_table"])[present].tobytes() == expected.tobytes(), name
+        positions.append(be.to_numpy(grads["position_table"]).tobytes())
+    torch = backends.get("torch")  # one term per position: exact on every backend
+    layer = torch.TokenPositionEmbedding(token_table, position_table, padding_idx=padding)
+    positions.append(torch.to_numpy(torch.gradients(layer, ids, upstream)["position_table"]))
+    assert positions[0] == positions[1] == positions[2].tobytes()
 
 
 def test_backends_agree_bitwise_where_rows_have_two_terms(backend):
