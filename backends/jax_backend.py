@@ -16,7 +16,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.experimental import checkify
 
 from backends import positional, validation
 
@@ -77,35 +76,33 @@ def embed_into(out, params, token_ids, start, *, with_positions: bool = True) ->
     return lax.dynamic_update_slice(out, x, (0,) * out.ndim)
 
 
-# --- the checks inside a jitted step (jax.experimental.checkify) ----------------------
+# --- the checks inside a jitted step --------------------------------------------------
 
-# The messages of embed_checked's checks, so that throw() knows them: an id check's, one per
-# (vocab_size, ndim) traced; the start checks'. The first two read as the eager messages do.
-_ID_CHECKS: set[str] = set()
-_NEGATIVE_START = validation.negative_start_message("{}")
-_START_CHECK = "start {} + T {} does not fit a position table of max_seq_len {} rows"
-
-
-def _id_check(vocab_size: int, ndim: int) -> str:
-    message = validation.id_out_of_range("{}", ", ".join(["{}"] * ndim), vocab_size).args[0]
-    _ID_CHECKS.add(message)
-    return message
+# What embed_checked found, the first entry of its status.
+_OK, _BAD_ID, _NEGATIVE_START, _START_BEYOND = 0, 1, 2, 3
+# The bad id travels as id // _SPLIT and id % _SPLIT: uint32 ids fit in int32 halves.
+_SPLIT = 1 << 16
 
 
-def embed_checked(tables, token_ids, start) -> jax.Array:
-    """embed() (or embed_tokens() without a position table) with the layer's checks inside
-    the computation, for a step the caller jits under ``checkify.checkify``.
+def embed_checked(tables, token_ids, start) -> tuple[jax.Array, jax.Array]:
+    """embed() (or embed_tokens() without a position table) and, beside it, the layer's
+    checks, for a step you jit: ``(y, status)``. Return ``status`` from the step and pass
+    it to ``throw`` after the step, which raises what the eager layer raises for the same
+    input (IndexError for an id, ValueError for a start, the same message)::
+
+        @jax.jit
+        def step(tables, ids, start):
+            x, status = jax_backend.embed_checked(tables, ids, start)
+            ...                                    # the rest of the model
+            return out, status
+        out, status = step(layer.tables, ids, start)   # ids, start: device arrays
+        jax_backend.throw(status)                       # the one read: a few integers
 
     The eager layer reads the ids on the host to check them: on an accelerator that is a
     copy and a synchronisation per call. Here the checks are device ops on traced values,
-    which the host cannot read, and a bad id or start is reported once per step, when the
-    caller throws the step's error::
-
-        step = jax.jit(checkify.checkify(my_step))    # my_step calls embed_checked
-        err, y = step(layer.tables, ids, start)       # ids, start: device arrays
-        jax_backend.throw(err)                        # IndexError / ValueError, as eagerly
-
-    Until the error is thrown, a bad id's rows are whatever JAX's gather gives (a negative
+    fused with the lookup into one small integer array: what was found first, the bad id
+    and where it is, the start and the sizes, so that ``throw`` rebuilds the exact message
+    from it. Until it is thrown, a bad id's rows are whatever JAX's gather gives (a negative
     id wraps, a large one is clamped): throw before using y. What is known at trace time
     raises at once, as the eager layer raises it: float or 3-D token_ids, and a start that
     embed_checked sees as a number (closed over, or called outside jit); a traced start
@@ -115,16 +112,11 @@ def embed_checked(tables, token_ids, start) -> jax.Array:
         raise validation.ids_dtype_error(token_ids.dtype)
     validation.check_ids_shape(token_ids.shape)
     vocab_size = tables["token_table"].shape[0]
-    if token_ids.size:
-        flat = token_ids.reshape(-1)
-        in_range = (flat >= 0) & (flat < vocab_size)
-        first = jnp.argmin(in_range)  # the first bad id (0 when there is none)
-        where = jnp.unravel_index(first, token_ids.shape)
-        message = _id_check(vocab_size, token_ids.ndim)
-        checkify.check(jnp.all(in_range), message, flat[first], *where)
     length = token_ids.shape[-1]
     positions = tables.get("position_table")
     max_seq_len = None if positions is None else positions.shape[0]
+    wide = jax.dtypes.canonicalize_dtype(jnp.int64)  # int32 unless x64 is on
+    what = jnp.asarray(_OK, wide)
     if not isinstance(start, jax.core.Tracer):  # a number: checked now, as the eager layer does
         validation.check_positions(start, length, max_seq_len)
     else:
@@ -133,31 +125,61 @@ def embed_checked(tables, token_ids, start) -> jax.Array:
                 f"start must be an integer, got a traced {start.dtype} array of shape "
                 f"{start.shape}: pass an integer scalar such as jnp.int32(start)"
             )
-        checkify.check(start >= 0, _NEGATIVE_START, start)
-        if positions is not None:
-            limits = jnp.asarray(length), jnp.asarray(max_seq_len)  # check takes arrays only
-            checkify.check(start <= max_seq_len - length, _START_CHECK, start, *limits)
+        if max_seq_len is not None:
+            what = jnp.where(start > max_seq_len - length, _START_BEYOND, what)
+        what = jnp.where(start < 0, _NEGATIVE_START, what)
+    flat = token_ids.reshape(-1)
+    first = value = jnp.asarray(0, wide)  # the first bad id's index in flat, and the id
+    if flat.size:
+        bad = (flat < 0) | (flat >= vocab_size)
+        first = jnp.min(jnp.where(bad, lax.iota(wide, flat.size), flat.size))
+        what = jnp.where(first < flat.size, _BAD_ID, what)  # ids first, as the eager layer
+        value = flat[jnp.minimum(first, flat.size - 1)]
+        if jnp.issubdtype(value.dtype, jnp.unsignedinteger):  # halves that fit ``wide``
+            value = value.astype(jnp.promote_types(value.dtype, jnp.uint32))
+        else:
+            value = value.astype(wide)
+    parts = (
+        what,
+        (value // _SPLIT).astype(wide),
+        (value % _SPLIT).astype(wide),
+        first,
+        jnp.asarray(start, wide),
+        token_ids.ndim,
+        length,
+        -1 if max_seq_len is None else max_seq_len,
+        vocab_size,
+    )
+    # One elementwise expression over the status's positions, which XLA fuses into one
+    # small loop (a stack of the parts costs a kernel each, 0.5 µs apiece on the CPU).
+    index = lax.iota(wide, len(parts))
+    status = jnp.zeros(len(parts), wide)
+    for k, part in enumerate(parts):
+        status = jnp.where(index == k, part, status)
     if positions is None:
-        return embed_tokens(tables, token_ids)
-    return embed(tables, token_ids, start)
+        return embed_tokens(tables, token_ids), status
+    return embed(tables, token_ids, start), status
 
 
-def throw(error: checkify.Error) -> None:
-    """``error.throw()``, except that a failed check of embed_checked raises what the eager
-    layer raises for the same input: IndexError for an id, ValueError for a start, with
-    the same message. Any other error (your own checks, checkify's NaN or index checks) is
-    thrown as checkify throws it; no error, nothing. Reading the error is a transfer to the
-    host: do it once per step."""
-    exception = error.get_exception()
-    if exception is None:
+def throw(status) -> None:
+    """Raise what ``embed_checked`` found: IndexError for an id, ValueError for a start,
+    each with the eager layer's message; nothing when all was well. ``status`` is its second
+    result (or a tuple, list or dict of several, from several lookups in one step). Reading
+    it is one transfer to the host of a few integers: do it once per step."""
+    if isinstance(status, (tuple, list, dict)):
+        for part in status.values() if isinstance(status, dict) else status:
+            throw(part)
         return
-    fmt = getattr(exception, "fmt_string", None)  # FailedCheckError's message template
-    if fmt == _START_CHECK:
-        validation.check_positions(*(int(v) for v in exception.args))  # the eager ValueError
-    elif fmt == _NEGATIVE_START or fmt in _ID_CHECKS:
-        kind = ValueError if fmt == _NEGATIVE_START else IndexError
-        raise kind(fmt.format(*(int(v) for v in exception.args))) from None
-    error.throw()
+    found = np.asarray(status)  # the one read; np.asarray is the cheapest (bool() is 8 µs)
+    if found[0] == _OK:
+        return
+    what, high, low, first, start, ndim, length, max_seq_len, vocab_size = found.tolist()
+    if what == _BAD_ID:
+        where = f"{first // length}, {first % length}" if ndim == 2 else str(first)
+        raise validation.id_out_of_range(high * _SPLIT + low, where, vocab_size)
+    if what == _NEGATIVE_START:
+        raise ValueError(validation.negative_start_message(start))
+    validation.check_positions(start, length, max_seq_len)  # raises the eager ValueError
 
 
 class TokenPositionEmbedding:

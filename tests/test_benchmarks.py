@@ -184,7 +184,7 @@ def test_gradient_agreement_measures_every_gradient():
 DECODE_VARIANTS = {
     "numpy": {"idiomatic", "suite", "suite_out"},
     "torch": {"idiomatic", "suite", "suite_out"},
-    "jax": {"idiomatic", "suite", "suite_out", "jit_checked"},
+    "jax": {"idiomatic", "suite", "suite_out", "jit_unchecked", "jit_checked"},
 }
 
 
@@ -223,6 +223,10 @@ def test_decode_benchmark_records_every_variant_and_the_profile(tmp_path):
             assert {r["variant"] for r in mine} == DECODE_VARIANTS[name]
             assert all(r["median_us"] > 0 and r["vs_idiomatic"] > 0 for r in mine)
             assert next(r for r in mine if r["variant"] == "idiomatic")["vs_idiomatic"] == 1.0
+            # the checked step is held to the unchecked one, and only it
+            ratios = {r["variant"]: r["vs_unchecked"] for r in mine}
+            assert all(v is None for k, v in ratios.items() if k != "jit_checked")
+            assert name != "jax" or ratios["jit_checked"] > 0
             steps = {
                 r["variant"]
                 for r in report["profile"]

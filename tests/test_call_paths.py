@@ -3,7 +3,7 @@
 The routes: the shared checks' fast path for a few ids (validation.check_call) and their
 general path; torch tensors read through a zero-copy view on the CPU, or checked on the
 device with one synchronisation (the route for accelerators, forced here on the CPU);
-JAX's checks inside a jitted step (embed_checked under checkify, thrown by throw). Each
+JAX's checks inside a jitted step (embed_checked's status, thrown by throw). Each
 is held to the NumPy layer: the same bits for good input, the same exception type and
 message for bad input.
 """
@@ -216,10 +216,9 @@ def test_the_device_route_synchronises_once_and_copies_nothing_when_the_ids_are_
 
 def checked_step():
     import jax
-    from jax.experimental import checkify
 
     jb = backend_or_skip("jax")
-    return jb, jax.jit(checkify.checkify(jb.embed_checked))
+    return jb, jax.jit(jb.embed_checked)
 
 
 @settings(max_examples=40, deadline=None)
@@ -239,8 +238,8 @@ def test_checks_inside_jit_raise_what_the_eager_layer_raises(ids, batch, start):
     expected = outcome(lambda: np.asarray(layer(token_ids, start)))
 
     def jitted():
-        error, y = step(layer.tables, jnp.asarray(token_ids), jnp.int32(start))
-        jb.throw(error)
+        y, status = step(layer.tables, jnp.asarray(token_ids), jnp.int32(start))
+        jb.throw(status)
         return np.asarray(y)
 
     found = outcome(jitted)
@@ -259,9 +258,9 @@ def test_a_device_resident_checked_step_makes_no_host_transfer():
     ids, start = jax.device_put(np.array([[5, 10, 7, 21]], np.int32)), jax.device_put(np.int32(3))
     step(layer.tables, ids, start)  # compiled outside the guard
     with jax.transfer_guard("disallow"):
-        error, y = step(layer.tables, ids, start)
+        y, status = step(layer.tables, ids, start)
         assert np.dtype(y.dtype) == np.float32 and y.shape == (1, 4, 10)
-    jb.throw(error)  # after the step: the one read of the error
+    jb.throw(status)  # after the step: the one read of the status
     np.testing.assert_array_equal(np.asarray(y), reference(*TABLES, np.asarray(ids), 3))
     # The guard is live: the eager layer sends its start from the host, and is refused. (On
     # the CPU a device array is host memory, so JAX reports no transfer when the eager layer
@@ -272,7 +271,6 @@ def test_a_device_resident_checked_step_makes_no_host_transfer():
 
 def test_checks_inside_jit_fail_at_trace_time_for_static_mistakes():
     import jax.numpy as jnp
-    from jax.experimental import checkify
 
     jb, step = checked_step()
     tables = jb.TokenPositionEmbedding(*TABLES).tables
@@ -281,7 +279,7 @@ def test_checks_inside_jit_fail_at_trace_time_for_static_mistakes():
     with pytest.raises(ValueError, match="1-D \\(T,\\) or 2-D \\(B, T\\), got shape \\(1, 1, 2\\)"):
         step(tables, jnp.zeros((1, 1, 2), jnp.int32), jnp.int32(0))
     with pytest.raises(ValueError, match="start 15 \\+ T 2 = 17 exceeds max_seq_len 16"):
-        checkify.checkify(jb.embed_checked)(tables, jnp.zeros((1, 2), jnp.int32), 15)
+        jb.embed_checked(tables, jnp.zeros((1, 2), jnp.int32), 15)
 
 
 @pytest.mark.parametrize("positions", ["sinusoidal", "none"])
@@ -293,24 +291,23 @@ def test_checks_inside_jit_for_every_scheme(positions):
     kwargs = {"max_seq_len": 16} if positions == "sinusoidal" else {}
     layer = jb.TokenPositionEmbedding(token_table, positions=positions, **kwargs)
     ids = np.array([[3, 99, 0]], np.int32)
-    error, y = step(layer.tables, jnp.asarray(ids), jnp.int32(5))
-    jb.throw(error)
+    y, status = step(layer.tables, jnp.asarray(ids), jnp.int32(5))
+    jb.throw(status)
     np.testing.assert_array_equal(np.asarray(y), np.asarray(layer(ids, 5)))
-    error, _ = step(layer.tables, jnp.asarray(ids + 1), jnp.int32(5))
+    _, status = step(layer.tables, jnp.asarray(ids + 1), jnp.int32(5))
     with pytest.raises(IndexError, match="token id 100 at token_ids\\[0, 1\\]"):
-        jb.throw(error)
+        jb.throw(status)
 
 
 def test_starts_inside_jit_for_a_table_without_positions_and_of_the_wrong_type():
     import jax.numpy as jnp
-    from jax.experimental import checkify
 
     jb, step = checked_step()
     layer = jb.TokenPositionEmbedding(TABLES[0], positions="none")
     ids = jnp.asarray([[1, 2]], jnp.int32)
-    error, _ = step(layer.tables, ids, jnp.int32(-1))
+    _, status = step(layer.tables, ids, jnp.int32(-1))
     with pytest.raises(ValueError, match="^start -1 is negative: positions count from 0$"):
-        jb.throw(error)
+        jb.throw(status)
     with pytest.raises(ValueError, match="^start -1 is negative"):
         layer(np.asarray(ids), -1)  # the eager layer says the same
     tables = jb.TokenPositionEmbedding(*TABLES).tables
@@ -318,14 +315,17 @@ def test_starts_inside_jit_for_a_table_without_positions_and_of_the_wrong_type()
         with pytest.raises(TypeError, match="start must be an integer"):
             step(tables, ids, bad)
     # A NumPy integer seen as a number (outside jit) is checked at once, like a Python int.
-    error, y = checkify.checkify(jb.embed_checked)(tables, ids, np.int64(3))
-    jb.throw(error)
+    y, status = jb.embed_checked(tables, ids, np.int64(3))
+    jb.throw(status)
     np.testing.assert_array_equal(np.asarray(y), reference(*TABLES, np.asarray(ids), 3))
     with pytest.raises(ValueError, match="start 15 \\+ T 2 = 17 exceeds max_seq_len 16"):
-        checkify.checkify(jb.embed_checked)(tables, ids, np.int64(15))
+        jb.embed_checked(tables, ids, np.int64(15))
 
 
-def test_throw_leaves_other_checks_to_checkify():
+def test_a_step_of_several_lookups_throws_each_status_and_composes_with_checkify():
+    """Two lookups in one step: throw takes their statuses together (a tuple or a dict) and
+    raises the first failure; a step the caller checkifies for checks of their own keeps
+    both: checkify's error for theirs, the status for the layer's."""
     import jax
     import jax.numpy as jnp
     from jax.experimental import checkify
@@ -333,36 +333,53 @@ def test_throw_leaves_other_checks_to_checkify():
     jb = backend_or_skip("jax")
     tables = jb.TokenPositionEmbedding(*TABLES).tables
 
+    @jax.jit
+    def pair(tables, ids, other, start):
+        x, first = jb.embed_checked(tables, ids, start)
+        y, second = jb.embed_checked(tables, other, start + 1)
+        return x + y, {"first": first, "second": second}
+
+    good = jnp.ones((1, 2), jnp.int32)
+    _, statuses = pair(tables, good, good, jnp.int32(0))
+    assert jb.throw(statuses) is None and jb.throw(tuple(statuses.values())) is None
+    _, statuses = pair(tables, good, jnp.asarray([[7, 130]], jnp.int32), jnp.int32(0))
+    with pytest.raises(IndexError, match="token id 130 at token_ids\\[0, 1\\]"):
+        jb.throw(statuses)
+    _, statuses = pair(tables, good, good, jnp.int32(14))  # the second lookup starts at 15
+    with pytest.raises(ValueError, match="start 15 \\+ T 2 = 17 exceeds max_seq_len 16"):
+        jb.throw(list(statuses.values()))
+
     def step(tables, ids, start):
-        y = jb.embed_checked(tables, ids, start)
+        y, status = jb.embed_checked(tables, ids, start)
         checkify.check(jnp.all(y < 100), "activations too large")  # the caller's own check
-        return y
+        return y, status
 
     checked = jax.jit(checkify.checkify(step))
-    error, _ = checked(tables, jnp.ones((1, 2), jnp.int32), jnp.int32(0))
-    assert jb.throw(error) is None  # no error: nothing raised
+    error, (_, status) = checked(tables, good, jnp.int32(0))
+    assert error.get() is None and jb.throw(status) is None
     huge = jax.tree_util.tree_map(lambda t: t * 1e6, tables)
-    error, _ = checked(huge, jnp.ones((1, 2), jnp.int32), jnp.int32(0))
+    error, (_, status) = checked(huge, jnp.asarray([[1, 100]], jnp.int32), jnp.int32(0))
     with pytest.raises(checkify.JaxRuntimeError, match="activations too large"):
-        jb.throw(error)
+        error.throw()
+    with pytest.raises(IndexError, match="token id 100 at token_ids\\[0, 1\\]"):
+        jb.throw(status)
 
-    def with_values(tables, ids, start):  # checks whose values are a vector and a NaN
-        y = jb.embed_checked(tables, ids, start)
-        checkify.check(jnp.all(y < 100), "row too large: {}", y[0, 0, :3])
-        checkify.check(jnp.all(y < 1e9), "nan: {}", jnp.float32(jnp.nan))
-        return y
 
-    error, _ = jax.jit(checkify.checkify(with_values))(huge, jnp.ones((1, 2), jnp.int32), 0)
-    with pytest.raises(checkify.JaxRuntimeError, match="row too large: \\["):
-        jb.throw(error)
+def test_a_bad_id_beyond_int32_is_named_exactly_inside_jit():
+    """The status carries the bad id in two halves: a uint32 id past 2**31 is not wrapped."""
+    import jax
+    import jax.numpy as jnp
 
-    def logs(tables, ids, start):  # checkify's own NaN check
-        return jnp.log(jb.embed_checked(tables, ids, start) - 1e9)
-
-    nan_checked = jax.jit(checkify.checkify(logs, errors=checkify.float_checks))
-    error, _ = nan_checked(tables, jnp.ones((1, 2), jnp.int32), jnp.int32(0))
-    with pytest.raises(checkify.JaxRuntimeError, match="nan"):
-        jb.throw(error)
+    jb = backend_or_skip("jax")
+    layer = jb.TokenPositionEmbedding(*TABLES)
+    ids = np.array([[3, 4_000_000_000]], np.uint32)
+    _, status = jax.jit(jb.embed_checked)(layer.tables, jnp.asarray(ids), jnp.int32(0))
+    with pytest.raises(IndexError) as inside:
+        jb.throw(status)
+    with pytest.raises(IndexError) as eager:
+        layer(ids, 0)
+    assert str(inside.value) == str(eager.value)
+    assert "token id 4000000000 at token_ids[0, 1]" in str(inside.value)
 
 
 def test_torch_paths_follow_parametrizations_and_strided_ids():
