@@ -246,8 +246,8 @@ class TokenPositionEmbedding:
             ):
                 ids = host.ravel().tolist()
                 if min(ids) >= 0 and max(ids) < self.vocab_size:
-                    if not isinstance(token_ids, jax.Array):
-                        token_ids = host
+                    if not isinstance(token_ids, jax.Array):  # the caller's memory: a copy,
+                        token_ids = host.astype(np.int32)  # as the dispatch may outlive the call
                     positions = self.params if self.positions == "learned" else self.constants
                     return _embed_arrays(
                         self.params["token_table"], positions["position_table"], token_ids, start
