@@ -104,9 +104,9 @@ def embed_checked(tables, token_ids, start) -> tuple[jax.Array, jax.Array]:
     and where it is, the start and the sizes, so that ``throw`` rebuilds the exact message
     from it. Until it is thrown, a bad id's rows are whatever JAX's gather gives (a negative
     id wraps, a large one is clamped): throw before using y. What is known at trace time
-    raises at once, as the eager layer raises it: float or 3-D token_ids, and a start that
-    embed_checked sees as a number (closed over, or called outside jit); a traced start
-    that is not an integer scalar is a TypeError.
+    raises at once, as the eager layer raises it: float or 3-D token_ids, a start that
+    embed_checked sees as a number (closed over, or called outside jit), and more ids than
+    positions; a traced start that is not an integer scalar is a TypeError.
     """
     if not jnp.issubdtype(token_ids.dtype, jnp.integer):
         raise validation.ids_dtype_error(token_ids.dtype)
@@ -117,6 +117,7 @@ def embed_checked(tables, token_ids, start) -> tuple[jax.Array, jax.Array]:
     max_seq_len = None if positions is None else positions.shape[0]
     wide = jax.dtypes.canonicalize_dtype(jnp.int64)  # int32 unless x64 is on
     what = jnp.asarray(_OK, wide)
+    start_halves = (0, 0)  # a start known now is checked now: the status need not name it
     if not isinstance(start, jax.core.Tracer):  # a number: checked now, as the eager layer does
         validation.check_positions(start, length, max_seq_len)
     else:
@@ -126,25 +127,28 @@ def embed_checked(tables, token_ids, start) -> tuple[jax.Array, jax.Array]:
                 f"{start.shape}: pass an integer scalar such as jnp.int32(start)"
             )
         if max_seq_len is not None:
+            if length > max_seq_len:  # no start fits: known now
+                raise ValueError(
+                    f"T {length} exceeds max_seq_len {max_seq_len}: no start fits; use at most "
+                    f"{max_seq_len} tokens, or a longer position table"
+                )
             what = jnp.where(start > max_seq_len - length, _START_BEYOND, what)
         what = jnp.where(start < 0, _NEGATIVE_START, what)
+        start_halves = _halves(start, wide)
     flat = token_ids.reshape(-1)
-    first = value = jnp.asarray(0, wide)  # the first bad id's index in flat, and the id
+    first, id_halves = jnp.asarray(0, wide), (0, 0)  # the first bad id's place in flat, the id
     if flat.size:
-        bad = (flat < 0) | (flat >= vocab_size)
+        bad = flat < 0
+        if vocab_size <= jnp.iinfo(flat.dtype).max:  # else every id of this dtype fits
+            bad = bad | (flat >= vocab_size)
         first = jnp.min(jnp.where(bad, lax.iota(wide, flat.size), flat.size))
         what = jnp.where(first < flat.size, _BAD_ID, what)  # ids first, as the eager layer
-        value = flat[jnp.minimum(first, flat.size - 1)]
-        if jnp.issubdtype(value.dtype, jnp.unsignedinteger):  # halves that fit ``wide``
-            value = value.astype(jnp.promote_types(value.dtype, jnp.uint32))
-        else:
-            value = value.astype(wide)
+        id_halves = _halves(flat[jnp.minimum(first, flat.size - 1)], wide)
     parts = (
         what,
-        (value // _SPLIT).astype(wide),
-        (value % _SPLIT).astype(wide),
+        *id_halves,
         first,
-        jnp.asarray(start, wide),
+        *start_halves,
         token_ids.ndim,
         length,
         -1 if max_seq_len is None else max_seq_len,
@@ -156,9 +160,22 @@ def embed_checked(tables, token_ids, start) -> tuple[jax.Array, jax.Array]:
     status = jnp.zeros(len(parts), wide)
     for k, part in enumerate(parts):
         status = jnp.where(index == k, part, status)
+    # The lookup takes int32 ids, as the eager layer sends them: JAX's indexing of narrower
+    # ids would wrap its own arithmetic (a negative id plus vocab_size, in int8).
+    token_ids = token_ids.astype(jnp.int32)
     if positions is None:
         return embed_tokens(tables, token_ids), status
     return embed(tables, token_ids, start), status
+
+
+def _halves(value, wide) -> tuple:
+    """A traced integer as value // _SPLIT and value % _SPLIT in ``wide``: any int32 or
+    uint32 fits in two int32 halves, and any int64 or uint64 in two int64 ones (x64)."""
+    if jnp.issubdtype(value.dtype, jnp.unsignedinteger):
+        value = value.astype(jnp.promote_types(value.dtype, jnp.uint32))
+    else:
+        value = value.astype(wide)
+    return (value // _SPLIT).astype(wide), (value % _SPLIT).astype(wide)
 
 
 def throw(status) -> None:
@@ -173,10 +190,13 @@ def throw(status) -> None:
     found = np.asarray(status)  # the one read; np.asarray is the cheapest (bool() is 8 µs)
     if found[0] == _OK:
         return
-    what, high, low, first, start, ndim, length, max_seq_len, vocab_size = found.tolist()
+    what, high, low, first, start_high, start_low, ndim, length, max_seq_len, vocab_size = (
+        found.tolist()
+    )
     if what == _BAD_ID:
         where = f"{first // length}, {first % length}" if ndim == 2 else str(first)
         raise validation.id_out_of_range(high * _SPLIT + low, where, vocab_size)
+    start = start_high * _SPLIT + start_low
     if what == _NEGATIVE_START:
         raise ValueError(validation.negative_start_message(start))
     validation.check_positions(start, length, max_seq_len)  # raises the eager ValueError

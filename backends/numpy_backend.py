@@ -167,7 +167,9 @@ def summed_rows(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
     Sorted stably, an id's k-th occurrence has rank k. Pass k adds every id's k-th row at
     once: within a pass each id occurs once, so plain fancy indexing adds every row, and
     each id's rows are added in their original order. Ranks from MAX_PASSES on (an id that
-    repeats that often) go to ``np.add.at`` together, in the same order."""
+    repeats that often) go to ``np.add.at`` together, in the same order. (A sum of two NaNs
+    is a NaN here as there; which NaN, its sign and payload, follows the operand order of
+    the machine's add, which IEEE leaves open and NumPy's own loops do not fix.)"""
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
     first = np.ones(len(ids), bool)

@@ -365,6 +365,45 @@ def test_a_step_of_several_lookups_throws_each_status_and_composes_with_checkify
         jb.throw(status)
 
 
+def test_narrow_ids_wide_starts_and_too_many_ids_inside_jit_as_eagerly():
+    """int8 ids with a vocabulary past int8's range, a uint32 start past 2**31 (traced), a
+    huge start without a position table (known at trace time), and more ids than positions:
+    each gives the eager layer's result or error, not JAX's overflow or slicing errors."""
+    import jax
+    import jax.numpy as jnp
+
+    jb = backend_or_skip("jax")
+    token_table, position_table = backends.shared_weights(300, 10, 16)
+    layer = jb.TokenPositionEmbedding(token_table, position_table)
+    step = jax.jit(jb.embed_checked)
+    cases = [
+        (np.array([[1, 120]], np.int8), jnp.int32(2)),
+        (np.array([[1, -2]], np.int8), jnp.int32(0)),
+        (np.array([[1, 250]], np.uint8), jnp.int32(0)),
+        (np.array([[1, 2]], np.int32), jnp.uint32(3_000_000_000)),
+    ]
+    for ids, start in cases:
+
+        def jitted(ids=ids, start=start):
+            y, status = step(layer.tables, jnp.asarray(ids), start)
+            jb.throw(status)
+            return np.asarray(y)
+
+        found = outcome(jitted)
+        expected = outcome(lambda ids=ids, start=start: np.asarray(layer(ids, int(start))))
+        assert found[0] == expected[0], (ids, start, found, expected)
+        if found[0] == "ok":
+            np.testing.assert_array_equal(found[1], expected[1])
+        else:
+            assert found[1] == expected[1]
+    with pytest.raises(ValueError, match="T 20 exceeds max_seq_len 16: no start fits"):
+        step(layer.tables, jnp.zeros((1, 20), jnp.int32), jnp.int32(0))
+    none = jb.TokenPositionEmbedding(token_table, positions="none")
+    y, status = jb.embed_checked(none.tables, jnp.ones((1, 2), jnp.int32), 3_000_000_000)
+    jb.throw(status)
+    np.testing.assert_array_equal(np.asarray(y), token_table[[[1, 1]]])
+
+
 def test_a_bad_id_beyond_int32_is_named_exactly_inside_jit():
     """The status carries the bad id in two halves: a uint32 id past 2**31 is not wrapped."""
     import jax

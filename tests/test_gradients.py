@@ -7,7 +7,7 @@ import re
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import backends
@@ -108,7 +108,18 @@ def test_gradients_are_the_scatter_add_and_the_batch_sum(backend, case, dtype):
         check(scatter(indices, rows, dtype), token, exact, dtype)
 
 
+def same_bits_but_nan(found, expected) -> bool:
+    """Bit for bit, except that a NaN need only be a NaN: which NaN a sum of two NaNs gives
+    (sign, payload) follows the operand order of the machine's add, which IEEE leaves open
+    and NumPy's own loops do not fix (np.add.at and a vector add differ)."""
+    nan = np.isnan(found)
+    return bool(np.array_equal(nan, np.isnan(expected))) and (
+        found[~nan].tobytes() == expected[~nan].tobytes()
+    )
+
+
 @settings(max_examples=30, deadline=None)
+@example(ids=[4] * 12 + [1, 4, 2, 1], dtype="float32", padding=None, batched=True, seed=0)
 @given(
     ids=st.lists(st.integers(0, 5), max_size=40),  # small vocabulary: ids repeat past 8 times
     dtype=st.sampled_from(DTYPES),
@@ -126,6 +137,9 @@ def test_sparse_rows_are_np_add_at_sums_bit_for_bit(ids, dtype, padding, batched
     rng = np.random.default_rng(seed)
     upstream = rng.standard_normal((*ids.shape, DIM)).astype(dtype)
     upstream[rng.random(upstream.shape) < 0.3] = -0.0
+    specials = np.array([np.nan, -np.nan, np.inf, -np.inf]).astype(dtype)
+    odd = rng.random(upstream.shape) < 0.05
+    upstream[odd] = rng.choice(specials, int(odd.sum()))
     flat, rows = ids.reshape(-1), upstream.reshape(-1, DIM)
     keep = flat != padding
     present = np.unique(flat[keep])
@@ -138,14 +152,15 @@ def test_sparse_rows_are_np_add_at_sums_bit_for_bit(ids, dtype, padding, batched
         layer = be.TokenPositionEmbedding(token_table, position_table, padding_idx=padding)
         indices, found = be.gradients(layer, ids, upstream, sparse=True)["token_table"]
         np.testing.assert_array_equal(be.to_numpy(indices), present)
-        assert be.to_numpy(found).tobytes() == expected.tobytes(), name
+        assert same_bits_but_nan(be.to_numpy(found), expected), name
         grads = be.gradients(layer, ids, upstream)
-        assert be.to_numpy(grads["token_table"])[present].tobytes() == expected.tobytes(), name
-        positions.append(be.to_numpy(grads["position_table"]).tobytes())
+        assert same_bits_but_nan(be.to_numpy(grads["token_table"])[present], expected), name
+        positions.append(be.to_numpy(grads["position_table"]))
     torch = backends.get("torch")  # one term per position: exact on every backend
     layer = torch.TokenPositionEmbedding(token_table, position_table, padding_idx=padding)
     positions.append(torch.to_numpy(torch.gradients(layer, ids, upstream)["position_table"]))
-    assert positions[0] == positions[1] == positions[2].tobytes()
+    assert same_bits_but_nan(positions[0], positions[1])
+    assert same_bits_but_nan(positions[0], positions[2])
 
 
 def test_backends_agree_bitwise_where_rows_have_two_terms(backend):

@@ -421,7 +421,7 @@ def test_compare_shard_refuses_table_flags_that_do_not_fit(capsys, flags, messag
     assert line.startswith("compare.py shard: error: ") and message in line
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_a_shard_read_from_the_file_is_the_split_shard_and_nothing_more(
     tmp_path, monkeypatch, dtype
 ):
@@ -449,6 +449,10 @@ def test_a_shard_read_from_the_file_is_the_split_shard_and_nothing_more(
             assert same_bits(found, expected)
             owned = min(10, (rank + 1) * cols) - rank * cols
             assert table.read == [103 * owned * itemsize]
+    table = reference.TableFile.open(path, "token_table")  # the rows of some ids, alone
+    ids = np.array([[102, 0, 5], [5, 51, 52]])
+    assert same_bits(table.take(ids), token_table[ids])
+    assert table.read == [5 * 10 * itemsize]  # five distinct ids
     with pytest.raises(ValueError, match="has no tensor 'embeddings'"):
         reference.TableFile.open(path, "embeddings")
 

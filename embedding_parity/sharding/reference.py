@@ -29,6 +29,7 @@ wrong result.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -165,7 +166,8 @@ class TableFile:
         begin, stop = entry["data_offsets"]
         if stop - begin != shape[0] * shape[1] * dtype.itemsize:
             raise ValueError(f"{path}: {key!r} has {stop - begin} bytes for shape {shape}")
-        return cls(path, key, shape, dtype, 8 + size + begin)
+        # absolute: the ranks that read it may run in another folder
+        return cls(os.path.abspath(path), key, shape, dtype, 8 + size + begin)
 
     def rows(self, first: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
         """Rows [first, stop): one read of their bytes, straight into ``out`` (C-contiguous,
@@ -174,7 +176,7 @@ class TableFile:
             out = np.empty((stop - first, self.shape[1]), self.dtype)
         with open(self.path, "rb") as f:
             f.seek(self.offset + first * self.shape[1] * self.dtype.itemsize)
-            f.readinto(memoryview(out).cast("B"))
+            f.readinto(_bytes(out))
         self.read[0] += out.nbytes
         return out
 
@@ -201,7 +203,7 @@ class TableFile:
         with open(self.path, "rb") as f:
             for k, index in enumerate(unique.tolist()):
                 f.seek(self.offset + index * row_bytes)
-                f.readinto(memoryview(found[k]).cast("B"))
+                f.readinto(_bytes(found[k]))
         self.read[0] += found.nbytes
         return found[inverse.reshape(token_ids.shape)]
 
@@ -217,6 +219,12 @@ class TableFile:
     @property
     def nbytes(self) -> int:
         return self.shape[0] * self.shape[1] * self.dtype.itemsize
+
+
+def _bytes(array: np.ndarray) -> np.ndarray:
+    """A C-contiguous array's memory as bytes, to read into (memoryview(...).cast("B") does
+    not take ml_dtypes' bfloat16, which has no buffer format)."""
+    return array.view(np.uint8).reshape(-1)
 
 
 def shard_rows_lookup(shard: np.ndarray, index: int, token_ids: np.ndarray) -> np.ndarray:
