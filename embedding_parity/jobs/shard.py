@@ -557,11 +557,17 @@ def _real_tables(args, sizes, launch) -> tuple:
         if table_file.dtype != validation.resolve_dtype(args.dtype):
             table_file = None  # cast as a whole
     if launch is not None and table_file is not None and position_key is not None:
+        if args.weights in pretrained.MODELS:  # as load_tables refuses them
+            text.no_keys(args.weights, args.token_key, args.position_key)
         from safetensors import safe_open
 
         with safe_open(table_file.path, framework="np") as f:
             position_table = f.get_tensor(position_key)
-        return (table_file, table_file.check_positions(position_table)), table_file
+        try:
+            position_table = table_file.check_positions(position_table)
+        except ValueError as error:  # named as load_tables names it
+            raise ValueError(f"{table_file.path}: {error}") from None
+        return (table_file, position_table), table_file
     tables = text.load_tables(args.weights, args.token_key, args.position_key)
     if tables[1] is None:
         raise command.UsageError(

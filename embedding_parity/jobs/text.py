@@ -36,7 +36,7 @@ def load_model(
             raise ValueError(
                 f"{weights} has its own tokenizer: --tokenizer goes with --weights PATH"
             )
-        _no_keys(weights, token_key, position_key)
+        no_keys(weights, token_key, position_key)
         return pretrained.load_pretrained(weights)
     # the file first: a missing or broken file is the first thing to hear about
     token_table, position_table = load_tables(weights, token_key, position_key)
@@ -58,7 +58,7 @@ def load_tables(weights: str, token_key=None, position_key=None):
     """(token_table, position_table or None) of a packaged model or a .safetensors/.npz
     file, with messages that name compare.py's flags."""
     if weights in pretrained.MODELS:
-        _no_keys(weights, token_key, position_key)
+        no_keys(weights, token_key, position_key)
         model = pretrained.load_pretrained(weights)
         return model.token_table, model.position_table
     try:
@@ -67,7 +67,7 @@ def load_tables(weights: str, token_key=None, position_key=None):
         raise ValueError(error.message(f"--{error.what}-key")) from None
 
 
-def _no_keys(weights: str, token_key, position_key) -> None:
+def no_keys(weights: str, token_key, position_key) -> None:
     if token_key is not None or position_key is not None:
         raise ValueError(f"--token-key and --position-key go with --weights PATH, not {weights}")
 

@@ -169,9 +169,9 @@ def supervise(argv, prog: str, launch, timeout: float) -> int:
             if child.poll() is None:
                 child.kill()
                 child.wait(timeout=10)
-        out.seek(0)
-        sys.stdout.write(_quiet(out.read()))
-        sys.stdout.flush()
+            out.seek(0)  # what the child printed, on every way out of here
+            sys.stdout.write(_quiet(out.read()))
+            sys.stdout.flush()
         err.seek(0)
         text = err.read()
     if status in (0, 1, 2, 130, 128 + signal.SIGTERM, 128 + signal.SIGHUP):  # its own answer
