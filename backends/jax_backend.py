@@ -401,8 +401,8 @@ def _sparse_token_gradient(host_ids: np.ndarray, upstream, padding_idx) -> tuple
     upstream rows, by ``jax.ops.segment_sum`` (a scatter-add: each id's rows added in their
     order, from zero).
 
-    Only the host knows K, and a K-row array formed on the device would compile once per K
-    (about 50 ms here, on nearly every batch of a training run). So the sum has N segments
+    Only the host knows K, and a K-row array formed on the device would compile once per K,
+    so on nearly every batch of a training run (about 50 ms each on this CPU). So the sum has N segments
     (N = the number of ids, fixed by the batch's shape: one compilation), and the first K
     rows are taken on the host: on the CPU a view of the device's buffer, which
     ``device_put`` keeps as it is, with no copy (``jnp.asarray`` would copy it)."""
