@@ -251,27 +251,6 @@ class TokenPositionEmbedding:
         the result is written into its memory and returned, and ``out`` itself becomes
         invalid. Write ``y = layer(ids, out=y)``.
         """
-        if out is None and self._plain and type(start) is int:
-            # A decode step's common case, inlined: a 10 µs call here, where each Python
-            # call, dict or attribute costs 0.1-0.3 µs (more between two jit dispatches than
-            # alone). The same test as validation.check_call's first branch, for a few int32
-            # ids (a JAX array's own dtype), read once on the host; anything else, good or
-            # bad, takes the checks below.
-            host = np.asarray(token_ids)
-            if (
-                host.dtype is _INT32
-                and 0 < host.size <= validation.FEW_IDS
-                and 0 < host.ndim < 3
-                and 0 <= start <= self.max_seq_len - host.shape[-1]
-            ):
-                ids = host.ravel().tolist()
-                if min(ids) >= 0 and max(ids) < self.vocab_size:
-                    if not isinstance(token_ids, jax.Array):  # the caller's memory: a copy,
-                        token_ids = host.astype(np.int32)  # as the dispatch may outlive the call
-                    positions = self.params if self.positions == "learned" else self.constants
-                    return _embed_arrays(
-                        self.params["token_table"], positions["position_table"], token_ids, start
-                    )
         host_ids, start = validation.check_call(token_ids, start, self.vocab_size, self.max_seq_len)
         ids = _device_ids(token_ids, host_ids)
         if out is None and self._plain:

@@ -119,11 +119,11 @@ def check_ids_shape(shape: tuple) -> None:
 
 # Up to this many ids, Python's min and max over .tolist() (0.2 µs for 4 ids) beat a NumPy
 # reduction, whose set-up alone costs about 0.8 µs: most of a decode step's whole lookup.
-FEW_IDS = 64
+_FEW_IDS = 64
 
 
 def _ids_in_range(token_ids: np.ndarray, vocab_size: int) -> bool:
-    if token_ids.size <= FEW_IDS:
+    if token_ids.size <= _FEW_IDS:
         ids = token_ids.ravel().tolist()
         return min(ids) >= 0 and max(ids) < vocab_size
     if token_ids.dtype.kind == "u":
@@ -256,7 +256,7 @@ def check_call(token_ids, start, vocab_size: int, max_seq_len: int) -> tuple[np.
         token_ids = as_host(token_ids)
     if (
         type(start) is int
-        and 0 < token_ids.size <= FEW_IDS
+        and 0 < token_ids.size <= _FEW_IDS
         and token_ids.dtype.kind in "iu"
         and 0 < token_ids.ndim < 3
         and start >= 0
