@@ -51,7 +51,8 @@ def get(name: str) -> ModuleType:
     if importlib.util.find_spec(name) is None:
         raise ImportError(
             f"backend {name!r} needs the {name} package, which is not installed: "
-            f"run `pip install -c constraints.txt -e '.[{name}]'` in the repository root"
+            f"pip install 'embedding-parity[{name}]' (in a clone of the repository, "
+            f"pip install -c constraints.txt -e '.[{name}]' takes the build it is tested with)"
         )
     return importlib.import_module(_REGISTRY[name])
 

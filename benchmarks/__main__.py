@@ -1,5 +1,4 @@
-import sys
-
+import benchmarks
 from benchmarks.lookup_add import main
 
-sys.exit(main())
+benchmarks.run(main)

@@ -23,13 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 import backends
+import benchmarks
 from benchmarks.lookup_add import SHAPES, Shape, configure_threads, header
 from embedding_parity import outputs
 from embedding_parity.drawing.table import text_table
@@ -322,4 +322,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmarks.run(main)

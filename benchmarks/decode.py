@@ -53,6 +53,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 import backends
+import benchmarks
 from backends import validation
 from benchmarks.lookup_add import checked_args, configure_threads, finish_chart, header
 from embedding_parity import outputs
@@ -503,4 +504,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmarks.run(main)

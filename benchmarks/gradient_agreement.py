@@ -9,11 +9,10 @@ About 20 terms per token row and 8 per position row; docs/learning.md has the re
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 import backends
+import benchmarks
 from embedding_parity.drawing.table import text_table
 
 VOCAB, DIM, BATCH, LENGTH = 50, 64, 8, 128
@@ -58,4 +57,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmarks.run(main)

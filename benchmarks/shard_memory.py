@@ -17,12 +17,12 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 
 import numpy as np
 
 import backends
+import benchmarks
 from embedding_parity import outputs
 from embedding_parity.drawing.table import text_table
 from embedding_parity.sharding import reference
@@ -116,4 +116,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmarks.run(main)

@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 import backends
+import benchmarks
 from embedding_parity import outputs
 from embedding_parity.drawing.table import text_table
 from embedding_parity.sharding import reference
@@ -216,4 +217,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmarks.run(main)

@@ -5,7 +5,8 @@ job module in ``JOBS`` adds its own flags (``add_arguments``, which also sets ``
 ``main(args) -> int``), checks them and runs itself. With no command, or with flags first, the
 seed demo runs, so bare ``python compare.py`` is the seed demo. Exit status: 0 every backend agrees, 1 one differs
 (or a demonstration's claim fails), 2 bad usage or input (one line, no traceback),
-130 interrupted (Ctrl-C), 143 terminated (SIGTERM; 129 for SIGHUP). Every run's temporary
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM; 129 for SIGHUP), 141 when the reader of
+its output went away (``compare.py | head``: quietly, as SIGPIPE would). Every run's temporary
 files live in one private folder that every one of these ways out removes (``scratch``).
 """
 
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
+import signal
 import sys
 
 from embedding_parity import scratch
@@ -68,6 +71,20 @@ def build_parser(prog: str = "compare.py") -> Parser:
 
 
 def main(argv=None, prog: str = "compare.py") -> int:
+    try:
+        try:
+            return _main(argv, prog)
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here, not as a traceback at exit
+    except BrokenPipeError:
+        # The reader went away (`compare.py | head`): stop quietly, as command-line tools
+        # do, with the status of a process that SIGPIPE ended. Python's documented recipe:
+        # stdout onto /dev/null, so the interpreter's own flush at exit finds nothing to say.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _main(argv, prog: str) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(prog)
     implied = _implies_default(argv)
@@ -90,6 +107,8 @@ def main(argv=None, prog: str = "compare.py") -> int:
     except UsageError as error:
         print(f"{where}: error: {_hint(parser, str(error))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        raise  # main's: not an error of the input
     # bad input found past argparse; OSError: an unwritable output, say
     except (
         ValueError,

@@ -2,7 +2,9 @@
 
 Everything a job writes temporarily (the torch ranks' and JAX processes' case files and
 logs, the conformance workers' arrays) goes in it: ``tempfile`` and every child process
-(through ``TMPDIR``) are pointed there for the run. ``mkdtemp`` makes it mode 0700, so no
+(through ``TMPDIR``) are pointed there for the run, and so are the caches that frameworks
+write on first use (``CACHES``), unless you set their variables yourself: nothing is left in
+the temporary folder or the home folder. ``mkdtemp`` makes it mode 0700, so no
 other user can plant a file in it or read one. It is removed when the job returns, raises,
 is interrupted (Ctrl-C) or is asked to stop (SIGTERM, SIGHUP): those signals raise
 ``Terminated`` in the main thread, so every ``finally`` on the way out runs, and those
@@ -20,6 +22,19 @@ import threading
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
+# What each framework writes on first use, and where it would go by default. A variable you
+# set yourself is kept: that is how to ask for a cache that outlives the run (a persistent
+# torch.compile cache, say). JAX's persistent compilation cache is off unless you set
+# JAX_COMPILATION_CACHE_DIR, so it needs no entry here.
+CACHES = {
+    "TORCHINDUCTOR_CACHE_DIR": "torchinductor",  # torch.compile: $TMPDIR/torchinductor_$USER
+    "TRITON_CACHE_DIR": "triton",  # Triton's kernels (GPU): ~/.triton/cache
+    "MPLCONFIGDIR": "matplotlib",  # config and font list: ~/.config, ~/.cache/matplotlib
+    "KERAS_HOME": "keras",  # keras.json, written on import: ~/.keras
+    "HF_HOME": "huggingface",  # Hugging Face's hub cache and modules: ~/.cache/huggingface
+    "XDG_CACHE_HOME": "cache",  # the rest that follow the XDG convention: ~/.cache
+}
+
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP arrived: unwind as for Ctrl-C. ``signal`` is its number."""
@@ -35,22 +50,35 @@ def _terminate(number, frame):
 
 @contextlib.contextmanager
 def private_folder(prefix: str = "embedding-parity-"):
-    """The run's temporary folder, as ``tempfile``'s and the children's TMPDIR, while the
-    block runs; SIGTERM and SIGHUP raise ``Terminated`` meanwhile (main thread only)."""
-    saved_env, saved_tempdir = os.environ.get("TMPDIR"), tempfile.tempdir  # before mkdtemp sets it
+    """The run's temporary folder, as ``tempfile``'s and the children's TMPDIR, and the
+    home of the framework caches not set already, while the block runs; SIGTERM and SIGHUP
+    raise ``Terminated`` meanwhile (main thread only)."""
+    names = ["TMPDIR", *CACHES]
+    saved_env = {name: os.environ.get(name) for name in names}
+    saved_tempdir = tempfile.tempdir  # before mkdtemp sets it
     folder = tempfile.mkdtemp(prefix=prefix)  # mode 0700
     handlers = {}
     if threading.current_thread() is threading.main_thread():
         handlers = {number: signal.signal(number, _terminate) for number in STOP_SIGNALS}
-    os.environ["TMPDIR"], tempfile.tempdir = folder, folder
+    os.environ.update({"TMPDIR": folder, **caches(folder)})
+    tempfile.tempdir = folder
     try:
         yield folder
     finally:
         for number, handler in handlers.items():
             signal.signal(number, handler)
-        if saved_env is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = saved_env
+        for name, value in saved_env.items():  # torch.compile sets its variable itself
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         tempfile.tempdir = saved_tempdir
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def caches(folder: str) -> dict[str, str]:
+    """The cache variables not set in this environment, each a path in ``folder`` (created by
+    the framework that uses it)."""
+    return {
+        name: os.path.join(folder, sub) for name, sub in CACHES.items() if name not in os.environ
+    }

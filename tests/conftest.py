@@ -2,6 +2,7 @@
 real models load once per session, and skip (saying how to install them) when missing."""
 
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -11,6 +12,7 @@ import pytest
 
 import backends
 from backends import pretrained
+from embedding_parity import scratch
 
 BACKENDS = backends.names()
 
@@ -62,6 +64,32 @@ def minilm():
 def smollm2():
     needs("smollm2")
     return pretrained.load_pretrained("smollm2")
+
+
+@pytest.fixture
+def caches(tmp_path, monkeypatch):
+    """The framework caches of code this test runs in its own process, in its tmp_path (as
+    a command puts them in its private folder): torch.compile makes its folder at once."""
+    for name, folder in scratch.CACHES.items():
+        monkeypatch.setenv(name, str(tmp_path / folder))
+
+
+def fresh_machine(folder) -> dict:
+    """The environment of a machine that never ran the suite, for a child process: HOME and
+    TMPDIR empty folders under ``folder`` (see ``left_behind``), no cache variable set."""
+    env = {k: v for k, v in os.environ.items() if k not in scratch.CACHES}
+    for name in ("home", "tmp"):
+        os.mkdir(os.path.join(folder, name))
+    return {**env, "HOME": os.path.join(folder, "home"), "TMPDIR": os.path.join(folder, "tmp")}
+
+
+def left_behind(folder) -> list[str]:
+    """What a child given ``fresh_machine(folder)`` left in its HOME and TMPDIR."""
+    return sorted(
+        os.path.join(name, entry)
+        for name in ("home", "tmp")
+        for entry in os.listdir(os.path.join(folder, name))
+    )
 
 
 @pytest.fixture
@@ -145,20 +173,27 @@ def socket_owners(pids) -> dict[int, list[str]]:
     return owners
 
 
-# --- nothing left behind -------------------------------------------------------------------
-# Tests write only under tmp_path. The controller (the one process under pytest-xdist)
-# lists the system's temporary folder and the work tree's untracked files when the session
-# starts, and fails the session if either gained an entry by its end: a leak from any test,
-# any worker process or any library it drives. pytest's own tmp_path root is the exception;
-# tmp_path_retention_policy = "failed" empties it of passing tests' folders.
+# --- nothing left behind, seen as a fresh machine sees it -----------------------------------
+# Tests write only under tmp_path. The controller (the one process under pytest-xdist) gives
+# the session a folder of its own before any worker starts, and every process below it
+# inherits it: ``tmp`` is the temporary folder (TMPDIR) and ``home`` the home folder (HOME),
+# both empty at the start, and the framework caches' variables are unset, as on a machine that
+# never ran the suite. Whatever a test, a worker or a library it drives leaves in either is a
+# leak on every machine, not only on one whose /tmp lacked it; so is a new entry in the system's
+# own temporary folder (written past TMPDIR) or an untracked file in the work tree. pytest's
+# tmp_path root is the exception; tmp_path_retention_policy = "failed" empties it of passing
+# tests' folders. A passing session's folder is removed; a failing one's is kept and named.
+#
+# Only Matplotlib gets a cache for the session (``caches``, outside both folders): the tests
+# draw in their own processes, where no command's private folder is entered. Everything the
+# commands and benchmarks run in a child must find its own place (embedding_parity.scratch).
 
 
 def _controller(config) -> bool:
     return not hasattr(config, "workerinput")
 
 
-def _temporary_entries() -> set[str]:
-    folder = tempfile.gettempdir()
+def _entries(folder: str) -> set[str]:
     return {name for name in os.listdir(folder) if not name.startswith("pytest-of-")}
 
 
@@ -175,25 +210,46 @@ def _untracked() -> set[str]:
     return set(listed.stdout.splitlines()) if listed.returncode == 0 else set()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    if _controller(config):
-        config.stash[_BEFORE] = (_temporary_entries(), _untracked())
+    if not _controller(config):
+        return
+    system = tempfile.gettempdir()
+    session = tempfile.mkdtemp(prefix="embedding-parity-tests-", dir=system)
+    folders = {name: os.path.join(session, name) for name in ("tmp", "home", "caches")}
+    for folder in folders.values():
+        os.mkdir(folder)
+    for name in scratch.CACHES:
+        os.environ.pop(name, None)
+    os.environ.update(
+        TMPDIR=folders["tmp"],
+        HOME=folders["home"],
+        MPLCONFIGDIR=os.path.join(folders["caches"], "matplotlib"),
+    )
+    tempfile.tempdir = folders["tmp"]
+    config.stash[_SESSION] = (session, _entries(system) - {os.path.basename(session)})
+    config.stash[_UNTRACKED] = _untracked()
 
 
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
-    if not _controller(config) or _BEFORE not in config.stash:
+    if not _controller(config) or _SESSION not in config.stash:
         return
-    temporary, untracked = config.stash[_BEFORE]
-    left = sorted(_temporary_entries() - temporary)
-    written = sorted(_untracked() - untracked)
+    folder, system_before = config.stash[_SESSION]
+    system = os.path.dirname(folder)
     problems = []
-    if left:
-        problems.append(f"left in {tempfile.gettempdir()}: {', '.join(left)}")
+    for name, left in (
+        (os.path.join(folder, "tmp"), _entries(os.path.join(folder, "tmp"))),
+        (os.path.join(folder, "home"), _entries(os.path.join(folder, "home"))),
+        (system, _entries(system) - system_before - {os.path.basename(folder)}),
+    ):
+        if left:
+            problems.append(f"left in {name}: {', '.join(sorted(left))}")
+    written = sorted(_untracked() - config.stash[_UNTRACKED])
     if written:
         problems.append(f"written into the work tree: {', '.join(written)}")
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
     if problems:
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write("\n")
             reporter.write_sep("=", "the test session left files behind", red=True)
@@ -201,6 +257,17 @@ def pytest_sessionfinish(session, exitstatus):
                 reporter.write_line(problem, red=True)
         if session.exitstatus == pytest.ExitCode.OK:  # an interrupted run stays interrupted
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    config.stash[_FAILED] = session.exitstatus != pytest.ExitCode.OK
+    if config.stash[_FAILED] and reporter is not None:
+        reporter.write_line(f"the session's temporary folder and home are kept: {folder}")
 
 
-_BEFORE = pytest.StashKey[tuple]()
+def pytest_unconfigure(config):
+    """A passing session's folder goes once pytest has cleaned its own tmp_path root."""
+    if _controller(config) and _SESSION in config.stash and not config.stash.get(_FAILED, False):
+        shutil.rmtree(config.stash[_SESSION][0], ignore_errors=True)
+
+
+_SESSION = pytest.StashKey[tuple]()
+_UNTRACKED = pytest.StashKey[set]()
+_FAILED = pytest.StashKey[bool]()

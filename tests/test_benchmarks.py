@@ -13,6 +13,7 @@ import pytest
 
 import backends
 from benchmarks import lookup_add
+from tests.conftest import fresh_machine, left_behind
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIELDS = {
@@ -54,9 +55,11 @@ def quick_run(tmp_path_factory):
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={**os.environ, "MPLBACKEND": "Agg"},
+        # A fresh machine: torch.compile's cache and Matplotlib's font list go nowhere else.
+        env={**fresh_machine(out), "MPLBACKEND": "Agg"},
     )
     assert done.returncode == 0, done.stderr
+    assert left_behind(out) == []
     return done, json.loads((out / "bench.json").read_text()), out
 
 
@@ -85,7 +88,7 @@ def test_quick_run_prints_a_table_and_draws_a_chart(quick_run):
 
 @pytest.mark.parametrize("name", backends.names())
 @pytest.mark.parametrize("shape", ["seed", "small"])
-def test_suite_variant_equals_idiomatic_bitwise(name, shape):
+def test_suite_variant_equals_idiomatic_bitwise(name, shape, caches):
     problem = lookup_add.problem(lookup_add.SHAPES[shape], "float32")
     found = {v.name: v for v in lookup_add.variants(name, *problem)}
     be = backends.get(name)

@@ -9,27 +9,50 @@ import pytest
 
 import backends
 import compare
+from tests.conftest import fresh_machine, left_behind
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_seed_demo_as_a_user_runs_it(tmp_path):
+    # On a fresh machine: Matplotlib's font list, torch's and JAX's first imports find no
+    # cache, and must leave none in the home or temporary folder.
+    machine = tmp_path / "machine"
+    machine.mkdir()
     done = subprocess.run(
         [sys.executable, os.path.join(ROOT, "compare.py")],
         check=False,
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        env={**os.environ, "MPLBACKEND": "Agg"},
+        env={**fresh_machine(machine), "MPLBACKEND": "Agg"},
     )
     assert done.returncode == 0, done.stderr
+    assert left_behind(machine) == []
     assert (tmp_path / "compare.png").read_bytes()[:8] == PNG_MAGIC
     lines = done.stdout.splitlines()
     for name in backends.names():
         row = next(line.split() for line in lines if line.startswith(name + " "))
         assert row == [name, "(4,", "10)", "float32", "0", "yes"]
     assert f"picture: {tmp_path / 'compare.png'}" in done.stdout
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    # `compare.py | head`: the pipe closes before the table is written.
+    process = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "compare.py"), "--backends", "numpy"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    process.stdout.close()
+    try:
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert (process.returncode, err) == (141, b"")  # 128 + SIGPIPE, as `head` leaves a tool
 
 
 @pytest.mark.parametrize("dtype", list(backends.DTYPES))

@@ -74,15 +74,24 @@ def test_the_wheel_installs_two_names_and_runs_the_seed_demo(tmp_path, capsys, m
             ignore=shutil.ignore_patterns("__pycache__"),
         )
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
+    # pip asks `rustc --version` for its user agent, and rustup's rustc writes ~/.rustup.
+    (tmp_path / "home").mkdir()
+    pip_env = {**os.environ, "HOME": str(tmp_path / "home")}
     subprocess.run(
         [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", tmp_path / "wheel", source],
         check=True,
         cwd=tmp_path,
+        env=pip_env,
         timeout=300,
     )
     [wheel] = (tmp_path / "wheel").glob("embedding_parity-*.whl")
     site = tmp_path / "site"
-    subprocess.run([*pip, "install", "--no-deps", "--target", site, wheel], check=True, timeout=300)
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--target", site, wheel],
+        check=True,
+        env=pip_env,
+        timeout=300,
+    )
     names = {p.name for p in site.iterdir() if not p.name.endswith(".dist-info")} - {"bin"}
     assert names == {"backends", "embedding_parity"}
     assert (site / "embedding_parity" / "page" / "explorer.js").is_file()  # package data
@@ -118,3 +127,41 @@ def test_the_wheel_installs_two_names_and_runs_the_seed_demo(tmp_path, capsys, m
         check=True,
     )
     assert imported.stdout.startswith(str(site))  # the wheel's copy ran, not the clone's
+
+
+@pytest.mark.parametrize(
+    "missing, argv, says",
+    [
+        (
+            ("matplotlib", "torch", "jax"),
+            [],
+            "the pictures need Matplotlib, which is not installed: "
+            "pip install 'embedding-parity[plot]'",
+        ),
+        (
+            ("torch",),
+            ["--backends", "torch"],
+            "backend 'torch' needs the torch package, which is not installed: "
+            "pip install 'embedding-parity[torch]' (in a clone of the repository, ",
+        ),
+    ],
+)
+def test_without_its_extras_the_installed_command_names_the_one_to_install(
+    tmp_path, missing, argv, says
+):
+    # `pip install embedding-parity` brings NumPy alone. A None in sys.modules makes Python's
+    # import raise what a missing package raises (ModuleNotFoundError, with its name), and
+    # find_spec, which backends.names() asks, answer None.
+    hide = f"import sys; sys.modules.update(dict.fromkeys({missing!r})); "
+    done = subprocess.run(
+        [sys.executable, "-c", f"{hide}from embedding_parity import cli; sys.exit(cli.console())"]
+        + argv,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"embedding-parity: error: {says}"), done.stderr
+    assert done.stderr.count("\n") == 1

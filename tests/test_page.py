@@ -60,12 +60,16 @@ def explorer(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(tmp_path_factory):
     from playwright.sync_api import sync_playwright
 
     executable = chromium_or_skip()
+    # Chromium keeps its crash reports and dconf's cache under HOME whatever its profile.
+    home = tmp_path_factory.mktemp("chromium-home")
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        launched = playwright.chromium.launch(
+            executable_path=executable, args=["--no-sandbox"], env={**os.environ, "HOME": str(home)}
+        )
         try:
             yield launched
         finally:

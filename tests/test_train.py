@@ -256,11 +256,20 @@ def test_the_recorded_run_the_page_reads_is_what_training_computes():
     # The first steps of the recorded run: the batches and Adam do not depend on the step count.
     steps = 40
     fresh = train.run(names, ["learned"], dtype="float32", steps=steps)
+    # The record was made on another CPU, and float32 matrix products are not bit-reproducible
+    # across CPUs: OpenBLAS picks its kernels by instruction set (with its SkylakeX kernels
+    # NumPy gives the record's bits; with the Haswell or Zen ones a loss differs in its last bit
+    # from step 1). Such a record is one more correct implementation: at every step it may
+    # differ from this run by as much as this run's backends differ from each other (their
+    # drift, relative to the loss), and no more. A stale record differs by orders more.
+    drift = fresh.drift["learned"]
     for curve in fresh.curves:
         [kept] = [
             c
             for c in recorded["curves"]
             if (c["scheme"], c["backend"]) == ("learned", curve.backend)
         ]
-        np.testing.assert_array_equal(kept["loss"][:steps], curve.loss)
+        kept_loss = np.asarray(kept["loss"][:steps])
+        beyond = np.abs(kept_loss - curve.loss) > drift * np.abs(kept_loss)
+        assert not beyond.any(), f"{curve.backend}: the record differs at steps {beyond.nonzero()}"
         np.testing.assert_array_equal(kept["test_accuracy"][:steps], curve.test_accuracy)

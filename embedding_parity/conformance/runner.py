@@ -23,6 +23,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
+from embedding_parity import scratch
 from embedding_parity.cli import UsageError
 from embedding_parity.conformance.kinds import KINDS, Case, Outcome, Verdict
 
@@ -66,7 +67,7 @@ class Report:
         counts = {s: sum(c.status == s for c in self.checks) for s in MARK}
         summary = f"{counts['conforms']} of {len(self.checks)} checks conform"
         summary += "".join(
-            f", {counts[s]} {word}"
+            f", {counts[s]} {word if counts[s] > 1 else s}"
             for s, word in (("differs", "differ"), ("failed", "failed"), ("rejected", "rejected"))
             if counts[s]
         )
@@ -154,14 +155,16 @@ def _checks(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
 
 class Worker:
     """A worker process, its targets loaded one after another; restarted (with the current
-    target) after a case that hangs or kills it. Its files live in one private temporary
-    folder, removed when it closes: use it as a context manager."""
+    target) after a case that hangs or kills it. Its files, and the caches of the libraries
+    it imports (Keras writes ~/.keras on import), live in one private temporary folder,
+    removed when it closes: use it as a context manager."""
 
     def __init__(self, env: dict):
         self.request = None
         self.folder = tempfile.mkdtemp(prefix="embedding-parity-check-")
         self.env = {
             **os.environ,
+            **scratch.caches(self.folder),
             **env,
             "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
         }

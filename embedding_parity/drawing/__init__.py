@@ -13,8 +13,22 @@ picture is drawn, with the Agg backend unless a window was asked for.
 from __future__ import annotations
 
 
+def require() -> None:
+    """ImportError, naming the extra to install, when Matplotlib is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ModuleNotFoundError as missing:
+        if missing.name != "matplotlib":
+            raise
+        raise ImportError(
+            "the pictures need Matplotlib, which is not installed: "
+            "pip install 'embedding-parity[plot]'"
+        ) from None
+
+
 def pyplot(show: bool = False):
     """matplotlib.pyplot, headless (Agg) unless ``show``."""
+    require()
     import matplotlib
 
     if not show:

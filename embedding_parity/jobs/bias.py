@@ -94,8 +94,11 @@ class BiasRun:
                 f"{c.backend} ({', '.join(c.failures())})" for c in self.checked if not c.agrees
             )
         names = ", ".join(c.backend for c in self.checked)
+        who = f"all {len(self.checked)} backends agree ({names})"
+        if len(self.checked) == 1:
+            who = f"{names} (the only backend run)"
         return (
-            f"all {len(self.checked)} backends agree ({names}): token rows and bias "
+            f"{who}: token rows and bias "
             "bit-identical, attention within tolerance of the float64 reference"
         )
 

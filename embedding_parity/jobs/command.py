@@ -114,6 +114,9 @@ def chosen_backends(given) -> list[str]:
 
 def check_picture(path: str, flag: str = "--out") -> None:
     """A picture path: a format matplotlib writes, in a folder that exists."""
+    from embedding_parity import drawing
+
+    drawing.require()
     from matplotlib.figure import Figure
 
     formats = Figure().canvas.get_supported_filetypes()

@@ -73,7 +73,24 @@ class Run:
         if self.differing:
             return f"DIFFERS from {self.reference_name}: {', '.join(self.differing)}"
         agreement = "bit-identical to" if self.exact else "within tolerance of"
-        return f"all {len(self.results)} backends {agreement} {self.reference_name}"
+        return f"{backends_run(self.results)} {agreement} {self.reference_name}"
+
+
+def backends_run(results) -> str:
+    """"all 3 backends", or "numpy (the only backend run)": what a verdict speaks for."""
+    if len(results) == 1:
+        return f"{results[0].backend} (the only backend run)"
+    return f"all {len(results)} backends"
+
+
+def cast_note(source: str, table: np.ndarray, dtype: np.dtype) -> list[str]:
+    """A line that says so when a file's tables are computed in another dtype than their own."""
+    if table.dtype == dtype:
+        return []
+    keeps = f"; --dtype {table.dtype.name} keeps them" if table.dtype.name in backends.DTYPES else ""
+    exact = np.array_equal(table.astype(dtype).astype(table.dtype), table, equal_nan=True)
+    how = "exactly" if exact else "rounded"
+    return [f"{source}'s tables are {table.dtype.name}: computed in {dtype.name}, {how}{keeps}"]
 
 
 def same_bits(actual: np.ndarray, expected: np.ndarray) -> bool:

@@ -23,7 +23,14 @@ from backends import validation
 from embedding_parity import outputs
 from embedding_parity.cli import UsageError
 from embedding_parity.jobs import command
-from embedding_parity.jobs.parity import Run, run_learned, run_rope, run_sinusoidal, run_tokens
+from embedding_parity.jobs.parity import (
+    Run,
+    cast_note,
+    run_learned,
+    run_rope,
+    run_sinusoidal,
+    run_tokens,
+)
 
 COMMAND = "seed"
 
@@ -116,7 +123,9 @@ def _run_tables(names, tokens, tables, source, *, start, batch, seed, dtype) -> 
         results = run_learned(names, token_table, position_table, token_ids, start)
         heading = f"x = token_table[token_ids] + position_table[{start}:{stop}]"
         setting += f", max_seq_len {len(position_table)}"
-    return Run(results, heading, f"{setting}, {dtype.name}", _labels(token_ids, start), token_ids)
+    notes = cast_note(source, tables[0], dtype)
+    labels = _labels(token_ids, start)
+    return Run(results, heading, f"{setting}, {dtype.name}", labels, token_ids, notes)
 
 
 def _token_ids(tokens, vocab_size: int, batch: int | None, seed: int) -> np.ndarray:

@@ -18,7 +18,7 @@ import backends
 from backends import pretrained, validation
 from embedding_parity import outputs
 from embedding_parity.jobs import command
-from embedding_parity.jobs.parity import Run, run_learned, run_tokens
+from embedding_parity.jobs.parity import Run, cast_note, run_learned, run_tokens
 
 COMMAND = "text"
 
@@ -105,6 +105,7 @@ def run(names, text: str, model: pretrained.Pretrained, *, dtype="float32", trun
             notes.append(f"{model.name} has no position table: token rows only")
     labels = [f"{label} @ {i}" for i, label in enumerate(model.tokenizer.labels(token_ids))]
     source = model.metadata.get("source", model.name)
+    notes += cast_note(source, model.token_table, dtype)
     setting = (
         f"{source}: vocab_size {token_table.shape[0]}, dim {token_table.shape[1]}, {dtype.name}"
     )
