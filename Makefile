@@ -77,5 +77,5 @@ conformance: install
 		--json docs/conformance.json --out docs/conformance.png
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis compare.png train.png train-positions.png shard.png \
+	rm -rf $(VENV) .pytest_cache .hypothesis compare.png similarity.png order.png train.png train-positions.png shard.png \
 		explorer.html

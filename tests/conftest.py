@@ -215,7 +215,7 @@ def pytest_configure(config):
     if not _controller(config):
         return
     system = tempfile.gettempdir()
-    session = tempfile.mkdtemp(prefix="embedding-parity-tests-", dir=system)
+    session = tempfile.mkdtemp(prefix="ep-tests-", dir=system)  # short: sockets go below
     folders = {name: os.path.join(session, name) for name in ("tmp", "home", "caches")}
     for folder in folders.values():
         os.mkdir(folder)

@@ -209,7 +209,13 @@ def test_a_target_that_prints_still_conforms(capsys):
         (["check", "x.py:f", "--kind", "conv"], "argument --kind: invalid choice: 'conv'"),
         (["check", "x.py:f"], "give TARGET and --kind"),
         (["check", "--rows", "x"], "--rows goes with --known"),
-        (["check", "--known", "--rows", "nothing"], "no row named 'nothing'"),
+        (
+            ["check", "--known", "--rows", "nothing"],
+            (
+                "no row named 'nothing'; the rows are 'NumPy: table[ids] + positions'; "
+                "'torch nn.Embedding'; "
+            ),
+        ),
         (["check", "--known", "--only", "bad"], "--only does not go with --known"),
         (
             [

@@ -1,7 +1,6 @@
 """The package as a user installs it: two top-level names, three ways to start one command
 line, and every command the README and docs show still parsing (or failing as they say)."""
 
-import glob
 import os
 import pathlib
 import re
@@ -14,6 +13,7 @@ import pytest
 
 import compare
 from embedding_parity import cli
+from tests.test_docs import DOCS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -22,7 +22,7 @@ def documented_commands():
     """(file, argv, the error line shown after it or None) for every `python compare.py ...`
     line in a code block of the README and docs."""
     found = []
-    for path in ["README.md", *sorted(glob.glob("docs/*.md", root_dir=ROOT))]:
+    for path in DOCS:
         lines = pathlib.Path(ROOT, path).read_text(encoding="utf-8").splitlines()
         for i, line in enumerate(lines):
             command = re.match(r"^(?:\$ )?(?:\.venv/bin/)?python compare\.py(.*)$", line)
@@ -135,14 +135,18 @@ def test_the_wheel_installs_two_names_and_runs_the_seed_demo(tmp_path, capsys, m
         (
             ("matplotlib", "torch", "jax"),
             [],
-            "the pictures need Matplotlib, which is not installed: "
-            "pip install 'embedding-parity[plot]'",
+            (
+                "the pictures need Matplotlib, which is not installed: "
+                "pip install 'embedding-parity[plot]'"
+            ),
         ),
         (
             ("torch",),
             ["--backends", "torch"],
-            "backend 'torch' needs the torch package, which is not installed: "
-            "pip install 'embedding-parity[torch]' (in a clone of the repository, ",
+            (
+                "backend 'torch' needs the torch package, which is not installed: "
+                "pip install 'embedding-parity[torch]' (in a clone of the repository, "
+            ),
         ),
     ],
 )

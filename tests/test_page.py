@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 
 import numpy as np
 import pytest
@@ -60,20 +61,26 @@ def explorer(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
+def browser():
     from playwright.sync_api import sync_playwright
 
     executable = chromium_or_skip()
-    # Chromium keeps its crash reports and dconf's cache under HOME whatever its profile.
-    home = tmp_path_factory.mktemp("chromium-home")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=executable, args=["--no-sandbox"], env={**os.environ, "HOME": str(home)}
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
+    # Chromium keeps its crash reports and dconf's cache under HOME whatever its profile, and
+    # leaves a .org.chromium.Chromium.* file in TMPDIR: both go in one folder of the fixture's,
+    # removed with it. A short path: its singleton socket must fit a socket address (108 bytes).
+    folder = tempfile.mkdtemp(prefix="chromium-")
+    env = {**os.environ, "HOME": folder, "TMPDIR": folder}
+    try:
+        with sync_playwright() as playwright:
+            launched = playwright.chromium.launch(
+                executable_path=executable, args=["--no-sandbox"], env=env
+            )
+            try:
+                yield launched
+            finally:
+                launched.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class Opened:
@@ -391,6 +398,15 @@ def test_bad_input_gets_the_suites_own_message(opened, typed, start):
     if expected:
         assert not opened.page.locator("#live-sum").count()  # no silently wrong picture
     assert opened.errors == []
+
+
+def test_a_tooltip_goes_with_the_figure_that_bad_input_removes(opened):
+    opened.show("live")
+    opened.set_live("5 10 7 21", 0)
+    assert opened.hover_cell("live-sum", 1, 2).startswith("browser · token #10 @ pos 1 · dim 2")
+    opened.set_live("5 100", 0)  # typed, the pointer still where the figure was
+    assert not opened.page.locator("#live-sum").count()
+    assert opened.page.locator("#tooltip").is_hidden()
 
 
 TOKENS = st.one_of(

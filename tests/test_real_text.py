@@ -8,6 +8,7 @@ import pytest
 
 import backends
 import compare
+from embedding_parity import cli
 from tests.conftest import needs
 
 NAMES = backends.names()
@@ -340,3 +341,9 @@ def test_demo_pictures_stay_a_readable_size(tmp_path, capsys, minilm):
 def test_a_folder_is_not_a_weights_file(tmp_path, capsys):
     code, _, err = run_on_file(capsys, tmp_path, tmp_path)
     assert code == 2 and f"{tmp_path} is not a file" in err
+
+
+@pytest.mark.parametrize("demo", ["similarity", "order"])
+def test_each_demo_draws_its_own_picture_by_default(demo):
+    # not compare.png, the seed demo's picture, which a demo would overwrite
+    assert cli.parse(["demo", demo]).out == f"{demo}.png"

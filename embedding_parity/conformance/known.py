@@ -166,7 +166,8 @@ def run(names=None, *, timeout: float = 60.0, progress=None) -> dict:
     rows = ROWS if not names else [r for r in ROWS if r.name in names]
     unknown = set(names or ()) - {r.name for r in ROWS}
     if unknown:
-        raise UsageError(f"--rows: no row named {min(unknown)!r}")
+        named = "; ".join(repr(r.name) for r in ROWS)
+        raise UsageError(f"--rows: no row named {min(unknown)!r}; the rows are {named}")
     matrix = []
     workers = {}  # one worker process per environment: a library is imported once
     try:

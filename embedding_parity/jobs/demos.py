@@ -165,7 +165,7 @@ def add_arguments(parser) -> None:
         "a byte-level BPE)",
     )
     add_real_tables(found)
-    command.add_picture(found, "compare.png")
+    command.add_picture(found, "similarity.png")
     found.set_defaults(run=similarity_main)
     shown = demos.add_parser(
         "order",
@@ -184,7 +184,7 @@ def add_arguments(parser) -> None:
     add_real_tables(shown)
     command.add_dims(shown)
     command.add_backends(shown)
-    command.add_picture(shown, "compare.png")
+    command.add_picture(shown, "order.png")
     shown.set_defaults(run=order_main)
 
 

@@ -402,7 +402,8 @@ function liveView(view) {
   function update() {
     startValue.textContent = start.value;
     legend.replaceChildren();
-    figures.replaceChildren();
+    figures.replaceChildren(); // a removed canvas gets no mouseleave: its tooltip goes here
+    tooltip.style.display = "none";
     compared.replaceChildren();
     message.textContent = "";
     const parsed = parseIds(ids.value);
@@ -583,6 +584,7 @@ function realView(view) {
   view.append(figures);
   function draw() {
     figures.replaceChildren();
+    tooltip.style.display = "none";
     const preset = real.presets[Number(choose.value)];
     const tokens = decode(preset.token_rows), positions = decode(preset.position_rows);
     const sums = Object.fromEntries(Object.entries(preset.sums).map(([b, x]) => [b, decode(x)]));
