@@ -86,7 +86,9 @@ CONTROLS = [
 
 @pytest.fixture(scope="module")
 def matrix():
-    rows = known.run([*FINDINGS, *CONTROLS])["rows"]
+    # A finding's row runs the checks it names (make conformance runs them all); the controls
+    # run every check.
+    rows = known.run([*FINDINGS, *CONTROLS], only=FINDINGS)["rows"]
     return {r["name"]: r for r in rows}
 
 

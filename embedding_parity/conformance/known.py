@@ -161,8 +161,9 @@ def versions(packages) -> dict:
     return found
 
 
-def run(names=None, *, timeout: float = 60.0, progress=None) -> dict:
-    """{"rows": [...]} with each row's versions and report (or why it could not run)."""
+def run(names=None, *, timeout: float = 60.0, progress=None, only: dict | None = None) -> dict:
+    """{"rows": [...]} with each row's versions and report (or why it could not run).
+    ``only``: {row name: the names (or prefixes) of the checks to run}; other rows run all."""
     rows = ROWS if not names else [r for r in ROWS if r.name in names]
     unknown = set(names or ()) - {r.name for r in ROWS}
     if unknown:
@@ -172,14 +173,15 @@ def run(names=None, *, timeout: float = 60.0, progress=None) -> dict:
     workers = {}  # one worker process per environment: a library is imported once
     try:
         for row in rows:
-            matrix.append(_run_row(row, workers, timeout, progress))
+            checks = tuple((only or {}).get(row.name, ())) or None
+            matrix.append(_run_row(row, workers, timeout, progress, checks))
     finally:
         for worker in workers.values():
             worker.__exit__()
     return {"rows": matrix}
 
 
-def _run_row(row: Row, workers: dict, timeout: float, progress) -> dict:
+def _run_row(row: Row, workers: dict, timeout: float, progress, only) -> dict:
     record = {
         "name": row.name,
         "kind": row.kind,
@@ -199,6 +201,7 @@ def _run_row(row: Row, workers: dict, timeout: float, progress) -> dict:
                 row.kind,
                 framework=row.framework,
                 timeout=timeout,
+                only=only,
                 worker=workers[key],
             )
             record["report"] = report.record()

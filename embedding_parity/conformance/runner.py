@@ -97,11 +97,11 @@ def run(
     options: dict | None = None,
     env: dict | None = None,
     timeout: float = 60.0,
-    only: str | None = None,
+    only: str | tuple[str, ...] | None = None,
     worker: Worker | None = None,
 ) -> Report:
     """The report of ``target`` against ``kind``'s battery. ``only``: the checks whose name
-    starts with it; ``worker``: a Worker to reuse (its env, not ``env``), else a fresh one.
+    starts with it (or with one of them); ``worker``: a Worker to reuse (its env, not ``env``), else a fresh one.
     UsageError when the target cannot be imported or called."""
     began = time.monotonic()
     chosen = KINDS[kind]
