@@ -66,14 +66,6 @@ def smollm2():
     return pretrained.load_pretrained("smollm2")
 
 
-@pytest.fixture
-def caches(tmp_path, monkeypatch):
-    """The framework caches of code this test runs in its own process, in its tmp_path (as
-    a command puts them in its private folder): torch.compile makes its folder at once."""
-    for name, folder in scratch.CACHES.items():
-        monkeypatch.setenv(name, str(tmp_path / folder))
-
-
 def fresh_machine(folder) -> dict:
     """The environment of a machine that never ran the suite, for a child process: HOME and
     TMPDIR empty folders under ``folder`` (see ``left_behind``), no cache variable set."""
@@ -184,9 +176,12 @@ def socket_owners(pids) -> dict[int, list[str]]:
 # tmp_path root is the exception; tmp_path_retention_policy = "failed" empties it of passing
 # tests' folders. A passing session's folder is removed; a failing one's is kept and named.
 #
-# Only Matplotlib gets a cache for the session (``caches``, outside both folders): the tests
-# draw in their own processes, where no command's private folder is entered. Everything the
-# commands and benchmarks run in a child must find its own place (embedding_parity.scratch).
+# Two caches are the session's (``caches``, outside both folders), for the library code the
+# tests run in their own processes, where no command's private folder is entered: Matplotlib's
+# (the tests draw) and torch.compile's (torch makes its folder when a dispatch mode is entered,
+# and on an optimizer's first step). The rest stay unset, so a child that writes one is caught;
+# fresh_machine() runs a command with none set, to show that it finds its own place for each
+# (embedding_parity.scratch).
 
 
 def _controller(config) -> bool:
@@ -225,6 +220,7 @@ def pytest_configure(config):
         TMPDIR=folders["tmp"],
         HOME=folders["home"],
         MPLCONFIGDIR=os.path.join(folders["caches"], "matplotlib"),
+        TORCHINDUCTOR_CACHE_DIR=os.path.join(folders["caches"], "torchinductor"),
     )
     tempfile.tempdir = folders["tmp"]
     config.stash[_SESSION] = (session, _entries(system) - {os.path.basename(session)})

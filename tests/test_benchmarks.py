@@ -90,7 +90,7 @@ def test_quick_run_prints_a_table_and_draws_a_chart(quick_run):
 
 @pytest.mark.parametrize("name", backends.names())
 @pytest.mark.parametrize("shape", ["seed", "small"])
-def test_suite_variant_equals_idiomatic_bitwise(name, shape, caches):
+def test_suite_variant_equals_idiomatic_bitwise(name, shape):
     problem = lookup_add.problem(lookup_add.SHAPES[shape], "float32")
     found = {v.name: v for v in lookup_add.variants(name, *problem)}
     be = backends.get(name)

@@ -107,8 +107,7 @@ def test_native_ids_on_every_backend_give_the_numpy_layer_bits_or_error(ids, bat
 
 
 class Ops:
-    """The aten ops a torch call dispatches (torch's own interposition point). Entering a
-    dispatch mode makes torch.compile's cache folder: a test that uses it takes ``caches``."""
+    """The aten ops a torch call dispatches (torch's own interposition point)."""
 
     def __init__(self):
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -150,7 +149,7 @@ def device_route(monkeypatch):
     return tb
 
 
-def test_cpu_tensors_are_checked_without_a_copy_or_a_sync(caches):
+def test_cpu_tensors_are_checked_without_a_copy_or_a_sync():
     torch = pytest.importorskip("torch")
     tb = backend_or_skip("torch")
     layer = tb.TokenPositionEmbedding(*TABLES)
@@ -199,7 +198,6 @@ def test_the_device_route_raises_what_the_host_raises(device_route, dtype, token
 
 def test_the_device_route_synchronises_once_and_copies_nothing_when_the_ids_are_good(
     device_route,
-    caches,
 ):
     torch = pytest.importorskip("torch")
     layer = device_route.TokenPositionEmbedding(*TABLES)

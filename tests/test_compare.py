@@ -249,3 +249,15 @@ def test_more_bad_arguments_exit_2_with_one_line(capsys, argv, expected):
     assert compare.main(argv) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert expected in line
+
+
+def test_a_files_tables_in_another_dtype_are_said_to_be_cast(tmp_path, capsys):
+    token_table, position_table = backends.shared_weights(50, 6, 8, dtype="float64")
+    path = tmp_path / "f64.npz"
+    np.savez(path, token_table=token_table, position_table=position_table)
+    argv = ["--weights", str(path), "--tokens", "1", "2", "--out", str(tmp_path / "x.png")]
+    assert compare.main(argv) == 0
+    note = "f64.npz's tables are float64: computed in float32, rounded; --dtype float64 keeps them"
+    assert note in capsys.readouterr().out.splitlines()
+    assert compare.main([*argv, "--dtype", "float64"]) == 0
+    assert "computed in" not in capsys.readouterr().out

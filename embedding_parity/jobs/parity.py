@@ -77,7 +77,7 @@ class Run:
 
 
 def backends_run(results) -> str:
-    """"all 3 backends", or "numpy (the only backend run)": what a verdict speaks for."""
+    """What a verdict speaks for: "all 3 backends", or "numpy (the only backend run)"."""
     if len(results) == 1:
         return f"{results[0].backend} (the only backend run)"
     return f"all {len(results)} backends"
@@ -87,10 +87,11 @@ def cast_note(source: str, table: np.ndarray, dtype: np.dtype) -> list[str]:
     """A line that says so when a file's tables are computed in another dtype than their own."""
     if table.dtype == dtype:
         return []
-    keeps = f"; --dtype {table.dtype.name} keeps them" if table.dtype.name in backends.DTYPES else ""
+    name = table.dtype.name
+    keeps = f"; --dtype {name} keeps them" if name in backends.DTYPES else ""
     exact = np.array_equal(table.astype(dtype).astype(table.dtype), table, equal_nan=True)
     how = "exactly" if exact else "rounded"
-    return [f"{source}'s tables are {table.dtype.name}: computed in {dtype.name}, {how}{keeps}"]
+    return [f"{source}'s tables are {name}: computed in {dtype.name}, {how}{keeps}"]
 
 
 def same_bits(actual: np.ndarray, expected: np.ndarray) -> bool:
