@@ -161,15 +161,12 @@ def _smollm2() -> Pretrained:
 
     folder = package_dir("smollm2")
     path = os.path.join(folder, "SmolLM2-135M-Instruct.Q4_1.gguf")
-    reader = gguf.GGUFReader(path)
-
-    def value(key):
-        part = reader.fields[key]
-        return part.contents() if hasattr(part, "contents") else part.parts[part.data[0]][0]
-
-    tensor = next(t for t in reader.tensors if t.name == "token_embd.weight")
+    fields, tensors = read_gguf(path)
+    value = fields.__getitem__
+    kind, rows = tensors["token_embd.weight"]  # rows: (vocab, bytes per row), memory-mapped
+    tensor_type = gguf.GGMLQuantizationType(kind)
     # Stored quantised (Q8_0: int8 values with a float16 scale per 32); dequantised with NumPy.
-    token_table = np.ascontiguousarray(gguf.quants.dequantize(tensor.data, tensor.tensor_type))
+    token_table = np.ascontiguousarray(gguf.quants.dequantize(rows, tensor_type))
     tokens, merges = value("tokenizer.ggml.tokens"), value("tokenizer.ggml.merges")
     return Pretrained(
         name="smollm2",
@@ -190,9 +187,84 @@ def _smollm2() -> Pretrained:
             "license": str(value("general.license")),
             "file": path,
             "shapes": {"token_table": token_table.shape},
-            "dtype": f"{token_table.dtype} (dequantised from {tensor.tensor_type.name})",
+            "dtype": f"{token_table.dtype} (dequantised from {tensor_type.name})",
         },
     )
+
+
+# GGUF's value types (ggml's gguf.h): struct formats of the scalars; 8 is a string, 9 an array.
+_GGUF_SCALARS = {
+    0: "B",
+    1: "b",
+    2: "H",
+    3: "h",
+    4: "I",
+    5: "i",
+    6: "f",
+    7: "?",
+    10: "Q",
+    11: "q",
+    12: "d",
+}
+
+
+def read_gguf(path: str) -> tuple[dict, dict]:
+    """A GGUF file's metadata ({key: int, float, bool, str or list}) and tensors ({name:
+    (ggml type, uint8 rows memory-mapped)}), as gguf.GGUFReader reads them, in a tenth of its
+    time: it builds an array view for each of the vocabulary's hundred thousand strings."""
+    import struct
+
+    import gguf
+
+    data = np.memmap(path, dtype=np.uint8, mode="r")
+    raw, at = data.data, 0
+
+    def take(fmt: str):
+        nonlocal at
+        (found,) = struct.unpack_from("<" + fmt, raw, at)
+        at += struct.calcsize(fmt)
+        return found
+
+    def string() -> str:
+        nonlocal at
+        size = take("Q")
+        at += size
+        return bytes(raw[at - size : at]).decode("utf-8")
+
+    def value(kind: int):
+        if kind == 8:
+            return string()
+        if kind == 9:
+            item, count = take("I"), take("Q")
+            return [value(item) for _ in range(count)]
+        return take(_GGUF_SCALARS[kind])
+
+    if bytes(raw[:4]) != b"GGUF":
+        raise ValueError(f"{path} is not a GGUF file")
+    at = 4
+    version, tensor_count, kv_count = take("I"), take("Q"), take("Q")
+    if version not in (2, 3):
+        raise ValueError(f"{path}: GGUF version {version}, this reader knows 2 and 3")
+    fields = {}
+    for _ in range(kv_count):
+        key = string()
+        fields[key] = value(take("I"))
+    infos = []
+    for _ in range(tensor_count):
+        name = string()
+        dims = [take("Q") for _ in range(take("I"))]
+        infos.append((name, dims, take("I"), take("Q")))
+    alignment = fields.get("general.alignment", 32)
+    start = -(-at // alignment) * alignment  # the tensor data, aligned
+    tensors = {}
+    for name, dims, kind, offset in infos:
+        shape = gguf.quants.quant_shape_to_byte_shape(
+            tuple(reversed(dims)), gguf.GGMLQuantizationType(kind)
+        )
+        size = int(np.prod(shape))
+        begin = start + offset
+        tensors[name] = (kind, data[begin : begin + size].reshape(shape))
+    return fields, tensors
 
 
 # The sha256 of GPT-2's files as tiktoken pins them (tiktoken_ext/openai_public.py, "gpt2");
