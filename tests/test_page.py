@@ -67,8 +67,9 @@ def browser():
     executable = chromium_or_skip()
     # Chromium keeps its crash reports and dconf's cache under HOME whatever its profile, and
     # leaves a .org.chromium.Chromium.* file in TMPDIR: both go in one folder of the fixture's,
-    # removed with it. A short path: its singleton socket must fit a socket address (108 bytes).
-    folder = tempfile.mkdtemp(prefix="chromium-")
+    # removed with it. In /tmp, not the session's nested TMPDIR: Chromium's singleton socket
+    # lies two folders below it, and a socket's path must fit in 108 bytes.
+    folder = tempfile.mkdtemp(prefix="ep-chromium-", dir="/tmp" if os.path.isdir("/tmp") else None)
     env = {**os.environ, "HOME": folder, "TMPDIR": folder}
     try:
         with sync_playwright() as playwright:

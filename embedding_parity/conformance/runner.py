@@ -66,6 +66,8 @@ class Report:
         lines += [f"  {MARK[c.status]:<4} {c.check:<{width}}  {c.detail}" for c in self.checks]
         counts = {s: sum(c.status == s for c in self.checks) for s in MARK}
         summary = f"{counts['conforms']} of {len(self.checks)} checks conform"
+        if len(self.checks) == 1:
+            summary = f"{counts['conforms']} of 1 check conforms"
         summary += "".join(
             f", {counts[s]} {word if counts[s] > 1 else s}"
             for s, word in (("differs", "differ"), ("failed", "failed"), ("rejected", "rejected"))

@@ -31,7 +31,7 @@ import numpy as np
 import backends
 from backends import positional, validation
 from embedding_parity.jobs import train
-from embedding_parity.jobs.parity import Result, run_tokens, same_bits
+from embedding_parity.jobs.parity import Result, backends_run, run_tokens, same_bits
 from embedding_parity.jobs.seed import SEED_TOKENS
 
 SCHEMES = ("alibi", "t5")
@@ -93,10 +93,9 @@ class BiasRun:
             return "DIFFERS: " + "; ".join(
                 f"{c.backend} ({', '.join(c.failures())})" for c in self.checked if not c.agrees
             )
-        names = ", ".join(c.backend for c in self.checked)
-        who = f"all {len(self.checked)} backends agree ({names})"
-        if len(self.checked) == 1:
-            who = f"{names} (the only backend run)"
+        who = backends_run(self.checked)
+        if len(self.checked) > 1:
+            who += f" agree ({', '.join(c.backend for c in self.checked)})"
         return (
             f"{who}: token rows and bias "
             "bit-identical, attention within tolerance of the float64 reference"

@@ -83,15 +83,22 @@ def backends_run(results) -> str:
     return f"all {len(results)} backends"
 
 
-def cast_note(source: str, table: np.ndarray, dtype: np.dtype) -> list[str]:
-    """A line that says so when a file's tables are computed in another dtype than their own."""
-    if table.dtype == dtype:
+def cast_note(source: str, tables, dtype: np.dtype) -> list[str]:
+    """A line that says so when a file's tables (None for a missing one) are computed in
+    another dtype than their own, and whether that rounded them."""
+    found = [table for table in tables if table is not None]
+    if all(table.dtype == dtype for table in found):
         return []
-    name = table.dtype.name
-    keeps = f"; --dtype {name} keeps them" if name in backends.DTYPES else ""
-    exact = np.array_equal(table.astype(dtype).astype(table.dtype), table, equal_nan=True)
+    names = list(dict.fromkeys(table.dtype.name for table in found))
+    one = len(names) == 1 and names[0] in backends.DTYPES
+    keeps = f"; --dtype {names[0]} keeps them" if one else ""
+    exact = all(
+        np.array_equal(table.astype(dtype).astype(table.dtype), table, equal_nan=True)
+        for table in found
+    )
     how = "exactly" if exact else "rounded"
-    return [f"{source}'s tables are {name}: computed in {dtype.name}, {how}{keeps}"]
+    held = " and ".join(names)
+    return [f"{source}'s tables are {held}: computed in {dtype.name}, {how}{keeps}"]
 
 
 def same_bits(actual: np.ndarray, expected: np.ndarray) -> bool:

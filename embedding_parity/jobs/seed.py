@@ -123,7 +123,7 @@ def _run_tables(names, tokens, tables, source, *, start, batch, seed, dtype) -> 
         results = run_learned(names, token_table, position_table, token_ids, start)
         heading = f"x = token_table[token_ids] + position_table[{start}:{stop}]"
         setting += f", max_seq_len {len(position_table)}"
-    notes = cast_note(source, tables[0], dtype)
+    notes = cast_note(source, tables, dtype)
     labels = _labels(token_ids, start)
     return Run(results, heading, f"{setting}, {dtype.name}", labels, token_ids, notes)
 

@@ -105,7 +105,7 @@ def run(names, text: str, model: pretrained.Pretrained, *, dtype="float32", trun
             notes.append(f"{model.name} has no position table: token rows only")
     labels = [f"{label} @ {i}" for i, label in enumerate(model.tokenizer.labels(token_ids))]
     source = model.metadata.get("source", model.name)
-    notes += cast_note(source, model.token_table, dtype)
+    notes += cast_note(source, (model.token_table, model.position_table), dtype)
     setting = (
         f"{source}: vocab_size {token_table.shape[0]}, dim {token_table.shape[1]}, {dtype.name}"
     )
