@@ -12,14 +12,8 @@ import pytest
 import backends
 from tests.conftest import descendants
 from tests.test_sharding import same_bits, unsharded
-from tests.test_sharding_torch import (
-    base_env,
-    check_report,
-    run_all,
-    seed_file,
-    shard_command,
-    torch_cases,
-)
+from tests.test_sharding_launched import base_env, check_report, run_all, seed_file, shard_command
+from tests.test_sharding_torch import torch_cases
 
 # --- JAX: N processes joined by jax.distributed on 127.0.0.1 ---------------------------
 
