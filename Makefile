@@ -22,8 +22,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt requirements-models.txt requi
 compare: install
 	MPLBACKEND=Agg $(PY) compare.py
 
-# Two pytest workers, one test file each at a time (module fixtures are built once): about 5
-# minutes on 2 cores (4:55 to 5:39 in four fresh clones); one worker takes more than 5.5.
+# Two pytest workers, one test file each at a time (module fixtures are built once): 3 min 50 s
+# to 3 min 58 s on 2 cores in three fresh clones (docs/development.md); three workers are slower.
 TEST_WORKERS ?= 2
 test: install
 	REQUIRED_BACKENDS=$(REQUIRED_BACKENDS) REQUIRED_MODELS=$(REQUIRED_MODELS) \
