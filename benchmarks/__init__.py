@@ -14,10 +14,6 @@ def run(main) -> None:
     try:
         with scratch.private_folder(prefix="embedding-parity-bench-"):
             status = main()
-    except scratch.Terminated as stop:
-        print(f"{prog}: terminated ({stop})", file=sys.stderr)
-        status = 128 + stop.signal
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        status = 130
+    except KeyboardInterrupt as stop:  # Ctrl-C, or scratch.Terminated
+        status = scratch.stopped(prog, stop)
     sys.exit(status)

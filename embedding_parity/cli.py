@@ -99,12 +99,8 @@ def _main(argv, prog: str) -> int:
         args.argv, args.prog = argv, prog  # to run the same command again in a child
         with scratch.private_folder():  # the run's temporary files, removed on every way out
             return args.run(args)
-    except scratch.Terminated as stop:
-        print(f"{where}: terminated ({stop})", file=sys.stderr)
-        return 128 + stop.signal
-    except KeyboardInterrupt:
-        print(f"{where}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:  # Ctrl-C, or scratch.Terminated (SIGTERM, SIGHUP)
+        return scratch.stopped(where, stop)
     except UsageError as error:
         print(f"{where}: error: {_hint(parser, str(error))}", file=sys.stderr)
         return 2

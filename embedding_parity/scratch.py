@@ -17,6 +17,7 @@ import contextlib
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 
@@ -42,6 +43,16 @@ class Terminated(KeyboardInterrupt):
     def __init__(self, number: int):
         super().__init__(signal.Signals(number).name)
         self.signal = number
+
+
+def stopped(where: str, stop: KeyboardInterrupt) -> int:
+    """Say in one line that the run was stopped (Ctrl-C, or ``Terminated``); its status:
+    130 interrupted, 128 + the signal terminated (143 for SIGTERM, 129 for SIGHUP)."""
+    if isinstance(stop, Terminated):
+        print(f"{where}: terminated ({stop})", file=sys.stderr)
+        return 128 + stop.signal
+    print(f"{where}: interrupted", file=sys.stderr)
+    return 130
 
 
 def _terminate(number, frame):

@@ -193,7 +193,7 @@ def _entries(folder: str) -> set[str]:
     return {name for name in os.listdir(folder) if not name.startswith("pytest-of-")}
 
 
-def _untracked() -> set[str]:
+def _untracked(home: str) -> set[str]:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     listed = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=all", "--ignored=no"],
@@ -202,7 +202,7 @@ def _untracked() -> set[str]:
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "HOME": _HOME},  # git's own config (safe.directory) is the user's
+        env={**os.environ, "HOME": home},  # git's own config (safe.directory) is the user's
     )
     return set(listed.stdout.splitlines()) if listed.returncode == 0 else set()
 
@@ -217,9 +217,8 @@ def pytest_configure(config):
     if not _controller(config):
         return
     system = tempfile.gettempdir()
-    session = tempfile.mkdtemp(prefix="ep-tests-", dir=system)
-    global _HOME
-    _HOME = os.environ.get("HOME", os.path.expanduser("~"))  # short: sockets go below
+    session = tempfile.mkdtemp(prefix="ep-tests-", dir=system)  # short: sockets go below
+    home = os.path.expanduser("~")  # the user's, before the session's replaces it
     folders = {name: os.path.join(session, name) for name in ("tmp", "home", "caches")}
     for folder in folders.values():
         os.mkdir(folder)
@@ -233,7 +232,7 @@ def pytest_configure(config):
     )
     tempfile.tempdir = folders["tmp"]
     config.stash[_SESSION] = (session, _entries(system) - {os.path.basename(session)})
-    config.stash[_UNTRACKED] = _untracked()
+    config.stash[_UNTRACKED] = (home, _untracked(home))
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -250,7 +249,8 @@ def pytest_sessionfinish(session, exitstatus):
     ):
         if left:
             problems.append(f"left in {name}: {', '.join(sorted(left))}")
-    written = sorted(_untracked() - config.stash[_UNTRACKED])
+    home, untracked = config.stash[_UNTRACKED]
+    written = sorted(_untracked(home) - untracked)
     if written:
         problems.append(f"written into the work tree: {', '.join(written)}")
     reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -273,7 +273,6 @@ def pytest_unconfigure(config):
         shutil.rmtree(config.stash[_SESSION][0], ignore_errors=True)
 
 
-_HOME = os.path.expanduser("~")  # the user's, before the session's replaces it
 _SESSION = pytest.StashKey[tuple]()
-_UNTRACKED = pytest.StashKey[set]()
+_UNTRACKED = pytest.StashKey[tuple]()
 _FAILED = pytest.StashKey[bool]()
