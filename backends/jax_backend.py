@@ -434,52 +434,54 @@ def _sinusoidal_table(num_positions: int, dim: int, base, layout: str, dtype) ->
     return table.astype(dtype)
 
 
-def apply_rope(
-    x, positions, *, base: float = 10000.0, layout: str = "half", scaling=None
-) -> jax.Array:
-    """Rotary position embedding of x (..., T, dim) at integer positions (T,).
+def rope_params(rotary_dim: int, base: float, scaling, positions) -> dict:
+    """{"inv_freq", "attention_factor"}: the rule's float64 constants for these positions (the
+    length rules take max(positions) + 1), a pytree for the jitted rotation."""
+    w, attention = positional.rope_parameters(
+        rotary_dim, base, scaling, positional.length(positions)
+    )
+    return {"inv_freq": w, "attention_factor": np.float64(attention)}
 
-    layout "half" rotates dimension i with i + dim/2 (GPT-NeoX, Hugging Face LLaMA);
-    "interleaved" rotates pairs (2i, 2i+1) (GPT-J, RoFormer, Meta's LLaMA code).
-    scaling: None or a Hugging Face rope_scaling dict, type "linear" or "llama3".
+
+def apply_rope(
+    x, positions, *, base: float = 10000.0, layout: str = "half", scaling=None, rotary_dim=None
+) -> jax.Array:
+    """Rotary position embedding of x (..., T, head_dim) at integer positions (T,).
+
+    layout "half" rotates dimension i with i + rotary_dim/2 (GPT-NeoX, Hugging Face LLaMA);
+    "interleaved" rotates pairs (2i, 2i+1) (GPT-J, RoFormer, Meta's LLaMA code). The first
+    ``rotary_dim`` dims (default: all) are rotated, the rest pass through. scaling: None or a
+    Hugging Face rope_scaling dict: "linear", "dynamic", "yarn", "longrope" or "llama3".
     """
     if not isinstance(x, jax.Array):
         x = validation.native(np.asarray(x))
     dtype = validation.check_float_dtype(np.dtype(x.dtype).name, "x")
-    positions, scaling = validation.check_rope(
-        x.shape, validation.as_host(positions), base, layout, scaling
+    positions, scaling, rotary_dim = validation.check_rope(
+        x.shape, validation.as_host(positions), base, layout, scaling, rotary_dim
+    )
+    compute = positional.compute_dtype(dtype)
+    params = jax.tree.map(
+        lambda v: v.astype(compute), rope_params(rotary_dim, base, scaling, positions)
     )
     with _precision(dtype):
-        w = _rope_frequencies(x.shape[-1], base, scaling, positional.compute_dtype(dtype))
-        return _rope(jnp.asarray(x), positions.astype(np.int32), w, layout)  # checked: < 2**24
+        return _rope(params, jnp.asarray(x), positions.astype(np.int32), layout)  # < 2**24
 
 
 @partial(jax.jit, static_argnames="layout")
-def _rope(x: jax.Array, positions: jax.Array, w: jax.Array, layout: str) -> jax.Array:
-    angles = jnp.outer(positions.astype(w.dtype), w)  # (T, dim/2)
-    cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)
+def _rope(params, x: jax.Array, positions: jax.Array, layout: str) -> jax.Array:
+    w = params["inv_freq"]
+    rotary_dim = 2 * w.shape[0]
+    angles = jnp.outer(positions.astype(w.dtype), w)  # (T, rotary_dim/2)
+    cos = (jnp.cos(angles) * params["attention_factor"]).astype(x.dtype)
+    sin = (jnp.sin(angles) * params["attention_factor"]).astype(x.dtype)
+    rotated, rest = x[..., :rotary_dim], x[..., rotary_dim:]
     if layout == "half":
-        a, b = jnp.split(x, 2, axis=-1)  # pairs (i, i + dim/2)
-        return jnp.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
-    a, b = x[..., 0::2], x[..., 1::2]  # pairs (2i, 2i+1)
-    return jnp.stack([a * cos - b * sin, b * cos + a * sin], axis=-1).reshape(x.shape)
-
-
-def _rope_frequencies(dim: int, base: float, scaling: dict | None, dtype) -> jax.Array:
-    w = 1.0 / base ** (jnp.arange(0, dim, 2, dtype=dtype) / dim)  # (dim/2,)
-    if scaling is None:
-        return w
-    if scaling["rope_type"] == "linear":
-        return w / scaling["factor"]
-    # llama3: slow the long wavelengths by factor, keep the short ones, blend in between.
-    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
-    context = scaling["original_max_position_embeddings"]
-    wavelength = 2 * jnp.pi / w
-    smooth = (context / wavelength - low) / (high - low)
-    blended = (1 - smooth) * w / factor + smooth * w
-    return jnp.where(
-        wavelength < context / high, w, jnp.where(wavelength > context / low, w / factor, blended)
-    )
+        a, b = jnp.split(rotated, 2, axis=-1)  # pairs (i, i + rotary_dim/2)
+        turned = jnp.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+    else:
+        a, b = rotated[..., 0::2], rotated[..., 1::2]  # pairs (2i, 2i+1)
+        turned = jnp.stack([a * cos - b * sin, b * cos + a * sin], axis=-1).reshape(rotated.shape)
+    return jnp.concatenate([turned, rest], axis=-1)
 
 
 def alibi_slopes(num_heads: int, *, dtype="float32") -> jax.Array:
@@ -563,6 +565,120 @@ def t5_bias(
             max_distance=max_distance,
         )  # (q, k), computed from the lengths alone: a constant under jit
         return jnp.asarray(bias_table)[buckets].transpose(2, 0, 1)  # (H, q, k)
+
+
+# --- the configurations models ship: position ids, Gemma's scale, BERT's input layer -------
+
+
+def position_ids(
+    input_ids, attention_mask=None, *, rule: str = "arange", padding_idx=None, past_length=0
+) -> jax.Array:
+    """(B, T) int32 rows of the position table, by a model's rule (``positional.position_ids``),
+    as a jitted pure function of the ids and the mask."""
+    host_ids, host_mask, past_length = validation.check_position_ids(
+        validation.as_host(input_ids),
+        None if attention_mask is None else validation.as_host(attention_mask),
+        rule,
+        padding_idx,
+        past_length,
+    )
+    mask = None if host_mask is None else jnp.asarray(host_mask.astype(np.int32))
+    pad = -1 if padding_idx is None else int(padding_idx)
+    return _position_ids(jnp.asarray(host_ids.astype(np.int32)), mask, past_length, pad, rule)
+
+
+@partial(jax.jit, static_argnames=("past_length", "padding_idx", "rule"))
+def _position_ids(ids, mask, past_length: int, padding_idx: int, rule: str) -> jax.Array:
+    batch, length = ids.shape
+    counted = past_length + jnp.arange(length, dtype=jnp.int32)
+    if rule in ("arange", "bart"):
+        return jnp.broadcast_to(counted + (2 if rule == "bart" else 0), (batch, length))
+    if rule == "opt":
+        return (jnp.cumsum(mask, axis=1) * mask - 1)[:, past_length:] + 2
+    real = (ids != padding_idx).astype(jnp.int32)
+    return (jnp.cumsum(real, axis=1) + past_length) * real + padding_idx
+
+
+@jax.jit
+def embed_scaled(params, token_ids: jax.Array) -> jax.Array:
+    """Gemma's lookup: rows times the scale, both in the table's dtype."""
+    return params["token_table"][token_ids] * params["embed_scale"]
+
+
+class ScaledWordEmbedding:
+    """Gemma's token lookup: ``embed_scaled`` over {"token_table", "embed_scale"}, the scale
+    sqrt(dim) rounded to the table's dtype first; ids checked on the host (JAX would clamp)."""
+
+    def __init__(self, token_table: np.ndarray):
+        token_table = validation.native(np.asarray(token_table))
+        self.dtype = validation.check_float_dtype(token_table.dtype.name, "token_table")
+        self.vocab_size = token_table.shape[0]
+        with _precision(self.dtype):
+            self.params = {
+                "token_table": _to_device(token_table),
+                "embed_scale": jnp.asarray(
+                    positional.embedding_scale(token_table.shape[1], self.dtype)
+                ),
+            }
+
+    def __call__(self, token_ids) -> jax.Array:
+        host_ids = validation.check_token_ids(validation.as_host(token_ids), self.vocab_size)
+        with _precision(self.dtype):
+            return embed_scaled(self.params, _device_ids(token_ids, host_ids))
+
+
+@partial(jax.jit, static_argnames="length")
+def bert_embed(params, input_ids, token_type_ids, start, length: int) -> jax.Array:
+    """(word + token type) + position, each add in the tables' dtype; LayerNorm when params
+    holds "gamma" and "beta" (statistics in float32 for 16-bit tables, as torch's)."""
+    x = params["word_table"][input_ids] + params["type_table"][token_type_ids]
+    x = x + lax.dynamic_slice_in_dim(params["position_table"], start, length)
+    if "gamma" not in params:
+        return x
+    wide = x.astype(jnp.promote_types(x.dtype, jnp.float32))
+    mean = wide.mean(axis=-1, keepdims=True)
+    variance = ((wide - mean) ** 2).mean(axis=-1, keepdims=True)
+    normed = (wide - mean) * lax.rsqrt(variance + params["eps"].astype(wide.dtype))
+    gamma, beta = params["gamma"].astype(wide.dtype), params["beta"].astype(wide.dtype)
+    return (normed * gamma + beta).astype(x.dtype)
+
+
+class BertEmbeddings:
+    """BERT's input layer: ``bert_embed`` over the three tables (and LayerNorm's gamma, beta,
+    eps when ``layer_norm`` is given), every id and position checked on the host first."""
+
+    def __init__(self, word_table, type_table, position_table, *, layer_norm=None):
+        tables = [
+            validation.native(np.asarray(t)) for t in (word_table, type_table, position_table)
+        ]
+        self.dtype = validation.check_bert_tables(*tables)
+        self.sizes = [len(t) for t in tables]
+        with _precision(self.dtype):
+            self.params = {
+                name: _to_device(t)
+                for name, t in zip(("word_table", "type_table", "position_table"), tables)
+            }
+            if layer_norm is not None:
+                gamma, beta, eps = layer_norm
+                self.params["gamma"] = _to_device(np.asarray(gamma, self.dtype))
+                self.params["beta"] = _to_device(np.asarray(beta, self.dtype))
+                self.params["eps"] = jnp.asarray(np.float32(eps))
+
+    def __call__(self, input_ids, token_type_ids, start: int = 0) -> jax.Array:
+        host_ids = validation.check_token_ids(validation.as_host(input_ids), self.sizes[0])
+        host_types = validation.check_token_type_ids(
+            validation.as_host(token_type_ids), host_ids.shape, self.sizes[1]
+        )
+        length = host_ids.shape[-1]
+        start = validation.check_positions(start, length, self.sizes[2])
+        with _precision(self.dtype):
+            return bert_embed(
+                self.params,
+                host_ids.astype(np.int32),
+                host_types.astype(np.int32),
+                start,
+                length,
+            )
 
 
 def _to_device(table: np.ndarray) -> jax.Array:

@@ -217,45 +217,35 @@ def sinusoidal_table(
 
 
 def apply_rope(
-    x, positions, *, base: float = 10000.0, layout: str = "half", scaling=None
+    x, positions, *, base: float = 10000.0, layout: str = "half", scaling=None, rotary_dim=None
 ) -> np.ndarray:
-    """Rotary position embedding of x (..., T, dim) at integer positions (T,).
+    """Rotary position embedding of x (..., T, head_dim) at integer positions (T,).
 
-    layout "half" rotates dimension i with i + dim/2 (GPT-NeoX, Hugging Face LLaMA);
-    "interleaved" rotates pairs (2i, 2i+1) (GPT-J, RoFormer, Meta's LLaMA code).
-    scaling: None or a Hugging Face rope_scaling dict, type "linear" or "llama3".
+    layout "half" rotates dimension i with i + rotary_dim/2 (GPT-NeoX, Hugging Face LLaMA);
+    "interleaved" rotates pairs (2i, 2i+1) (GPT-J, RoFormer, Meta's LLaMA code). The first
+    ``rotary_dim`` dims (default: all) are rotated, the rest pass through. scaling: None or a
+    Hugging Face rope_scaling dict: "linear", "dynamic", "yarn", "longrope" or "llama3".
     """
     x = validation.native(np.asarray(x))
     dtype = validation.check_float_dtype(x.dtype.name, "x")
-    positions, scaling = validation.check_rope(
-        x.shape, validation.as_host(positions), base, layout, scaling
+    positions, scaling, rotary_dim = validation.check_rope(
+        x.shape, validation.as_host(positions), base, layout, scaling, rotary_dim
     )
     compute = positional.compute_dtype(dtype)
-    w = _rope_frequencies(x.shape[-1], base, scaling, compute)  # (dim/2,)
-    angles = positions.astype(compute)[:, None] * w  # (T, dim/2)
-    cos, sin = np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
-    if layout == "half":
-        a, b = np.split(x, 2, axis=-1)  # pairs (i, i + dim/2)
-        return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
-    a, b = x[..., 0::2], x[..., 1::2]  # pairs (2i, 2i+1)
-    return np.stack([a * cos - b * sin, b * cos + a * sin], axis=-1).reshape(x.shape)
-
-
-def _rope_frequencies(dim: int, base: float, scaling: dict | None, dtype) -> np.ndarray:
-    w = 1.0 / base ** (np.arange(0, dim, 2, dtype=dtype) / dim)  # (dim/2,)
-    if scaling is None:
-        return w
-    if scaling["rope_type"] == "linear":
-        return w / scaling["factor"]
-    # llama3: slow the long wavelengths by factor, keep the short ones, blend in between.
-    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
-    context = scaling["original_max_position_embeddings"]
-    wavelength = 2 * np.pi / w
-    smooth = (context / wavelength - low) / (high - low)
-    blended = (1 - smooth) * w / factor + smooth * w
-    return np.where(
-        wavelength < context / high, w, np.where(wavelength > context / low, w / factor, blended)
+    w, attention = positional.rope_parameters(  # float64 constants, like a model's inv_freq
+        rotary_dim, base, scaling, positional.length(positions)
     )
+    angles = positions.astype(compute)[:, None] * w.astype(compute)  # (T, rotary_dim/2)
+    cos = (np.cos(angles) * compute.type(attention)).astype(dtype)
+    sin = (np.sin(angles) * compute.type(attention)).astype(dtype)
+    rotated, rest = x[..., :rotary_dim], x[..., rotary_dim:]
+    if layout == "half":
+        a, b = np.split(rotated, 2, axis=-1)  # pairs (i, i + rotary_dim/2)
+        turned = np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+    else:
+        a, b = rotated[..., 0::2], rotated[..., 1::2]  # pairs (2i, 2i+1)
+        turned = np.stack([a * cos - b * sin, b * cos + a * sin], axis=-1).reshape(rotated.shape)
+    return np.concatenate([turned, rest], axis=-1) if rest.shape[-1] else turned
 
 
 def alibi_slopes(num_heads: int, *, dtype="float32") -> np.ndarray:
@@ -324,6 +314,60 @@ def t5_bias(
         max_distance=max_distance,
     )  # (q, k)
     return bias_table[buckets].transpose(2, 0, 1)  # (q, k, H) -> (H, q, k)
+
+
+# --- the configurations models ship: position ids, Gemma's scale, BERT's input layer -------
+
+position_ids = positional.position_ids  # integer rules: NumPy is the reference itself
+
+
+class ScaledWordEmbedding:
+    """Gemma's token lookup: rows times sqrt(dim), the scale rounded to the table's dtype
+    first (``positional.embedding_scale``), then one product in that dtype."""
+
+    def __init__(self, token_table: np.ndarray):
+        token_table = validation.native(np.asarray(token_table))
+        self.dtype = validation.check_float_dtype(token_table.dtype.name, "token_table")
+        self.token_table = token_table.copy()
+        self.embed_scale = positional.embedding_scale(token_table.shape[1], self.dtype)
+
+    def __call__(self, token_ids) -> np.ndarray:
+        ids = validation.check_token_ids(validation.as_host(token_ids), len(self.token_table))
+        rows = self.token_table[ids]  # (..., T, dim)
+        rows *= self.embed_scale
+        return rows
+
+
+class BertEmbeddings:
+    """BERT's input layer: (word + token type) + position, each add in the tables' dtype,
+    then LayerNorm if ``layer_norm`` = (gamma, beta, eps) is given."""
+
+    def __init__(self, word_table, type_table, position_table, *, layer_norm=None):
+        tables = [
+            validation.native(np.asarray(t)) for t in (word_table, type_table, position_table)
+        ]
+        self.dtype = validation.check_bert_tables(*tables)
+        self.word_table, self.type_table, self.position_table = (t.copy() for t in tables)
+        self.layer_norm = layer_norm
+
+    def __call__(self, input_ids, token_type_ids, start: int = 0) -> np.ndarray:
+        ids = validation.check_token_ids(validation.as_host(input_ids), len(self.word_table))
+        types = validation.check_token_type_ids(
+            validation.as_host(token_type_ids), ids.shape, len(self.type_table)
+        )
+        start = validation.check_positions(start, ids.shape[-1], len(self.position_table))
+        x = self.word_table[ids]  # (..., T, hidden)
+        x += self.type_table[types]
+        x += self.position_table[start : start + ids.shape[-1]]
+        if self.layer_norm is None:
+            return x
+        gamma, beta, eps = self.layer_norm
+        compute = positional.compute_dtype(self.dtype)
+        wide = x.astype(compute)
+        mean = wide.mean(axis=-1, keepdims=True)
+        variance = ((wide - mean) ** 2).mean(axis=-1, keepdims=True)
+        normed = (wide - mean) / np.sqrt(variance + compute.type(eps))
+        return (normed * gamma.astype(compute) + beta.astype(compute)).astype(self.dtype)
 
 
 def to_numpy(array) -> np.ndarray:

@@ -46,30 +46,143 @@ def rope_permutation(dim: int) -> np.ndarray:
     return np.concatenate([np.arange(0, dim, 2), np.arange(1, dim, 2)])
 
 
-def frequencies(dim: int, base: float = 10000.0, scaling: dict | None = None) -> np.ndarray:
-    """(dim/2,) float64 angular frequencies w_i = base**(-2i/dim), after a scaling rule."""
+# --- RoPE: one function per frequency rule, as Hugging Face's ROPE_INIT_FUNCTIONS ----------
+#
+# Each takes (dim, base, params, seq_len), dim the rotated width (rotary_dim), params the
+# normalised scaling dict (``validation.check_rope_scaling``), and returns (w, attention_factor):
+# the (dim/2,) float64 angular frequencies and the factor cos and sin are multiplied by.
+# Transcribed from transformers 5.24 ``modeling_rope_utils.py``, in float64.
+
+
+def _default(dim, base, params, seq_len):
+    """w_i = base**(-2i/dim) (Su et al. 2021)."""
+    return base ** -(np.arange(0, dim, 2, dtype=np.float64) / dim), 1.0
+
+
+def _linear(dim, base, params, seq_len):
+    """Position interpolation (kaiokendev; Chen et al. 2023): position p acts as p / factor."""
+    return _default(dim, base, None, None)[0] / params["factor"], 1.0
+
+
+def _dynamic(dim, base, params, seq_len):
+    """Dynamic NTK (bloc97, emozilla): past max_position_embeddings L, the base grows with the
+    length n = max(seq_len, L): base * (factor * n / L - (factor - 1)) ** (dim / (dim - 2))."""
+    longest = params["max_position_embeddings"]
+    n = max(seq_len or 0, longest)
+    factor = params["factor"]
+    grown = base * (factor * n / longest - (factor - 1)) ** (dim / (dim - 2))
+    return _default(dim, grown, None, None)[0], 1.0
+
+
+def yarn_mscale(scale: float, mscale: float = 1.0) -> float:
+    """YaRN's attention scale 0.1 * mscale * ln(scale) + 1, and 1 for scale <= 1."""
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def yarn_correction_range(dim, base, params) -> tuple[float, float]:
+    """The pairs between which YaRN blends (Peng et al. 2023, eq. 17-18): the dimension that
+    turns beta_fast (32) and beta_slow (1) times over the original context, floored and ceiled
+    unless ``truncate`` is False, then clamped to [0, dim - 1]."""
+    original = params["original_max_position_embeddings"]
+
+    def dimension(rotations):
+        return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = dimension(params.get("beta_fast", 32)), dimension(params.get("beta_slow", 1))
+    if params.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    return max(low, 0), min(high, dim - 1)
+
+
+def yarn_attention_factor(params) -> float:
+    """``attention_factor`` if given; else mscale(factor, mscale) / mscale(factor, mscale_all_dim)
+    when both are set (DeepSeek-V3), else mscale(factor) = 0.1 ln(factor) + 1."""
+    if params.get("attention_factor") is not None:
+        return params["attention_factor"]
+    factor = params["factor"]
+    if params.get("mscale") and params.get("mscale_all_dim"):
+        return yarn_mscale(factor, params["mscale"]) / yarn_mscale(factor, params["mscale_all_dim"])
+    return yarn_mscale(factor)
+
+
+def _yarn(dim, base, params, seq_len):
+    """YaRN (Peng et al. 2023): interpolated (w / factor) below the correction range, kept above
+    it, a linear ramp between; cos and sin scaled by the attention factor."""
+    w = _default(dim, base, None, None)[0]
+    low, high = yarn_correction_range(dim, base, params)
+    if low == high:
+        high += 0.001  # as Hugging Face: no singular ramp
+    ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+    kept = 1.0 - ramp  # the share of the original frequency
+    return w / params["factor"] * (1.0 - kept) + w * kept, yarn_attention_factor(params)
+
+
+def longrope_factor(params) -> float:
+    """LongRoPE's factor: as given, else max_position_embeddings / original."""
+    if params.get("factor") is not None:
+        return params["factor"]
+    return params["max_position_embeddings"] / params["original_max_position_embeddings"]
+
+
+def _longrope(dim, base, params, seq_len):
+    """LongRoPE (Ding et al. 2024; Phi-3): w_i / long_factor[i] when the length (max position + 1)
+    exceeds original_max_position_embeddings, else w_i / short_factor[i]; cos and sin scaled by
+    attention_factor, else sqrt(1 + ln(factor) / ln(original)) (1 for factor <= 1)."""
+    original = params["original_max_position_embeddings"]
+    chosen = "long_factor" if seq_len and seq_len > original else "short_factor"
+    w = _default(dim, base, None, None)[0] / np.asarray(params[chosen], np.float64)
+    factor = longrope_factor(params)
+    attention = params.get("attention_factor")
+    if attention is None:
+        attention = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
+    return w, attention
+
+
+def _llama3(dim, base, params, seq_len):
+    """Llama 3.1: wavelengths above original / low_freq_factor slowed by factor, those below
+    original / high_freq_factor kept, a smooth blend between."""
+    w = _default(dim, base, None, None)[0]
+    context = params["original_max_position_embeddings"]
+    factor, low, high = params["factor"], params["low_freq_factor"], params["high_freq_factor"]
+    wavelength = 2 * math.pi / w
+    smooth = (context / wavelength - low) / (high - low)
+    blended = (1 - smooth) * w / factor + smooth * w
+    slowed = np.where(wavelength > context / low, w / factor, blended)
+    return np.where(wavelength < context / high, w, slowed), 1.0
+
+
+ROPE_INIT_FUNCTIONS = {
+    "default": _default,
+    "linear": _linear,
+    "dynamic": _dynamic,
+    "yarn": _yarn,
+    "longrope": _longrope,
+    "llama3": _llama3,
+}
+# The rules whose frequencies depend on the length: Hugging Face's max(position_ids) + 1.
+LENGTH_RULES = ("dynamic", "longrope")
+
+
+def rope_parameters(
+    dim: int, base: float = 10000.0, scaling: dict | None = None, seq_len: int | None = None
+) -> tuple[np.ndarray, float]:
+    """(w, attention_factor): the (dim/2,) float64 frequencies of a rotation of width ``dim``
+    (the rotated part of a head) under a scaling rule, and the factor on cos and sin.
+    ``seq_len``: the length, for the rules that depend on it (``LENGTH_RULES``)."""
     validation.check_even_dim(dim, "RoPE")
-    scaling = validation.check_rope_scaling(scaling)
-    w = np.array([base ** (-2 * i / dim) for i in range(dim // 2)], dtype=np.float64)
-    if scaling is None:
-        return w
-    factor = scaling["factor"]
-    if scaling["rope_type"] == "linear":  # position interpolation: position p acts as p / factor
-        return w / factor
-    # llama3 (Llama 3.1): long wavelengths slowed by factor, short ones kept, a blend between.
-    context = scaling["original_max_position_embeddings"]
-    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
-    out = []
-    for wi in w:
-        wavelength = 2 * math.pi / wi
-        if wavelength < context / high:
-            out.append(wi)
-        elif wavelength > context / low:
-            out.append(wi / factor)
-        else:
-            smooth = (context / wavelength - low) / (high - low)
-            out.append((1 - smooth) * wi / factor + smooth * wi)
-    return np.array(out, dtype=np.float64)
+    scaling = validation.check_rope_scaling(scaling, dim)
+    kind = "default" if scaling is None else scaling["rope_type"]
+    return ROPE_INIT_FUNCTIONS[kind](dim, base, scaling, seq_len)
+
+
+def length(positions) -> int:
+    """The length the length rules see: max(positions) + 1 (Hugging Face's rule), 0 if none."""
+    return int(np.max(positions)) + 1 if np.size(positions) else 0
+
+
+def frequencies(dim: int, base: float = 10000.0, scaling: dict | None = None, seq_len=None):
+    """(dim/2,) float64 angular frequencies w_i = base**(-2i/dim), after a scaling rule."""
+    return rope_parameters(dim, base, scaling, seq_len)[0]
 
 
 def sinusoidal_table(
@@ -89,23 +202,128 @@ def sinusoidal_table(
     return table
 
 
-def apply_rope(x, positions, *, base: float = 10000.0, layout: str = "half", scaling=None):
-    """float64 RoPE of x (..., T, dim) at integer positions (T,), as complex multiplication.
+def apply_rope(
+    x, positions, *, base: float = 10000.0, layout: str = "half", scaling=None, rotary_dim=None
+):
+    """float64 RoPE of x (..., T, head_dim) at integer positions (T,), as complex multiplication.
 
-    Each pair (a, b) is the complex number a + ib, turned by exp(i * p * w_k):
-    layout "interleaved" pairs (2k, 2k+1), layout "half" pairs (k, k + dim/2).
+    The first ``rotary_dim`` dims (all by default; GPT-NeoX rotates a quarter) are turned and
+    the rest pass through. Each pair (a, b) is the complex number a + ib, turned by
+    exp(i * p * w_k) and scaled by the rule's attention factor: layout "interleaved" pairs
+    (2k, 2k+1), layout "half" pairs (k, k + rotary_dim/2).
     """
     x = np.asarray(x, dtype=np.float64)
-    positions, scaling = validation.check_rope(
-        x.shape, np.asarray(positions), base, layout, scaling
+    positions, scaling, rotary_dim = validation.check_rope(
+        x.shape, np.asarray(positions), base, layout, scaling, rotary_dim
     )
-    dim = x.shape[-1]
-    turn = np.exp(1j * positions.astype(np.float64)[:, None] * frequencies(dim, base, scaling))
+    w, attention = rope_parameters(rotary_dim, base, scaling, length(positions))
+    turn = attention * np.exp(1j * positions.astype(np.float64)[:, None] * w)
+    rotated, rest = x[..., :rotary_dim], x[..., rotary_dim:]
     if layout == "interleaved":
-        z = (x[..., 0::2] + 1j * x[..., 1::2]) * turn
-        return np.stack([z.real, z.imag], axis=-1).reshape(x.shape)
-    z = (x[..., : dim // 2] + 1j * x[..., dim // 2 :]) * turn
-    return np.concatenate([z.real, z.imag], axis=-1)
+        z = (rotated[..., 0::2] + 1j * rotated[..., 1::2]) * turn
+        turned = np.stack([z.real, z.imag], axis=-1).reshape(rotated.shape)
+    else:
+        half = rotary_dim // 2
+        z = (rotated[..., :half] + 1j * rotated[..., half:]) * turn
+        turned = np.concatenate([z.real, z.imag], axis=-1)
+    return np.concatenate([turned, rest], axis=-1)
+
+
+# --- the embedding side: position ids, Gemma's scale, BERT's three-term sum --------------
+
+
+def position_ids(
+    input_ids, attention_mask=None, *, rule: str = "arange", padding_idx=None, past_length=0
+) -> np.ndarray:
+    """(B, T) int64: the row of the position table each token of input_ids (B, T) reads, by a
+    model's rule (transformers 5.24). past_length tokens came before (a cache).
+
+    - "arange" (GPT-2, Llama): past_length + t; padding plays no part.
+    - "opt" (OPT, ``OPTLearnedPositionalEmbedding``): from attention_mask (B, past_length + T),
+      the count of real tokens up to and including this one, minus 1, plus the offset 2;
+      padding reads row 1, so left padding does not move the first real token off row 2.
+    - "roberta" (RoBERTa, XLM-R, ``create_position_ids_from_input_ids``): from input_ids, real
+      tokens count from padding_idx + 1 (past_length further on), padding reads padding_idx.
+    - "bart" (BART, ``BartLearnedPositionalEmbedding``): past_length + t + 2.
+    Integers throughout: every backend is exact.
+    """
+    input_ids, attention_mask, past_length = validation.check_position_ids(
+        validation.as_host(input_ids),
+        None if attention_mask is None else validation.as_host(attention_mask),
+        rule,
+        padding_idx,
+        past_length,
+    )
+    batch, length = input_ids.shape
+    counted = past_length + np.arange(length, dtype=np.int64)
+    if rule == "arange":
+        return np.broadcast_to(counted, (batch, length)).copy()
+    if rule == "bart":
+        return np.broadcast_to(counted + 2, (batch, length)).copy()
+    if rule == "opt":
+        mask = attention_mask.astype(np.int64)
+        return (np.cumsum(mask, axis=1) * mask - 1)[:, past_length:] + 2
+    real = (input_ids != padding_idx).astype(np.int64)
+    return (np.cumsum(real, axis=1) + past_length) * real + padding_idx
+
+
+def embedding_scale(hidden_size: int, dtype) -> np.ndarray:
+    """Gemma's normalizer, sqrt(hidden_size) *rounded to the model's dtype first*: transformers
+    5.24 ``GemmaTextScaledWordEmbedding`` keeps it as a float32 buffer and casts it to the
+    weights' dtype, so it is float32(sqrt(h)) then that dtype: 55.5 for 3072 in bfloat16, where
+    sqrt(3072) = 55.43 (transformers PR#29402). In float64 that is float32's 55.425625, not
+    float64's sqrt (google/gemma_pytorch rounds straight to the dtype: the same but in float64)."""
+    hidden_size = validation.integer(hidden_size, "hidden_size")
+    if hidden_size < 1:
+        raise ValueError(f"hidden_size must be at least 1, got {hidden_size}")
+    return np.float32(math.sqrt(hidden_size)).astype(validation.resolve_dtype(dtype))
+
+
+def scaled_embedding(token_table, token_ids) -> np.ndarray:
+    """Gemma's lookup: token_table[token_ids] * embedding_scale(dim), one rounded product.
+
+    The product of two values of the table's dtype is exact in float64 up to float32 (and
+    the float32 step of a 16-bit product exact too), so rounding it once is the IEEE product."""
+    token_table = validation.native(np.asarray(token_table))
+    dtype = validation.check_float_dtype(token_table.dtype.name, "token_table")
+    token_ids = validation.check_token_ids(validation.as_host(token_ids), token_table.shape[0])
+    scale = embedding_scale(token_table.shape[1], dtype).astype(np.float64)
+    return _round(token_table[token_ids].astype(np.float64) * scale, dtype)
+
+
+def bert_embeddings(
+    word_table, type_table, position_table, input_ids, token_type_ids, start=0, *, layer_norm=None
+) -> np.ndarray:
+    """BERT's input layer: (word_table[input_ids] + type_table[token_type_ids]) +
+    position_table[start + t], in that order, each addition rounded to the tables' dtype
+    (as transformers ``BertEmbeddings`` adds), then, if layer_norm = (gamma, beta, eps) is
+    given, LayerNorm over the last axis in float64, rounded once."""
+    word_table, type_table, position_table = (
+        validation.native(np.asarray(t)) for t in (word_table, type_table, position_table)
+    )
+    dtype = validation.check_bert_tables(word_table, type_table, position_table)
+    input_ids = validation.check_token_ids(validation.as_host(input_ids), word_table.shape[0])
+    token_type_ids = validation.check_token_type_ids(
+        validation.as_host(token_type_ids), input_ids.shape, type_table.shape[0]
+    )
+    start = validation.check_positions(start, input_ids.shape[-1], position_table.shape[0])
+    rows = position_table[start : start + input_ids.shape[-1]].astype(np.float64)
+    summed = _round(word_table[input_ids].astype(np.float64) + type_table[token_type_ids], dtype)
+    summed = _round(summed.astype(np.float64) + rows, dtype)
+    if layer_norm is None:
+        return summed
+    gamma, beta, eps = layer_norm
+    x = summed.astype(np.float64)
+    mean = x.mean(axis=-1, keepdims=True)
+    variance = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    normed = (x - mean) / np.sqrt(variance + eps)
+    return _round(normed * np.asarray(gamma, np.float64) + np.asarray(beta, np.float64), dtype)
+
+
+def _round(values: np.ndarray, dtype) -> np.ndarray:
+    """float64 values in ``dtype`` as the frameworks round an operation's result: through
+    float32 for the 16-bit dtypes (their compute dtype)."""
+    return values.astype(compute_dtype(dtype)).astype(dtype)
 
 
 def alibi_slopes(num_heads: int) -> np.ndarray:
@@ -236,6 +454,79 @@ def tolerance(dtype, max_angle: float, *, base: float = 10000.0, magnitude: floa
     d = float(ml_dtypes.finfo(np.dtype(dtype)).eps)  # knows bfloat16
     angle_error = (math.log(base) / 2 + 4) * c * max(max_angle, 1.0)
     return magnitude * (angle_error + c + 2 * d)
+
+
+def _frequency_error(w: np.ndarray, c: float, scaled: bool) -> np.ndarray:
+    """Relative error of each frequency as a correct implementation computes it natively in a
+    compute dtype of epsilon c, e.g. 1 / base**(2k/d): the exponent rounded (c/2, which pow
+    turns into |ln w| * c/2), pow's ulp and the reciprocal's half ulp (1.5 c, none for w = 1,
+    which every pow gives exactly), and 2 c more for a scaling rule's divisions and blends."""
+    exact = (w == 1.0) & (not scaled)
+    return (np.abs(np.log(w)) / 2 + np.where(exact, 0.0, 1.5) + (2.0 if scaled else 0.0)) * c
+
+
+def _epsilons(dtype) -> tuple[float, float]:
+    """(c, d): epsilon of the compute dtype and of ``dtype``."""
+    dtype = validation.resolve_dtype(dtype)
+    return float(ml_dtypes.finfo(compute_dtype(dtype)).eps), float(ml_dtypes.finfo(dtype).eps)
+
+
+def rope_bound(
+    x, positions, *, base=10000.0, layout="half", scaling=None, rotary_dim=None, dtype=None
+) -> np.ndarray:
+    """Per element of x (..., T, head_dim), the largest |result - float64 reference| a correct
+    implementation of apply_rope in ``dtype`` (default: x's) can show: 0 where dims pass through.
+
+    Derivation, c = eps of the compute dtype (float32; float64 for float64), d = eps of dtype,
+    for pair k at position p, z = a + ib the pair, s the attention factor:
+    - the frequency w_k carries a relative error e_k (``_frequency_error``) and the angle p * w_k
+      one rounding more (c/2): an angle error dt = p * w_k * (e_k + c/2); the rotation turns z
+      by it, an error of |z| * dt;
+    - cos and sin add an ulp each (at most c of a value <= 1), the attention factor's product c;
+    - cos and sin rounded to dtype, both products and the difference rounded: d relative to
+      |a| + |b|, and d/2 of the result (at most s |z|).
+    Total s * (|z| * (dt + d/2) + (|a| + |b|) * (2c + d)): the measured errors of correct
+    implementations sit within a small factor of it (docs/conformance.md gives the ratios).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    positions, scaling, rotary_dim = validation.check_rope(
+        x.shape, np.asarray(positions), base, layout, scaling, rotary_dim
+    )
+    c, d = _epsilons(dtype)
+    w, attention = rope_parameters(rotary_dim, base, scaling, length(positions))
+    angle_error = (
+        positions.astype(np.float64)[:, None]
+        * w
+        * (_frequency_error(w, c, scaling is not None) + c / 2)
+    )  # (T, rotary_dim/2)
+    rotated = x[..., :rotary_dim]
+    if layout == "interleaved":
+        a, b = rotated[..., 0::2], rotated[..., 1::2]
+    else:
+        a, b = rotated[..., : rotary_dim // 2], rotated[..., rotary_dim // 2 :]
+    pair = attention * (
+        np.hypot(a, b) * (angle_error + d / 2) + (np.abs(a) + np.abs(b)) * (2 * c + d)
+    )
+    both = (
+        np.stack([pair, pair], axis=-1).reshape(rotated.shape)
+        if layout == "interleaved"
+        else np.concatenate([pair, pair], axis=-1)
+    )
+    return np.concatenate([both, np.zeros(x[..., rotary_dim:].shape)], axis=-1)
+
+
+def table_bound(num_positions: int, dim: int, *, base=10000.0, dtype="float32") -> np.ndarray:
+    """(num_positions, dim): per entry, the largest |table - float64 reference| a correct
+    sinusoidal table in ``dtype`` can show: the angle error p * w_i * (e_i + c/2) (as in
+    ``rope_bound``), sin's or cos's ulp (c) and the rounding to dtype (d/2)."""
+    c, d = _epsilons(dtype)
+    w = frequencies(dim, base)
+    angle_error = (
+        np.arange(num_positions, dtype=np.float64)[:, None]
+        * w
+        * (_frequency_error(w, c, False) + c / 2)
+    )
+    return np.repeat(angle_error + c + d / 2, 2, axis=-1)  # sin and cos of each pair alike
 
 
 def sum_tolerance(dtype, max_angle: float, max_abs_sum: float, *, base: float = 10000.0) -> float:

@@ -267,50 +267,84 @@ def sinusoidal_table(
     return table.to(_torch_dtype(dtype))
 
 
-def apply_rope(
-    x, positions, *, base: float = 10000.0, layout: str = "half", scaling=None
-) -> torch.Tensor:
-    """Rotary position embedding of x (..., T, dim) at integer positions (T,).
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding in Hugging Face's shape: the frequencies an ``inv_freq``
+    buffer (float64 constants of the rule, cast to the compute dtype in forward), cos and sin
+    scaled by ``attention_scaling``; the first ``rotary_dim`` dims rotated, the rest passed
+    through. For the length rules (dynamic, longrope) the buffer is recomputed from each
+    call's max(positions) + 1, so a call never depends on the ones before it."""
 
-    layout "half" rotates dimension i with i + dim/2 (GPT-NeoX, Hugging Face LLaMA);
-    "interleaved" rotates pairs (2i, 2i+1) (GPT-J, RoFormer, Meta's LLaMA code).
-    scaling: None or a Hugging Face rope_scaling dict, type "linear" or "llama3".
+    def __init__(
+        self,
+        head_dim: int,
+        *,
+        base: float = 10000.0,
+        layout: str = "half",
+        scaling=None,
+        rotary_dim: int | None = None,
+    ):
+        super().__init__()
+        _, self.scaling, self.rotary_dim = validation.check_rope(
+            (1, head_dim), np.zeros(1, np.int64), base, layout, scaling, rotary_dim
+        )
+        self.head_dim, self.base, self.layout = head_dim, base, layout
+        w, self.attention_scaling = positional.rope_parameters(self.rotary_dim, base, self.scaling)
+        self.register_buffer("inv_freq", torch.from_numpy(w), persistent=False)
+
+    def forward(self, x: torch.Tensor, positions) -> torch.Tensor:
+        dtype = validation.check_float_dtype(str(x.dtype).removeprefix("torch."), "x")
+        positions, _, _ = validation.check_rope(
+            tuple(x.shape),
+            _host_ints(positions, "positions"),
+            self.base,
+            self.layout,
+            self.scaling,
+            self.rotary_dim,
+        )
+        w, attention = self.inv_freq, self.attention_scaling
+        if self.scaling and self.scaling["rope_type"] in positional.LENGTH_RULES:
+            w, attention = positional.rope_parameters(
+                self.rotary_dim, self.base, self.scaling, positional.length(positions)
+            )
+            w = torch.from_numpy(w)
+        compute = _torch_dtype(positional.compute_dtype(dtype))
+        angles = torch.outer(_as_tensor(positions).to(x.device, compute), w.to(x.device, compute))
+        cos = (angles.cos() * attention).to(x.dtype)  # (T, rotary_dim/2)
+        sin = (angles.sin() * attention).to(x.dtype)
+        rotated, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
+        if self.layout == "half":
+            a, b = rotated.chunk(2, dim=-1)  # pairs (i, i + rotary_dim/2)
+            turned = torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+        else:
+            a, b = rotated[..., 0::2], rotated[..., 1::2]  # pairs (2i, 2i+1)
+            turned = torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
+        return torch.cat([turned, rest], dim=-1) if rest.shape[-1] else turned
+
+
+def apply_rope(
+    x, positions, *, base: float = 10000.0, layout: str = "half", scaling=None, rotary_dim=None
+) -> torch.Tensor:
+    """Rotary position embedding of x (..., T, head_dim) at integer positions (T,).
+
+    layout "half" rotates dimension i with i + rotary_dim/2 (GPT-NeoX, Hugging Face LLaMA);
+    "interleaved" rotates pairs (2i, 2i+1) (GPT-J, RoFormer, Meta's LLaMA code). The first
+    ``rotary_dim`` dims (default: all) are rotated, the rest pass through. scaling: None or a
+    Hugging Face rope_scaling dict: "linear", "dynamic", "yarn", "longrope" or "llama3".
     """
     if isinstance(x, torch.Tensor):
-        dtype = validation.check_float_dtype(str(x.dtype).removeprefix("torch."), "x")
+        validation.check_float_dtype(str(x.dtype).removeprefix("torch."), "x")
     else:
         x = np.asarray(x)
-        dtype = validation.check_float_dtype(x.dtype.name, "x")
+        validation.check_float_dtype(x.dtype.name, "x")
         x = _as_tensor(x)
-    positions, scaling = validation.check_rope(
-        tuple(x.shape), _host_ints(positions, "positions"), base, layout, scaling
+    if x.dim() < 2:
+        raise ValueError(
+            f"x must be (..., T, dim), got shape {tuple(x.shape)}: add a sequence axis"
+        )
+    rope = RotaryEmbedding(
+        x.shape[-1], base=base, layout=layout, scaling=scaling, rotary_dim=rotary_dim
     )
-    compute = _torch_dtype(positional.compute_dtype(dtype))
-    w = _rope_frequencies(x.shape[-1], base, scaling, compute, x.device)  # (dim/2,)
-    angles = torch.outer(_as_tensor(positions).to(x.device, compute), w)  # (T, dim/2)
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
-    if layout == "half":
-        a, b = x.chunk(2, dim=-1)  # pairs (i, i + dim/2)
-        return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
-    a, b = x[..., 0::2], x[..., 1::2]  # pairs (2i, 2i+1)
-    return torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
-
-
-def _rope_frequencies(dim: int, base: float, scaling: dict | None, dtype, device) -> torch.Tensor:
-    w = 1.0 / base ** (torch.arange(0, dim, 2, dtype=dtype, device=device) / dim)  # (dim/2,)
-    if scaling is None:
-        return w
-    if scaling["rope_type"] == "linear":
-        return w / scaling["factor"]
-    # llama3: slow the long wavelengths by factor, keep the short ones, blend in between.
-    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
-    context = scaling["original_max_position_embeddings"]
-    wavelength = 2 * math.pi / w
-    smooth = (context / wavelength - low) / (high - low)
-    blended = (1 - smooth) * w / factor + smooth * w
-    return torch.where(
-        wavelength < context / high, w, torch.where(wavelength > context / low, w / factor, blended)
-    )
+    return rope(x, positions)
 
 
 def alibi_slopes(num_heads: int, *, dtype="float32") -> torch.Tensor:
@@ -384,6 +418,92 @@ def t5_bias(
         max_distance=max_distance,
     )  # (q, k)
     return nn.functional.embedding(buckets, bias_table).permute(2, 0, 1)  # (H, q, k)
+
+
+# --- the configurations models ship: position ids, Gemma's scale, BERT's input layer -------
+
+
+def position_ids(
+    input_ids, attention_mask=None, *, rule: str = "arange", padding_idx=None, past_length=0
+) -> torch.Tensor:
+    """(B, T) int64 rows of the position table, by a model's rule (``positional.position_ids``),
+    in transformers' own torch expressions."""
+    host_ids, host_mask, past_length = validation.check_position_ids(
+        _host_ints(input_ids, "input_ids"),
+        None if attention_mask is None else _host_ints(attention_mask, "attention_mask"),
+        rule,
+        padding_idx,
+        past_length,
+    )
+    ids = _as_tensor(host_ids)
+    batch, length = ids.shape
+    if rule in ("arange", "bart"):
+        counted = torch.arange(past_length, past_length + length, dtype=torch.long)
+        return (counted + (2 if rule == "bart" else 0)).expand(batch, -1).clone()
+    if rule == "opt":  # OPTLearnedPositionalEmbedding
+        mask = _as_tensor(host_mask).long()
+        return (torch.cumsum(mask, dim=1) * mask - 1)[:, past_length:] + 2
+    mask = ids.ne(padding_idx).int()  # create_position_ids_from_input_ids
+    return ((torch.cumsum(mask, dim=1).type_as(mask) + past_length) * mask).long() + padding_idx
+
+
+class ScaledWordEmbedding(nn.Embedding):
+    """Gemma's token lookup (transformers ``GemmaTextScaledWordEmbedding``): an nn.Embedding
+    whose rows are multiplied by a float32 ``embed_scale`` buffer cast to the weights' dtype."""
+
+    def __init__(self, token_table: np.ndarray):
+        token_table = validation.native(np.asarray(token_table))
+        validation.check_float_dtype(token_table.dtype.name, "token_table")
+        super().__init__(*token_table.shape, _weight=_from_numpy(token_table))
+        scale = torch.tensor(math.sqrt(token_table.shape[1]), dtype=torch.float32)
+        self.register_buffer("embed_scale", scale, persistent=False)
+
+    def forward(self, token_ids) -> torch.Tensor:
+        validation.check_token_ids(_host_ints(token_ids), self.num_embeddings)
+        ids = (
+            token_ids if isinstance(token_ids, torch.Tensor) else _as_tensor(_host_ints(token_ids))
+        )
+        return super().forward(ids) * self.embed_scale.to(self.weight.dtype)
+
+
+class BertEmbeddings(nn.Module):
+    """BERT's input layer as transformers writes it: word, token-type and position
+    nn.Embedding tables, ``(word + token_type) + position``, then an nn.LayerNorm if
+    ``layer_norm`` = (gamma, beta, eps) is given."""
+
+    def __init__(self, word_table, type_table, position_table, *, layer_norm=None):
+        super().__init__()
+        tables = [
+            validation.native(np.asarray(t)) for t in (word_table, type_table, position_table)
+        ]
+        validation.check_bert_tables(*tables)
+        self.word_embeddings, self.token_type_embeddings, self.position_embeddings = (
+            nn.Embedding.from_pretrained(_from_numpy(t), freeze=False) for t in tables
+        )
+        self.LayerNorm = None
+        if layer_norm is not None:
+            gamma, beta, eps = layer_norm
+            hidden = tables[0].shape[1]
+            self.LayerNorm = nn.LayerNorm(hidden, eps=eps, dtype=_torch_dtype(tables[0].dtype))
+            with torch.no_grad():
+                self.LayerNorm.weight.copy_(_as_tensor(np.asarray(gamma, tables[0].dtype)))
+                self.LayerNorm.bias.copy_(_as_tensor(np.asarray(beta, tables[0].dtype)))
+
+    def forward(self, input_ids, token_type_ids, start: int = 0) -> torch.Tensor:
+        host_ids = validation.check_token_ids(
+            _host_ints(input_ids, "input_ids"), self.word_embeddings.num_embeddings
+        )
+        host_types = validation.check_token_type_ids(
+            _host_ints(token_type_ids, "token_type_ids"),
+            host_ids.shape,
+            self.token_type_embeddings.num_embeddings,
+        )
+        length = host_ids.shape[-1]
+        start = validation.check_positions(start, length, self.position_embeddings.num_embeddings)
+        embeddings = self.word_embeddings(_as_tensor(host_ids))
+        embeddings = embeddings + self.token_type_embeddings(_as_tensor(host_types))
+        embeddings = embeddings + self.position_embeddings(torch.arange(start, start + length))
+        return embeddings if self.LayerNorm is None else self.LayerNorm(embeddings)
 
 
 def _weight(embedding: nn.Embedding) -> torch.Tensor:

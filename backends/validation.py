@@ -275,9 +275,22 @@ SCHEMES = ("learned", "sinusoidal", "none")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
 ROPE_LAYOUTS = ("half", "interleaved")
 # Scaling rules by type, with the parameter names Hugging Face configs use for them.
+# RoPE scaling rule -> (the parameters it needs, those it may take): Hugging Face's names.
 ROPE_SCALINGS = {
-    "linear": ("factor",),
-    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+    "linear": (("factor",), ()),
+    "dynamic": (("factor", "max_position_embeddings"), ()),
+    "yarn": (
+        ("factor", "original_max_position_embeddings"),
+        ("attention_factor", "mscale", "mscale_all_dim", "beta_fast", "beta_slow", "truncate"),
+    ),
+    "longrope": (
+        ("short_factor", "long_factor", "original_max_position_embeddings"),
+        ("factor", "attention_factor", "max_position_embeddings"),
+    ),
+    "llama3": (
+        ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+        (),
+    ),
 }
 # Positions are turned into float32 angles; above 2**24 float32 cannot hold every integer.
 MAX_POSITION = 2**24
@@ -316,11 +329,13 @@ def check_sinusoidal(num_positions, dim, base, layout) -> tuple[int, int, float]
     return num_positions, dim, _positive(base, "base")
 
 
-def check_rope_scaling(scaling) -> dict | None:
+def check_rope_scaling(scaling, dim: int | None = None) -> dict | None:
     """A Hugging Face style ``rope_scaling`` dict, normalised to {"rope_type": ..., params...}.
 
     The type may be given as "rope_type" (current configs) or "type" (older ones); None
-    and {"rope_type": "default"} mean no scaling.
+    and {"rope_type": "default"} mean no scaling. Parameters given as None are left out (as
+    Hugging Face reads them with ``.get``). ``dim``: the rotated width, for LongRoPE's
+    per-pair factor lists and dynamic NTK's exponent dim / (dim - 2).
     """
     if scaling is None:
         return None
@@ -329,26 +344,53 @@ def check_rope_scaling(scaling) -> dict | None:
             "scaling must be None or a dict like {'rope_type': 'linear', 'factor': 4.0}, "
             f"got {scaling!r}"
         )
-    params = dict(scaling)
+    params = {k: v for k, v in scaling.items() if v is not None}
     kind = params.pop("rope_type", None) or params.pop("type", None)
     params.pop("type", None)
     if kind == "default":
         return None
     choice(kind, tuple(ROPE_SCALINGS), "RoPE scaling type")
-    expected = set(ROPE_SCALINGS[kind])
-    if set(params) != expected:
+    needed, optional = ROPE_SCALINGS[kind]
+    missing, unexpected = set(needed) - set(params), set(params) - set(needed) - set(optional)
+    if missing or unexpected:
         raise ValueError(
-            f"RoPE scaling {kind!r} takes {', '.join(ROPE_SCALINGS[kind])}; "
-            f"missing: {sorted(expected - set(params)) or 'none'}, "
-            f"unexpected: {sorted(set(params) - expected) or 'none'}"
+            f"RoPE scaling {kind!r} takes {', '.join(needed)}"
+            + (f" (and optionally {', '.join(optional)})" if optional else "")
+            + f"; missing: {sorted(missing) or 'none'}, unexpected: {sorted(unexpected) or 'none'}"
         )
-    params = {name: _positive(value, f"RoPE scaling {name}") for name, value in params.items()}
+    for name, value in params.items():
+        if name == "truncate":
+            params[name] = flag(value, "RoPE scaling truncate")
+        elif name.endswith("_factor") and kind == "longrope" and name != "attention_factor":
+            params[name] = _factor_list(value, name, dim)
+        else:
+            params[name] = _positive(value, f"RoPE scaling {name}")
     if kind == "llama3" and not params["high_freq_factor"] > params["low_freq_factor"] > 0:
         raise ValueError(
             "llama3 scaling needs high_freq_factor > low_freq_factor > 0, got "
             f"{params['high_freq_factor']} and {params['low_freq_factor']}"
         )
+    if kind == "longrope" and "factor" not in params and "max_position_embeddings" not in params:
+        raise ValueError(
+            "longrope scaling needs factor or max_position_embeddings (its factor is "
+            "max_position_embeddings / original_max_position_embeddings)"
+        )
+    if kind == "dynamic" and dim is not None and dim <= 2:
+        raise ValueError(f"dynamic NTK scaling needs a rotated width above 2, got {dim}")
     return {"rope_type": kind, **params}
+
+
+def _factor_list(value, name: str, dim: int | None) -> tuple[float, ...]:
+    """LongRoPE's short_factor or long_factor: one positive number per rotated pair."""
+    if isinstance(value, str) or not hasattr(value, "__len__"):
+        raise TypeError(f"RoPE scaling {name} must be a list of numbers, got {value!r}")
+    factors = tuple(_positive(v, f"RoPE scaling {name}") for v in value)
+    if dim is not None and len(factors) != dim // 2:
+        raise ValueError(
+            f"RoPE scaling {name} has {len(factors)} factors; a rotated width of {dim} has "
+            f"{dim // 2} pairs: give one factor per pair"
+        )
+    return factors
 
 
 def check_float_dtype(dtype_name: str, what: str) -> np.dtype:
@@ -359,16 +401,25 @@ def check_float_dtype(dtype_name: str, what: str) -> np.dtype:
 
 
 def check_rope(
-    shape: tuple, positions: np.ndarray, base, layout, scaling
-) -> tuple[np.ndarray, dict | None]:
-    """Arguments of apply_rope(x, positions, ...): x of ``shape`` (..., T, dim), positions (T,).
+    shape: tuple, positions: np.ndarray, base, layout, scaling, rotary_dim=None
+) -> tuple[np.ndarray, dict | None, int]:
+    """Arguments of apply_rope(x, positions, ...): x of ``shape`` (..., T, head_dim), positions
+    (T,), rotary_dim (None: the whole head) even and at most head_dim.
 
-    Returns (positions, normalised scaling).
+    Returns (positions, normalised scaling, rotary_dim).
     """
     choice(layout, ROPE_LAYOUTS, "RoPE layout")
     if len(shape) < 2:
         raise ValueError(f"x must be (..., T, dim), got shape {shape}: add a sequence axis")
-    check_even_dim(shape[-1], "RoPE")
+    if rotary_dim is None:
+        rotary_dim = check_even_dim(shape[-1], "RoPE")
+    else:
+        rotary_dim = integer(rotary_dim, "rotary_dim")
+        if not 2 <= rotary_dim <= shape[-1] or rotary_dim % 2:
+            raise ValueError(
+                f"rotary_dim {rotary_dim} must be even and in [2, {shape[-1]}] for a head of "
+                f"{shape[-1]} dims: the first rotary_dim dims are rotated, the rest pass through"
+            )
     _positive(base, "base")
     if positions.dtype.kind not in "iu":
         raise ids_dtype_error(positions.dtype, "positions")
@@ -383,7 +434,80 @@ def check_rope(
             f"position {int(positions[bad])} at positions[{bad}] is outside [0, {MAX_POSITION}): "
             "positions count from 0 and must be exact in float32"
         )
-    return positions, check_rope_scaling(scaling)
+    return positions, check_rope_scaling(scaling, rotary_dim), rotary_dim
+
+
+POSITION_ID_RULES = ("arange", "opt", "roberta", "bart")
+
+
+def check_position_ids(input_ids, attention_mask, rule, padding_idx, past_length):
+    """Arguments of position_ids: input_ids 1-D (T,) or 2-D (B, T) integers (returned 2-D);
+    for "opt" an attention_mask of 0s and 1s, (B, past_length + T); for "roberta" a
+    padding_idx. Returns (input_ids, attention_mask, past_length)."""
+    choice(rule, POSITION_ID_RULES, "position-id rule")
+    if input_ids.dtype.kind not in "iu":
+        raise ids_dtype_error(input_ids.dtype, "input_ids")
+    check_ids_shape(input_ids.shape)
+    input_ids = input_ids.reshape(-1, input_ids.shape[-1])
+    past_length = integer(past_length, "past_length")
+    if past_length < 0:
+        raise ValueError(f"past_length must be at least 0, got {past_length}")
+    if rule == "roberta":
+        if padding_idx is None:
+            raise ValueError("the roberta rule needs padding_idx (the pad token's id)")
+        padding_idx = integer(padding_idx, "padding_idx")
+    if rule != "opt":
+        return input_ids, None, past_length
+    if attention_mask is None:
+        raise ValueError("the opt rule needs attention_mask (B, past_length + T) of 0s and 1s")
+    expected = (input_ids.shape[0], past_length + input_ids.shape[1])
+    attention_mask = (
+        attention_mask.reshape(-1, attention_mask.shape[-1])
+        if attention_mask.ndim
+        else attention_mask
+    )
+    if attention_mask.shape != expected:
+        raise ValueError(
+            f"attention_mask must have shape (B, past_length + T) = {expected}, got "
+            f"{attention_mask.shape}: it covers the cached tokens too"
+        )
+    if attention_mask.dtype.kind not in "iub" or not np.isin(attention_mask, (0, 1)).all():
+        raise ValueError("attention_mask must hold 0 (padding) and 1 (a real token) only")
+    return input_ids, attention_mask, past_length
+
+
+def check_bert_tables(word_table, type_table, position_table) -> np.dtype:
+    """Three (rows, hidden) tables of one floating dtype; returns the dtype."""
+    tables = {"word_table": word_table, "type_table": type_table, "position_table": position_table}
+    for what, table in tables.items():
+        check_float_dtype(table.dtype.name, what)
+        if table.ndim != 2 or table.shape[0] < 1:
+            raise ValueError(f"{what} must be (rows, hidden), got shape {table.shape}")
+    widths = {what: t.shape[1] for what, t in tables.items()}
+    dtypes = {what: t.dtype.name for what, t in tables.items()}
+    if len(set(widths.values())) > 1 or len(set(dtypes.values())) > 1:
+        raise ValueError(f"the three tables must share width and dtype, got {widths}, {dtypes}")
+    return word_table.dtype
+
+
+def check_token_type_ids(token_type_ids, shape: tuple, type_vocab_size: int) -> np.ndarray:
+    """token_type_ids of input_ids' shape, each in [0, type_vocab_size)."""
+    if token_type_ids.dtype.kind not in "iu":
+        raise ids_dtype_error(token_type_ids.dtype, "token_type_ids")
+    if token_type_ids.shape != shape:
+        raise ValueError(
+            f"token_type_ids must have input_ids' shape {shape}, got {token_type_ids.shape}"
+        )
+    bad = (token_type_ids < 0) | (token_type_ids >= type_vocab_size)
+    if bad.any():
+        where = np.unravel_index(int(np.flatnonzero(bad)[0]), shape)
+        index = ", ".join(str(int(i)) for i in where)
+        raise IndexError(
+            f"token type id {int(token_type_ids[where])} at token_type_ids[{index}] is out of "
+            f"range for type_vocab_size {type_vocab_size}: ids must be in "
+            f"[0, {type_vocab_size - 1}]"
+        )
+    return token_type_ids
 
 
 # The most values one array that the API builds from sizes alone may hold (a bias, a

@@ -298,9 +298,38 @@ def test_bad_sinusoidal_arguments(backend, kwargs, error, message):
         (
             (4, 8),
             np.arange(4),
+            {"scaling": {"rope_type": "ntk", "factor": 4.0}},
+            ValueError,
+            "unknown RoPE scaling type 'ntk': valid ones are linear, dynamic, yarn, longrope, llama3",
+        ),
+        (
+            (4, 8),
+            np.arange(4),
             {"scaling": {"rope_type": "yarn", "factor": 4.0}},
             ValueError,
-            "unknown RoPE scaling type 'yarn': valid ones are linear, llama3",
+            "missing: ['original_max_position_embeddings']",
+        ),
+        (
+            (4, 8),
+            np.arange(4),
+            {"rotary_dim": 3},
+            ValueError,
+            "rotary_dim 3 must be even and in [2, 8]",
+        ),
+        (
+            (4, 8),
+            np.arange(4),
+            {
+                "scaling": {
+                    "rope_type": "longrope",
+                    "short_factor": [1.0] * 3,
+                    "long_factor": [1.0] * 4,
+                    "original_max_position_embeddings": 4,
+                    "factor": 2.0,
+                }
+            },
+            ValueError,
+            "short_factor has 3 factors; a rotated width of 8 has 4 pairs",
         ),
         ((4, 8), np.arange(4), {"scaling": {"type": "linear"}}, ValueError, "missing: ['factor']"),
         (
