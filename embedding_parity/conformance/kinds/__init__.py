@@ -1,0 +1,40 @@
+"""The contracts, one module per kind: its signature, cases, reference, tolerance and named
+mistakes, the way ONNX keeps one file per operator's test cases (``base`` holds what they share).
+"""
+
+from embedding_parity.conformance.kinds.alibi import Alibi
+from embedding_parity.conformance.kinds.base import (
+    BAD_IDS,
+    DIM,
+    LONG,
+    MAX_SEQ_LEN,
+    ROPE_DIM,
+    VOCAB,
+    Case,
+    Kind,
+    Outcome,
+    Verdict,
+    low_precision_angles,
+)
+from embedding_parity.conformance.kinds.gradient import Gradient
+from embedding_parity.conformance.kinds.lookup import Lookup
+from embedding_parity.conformance.kinds.rope import Rope
+from embedding_parity.conformance.kinds.sinusoidal import Sinusoidal
+from embedding_parity.conformance.kinds.t5 import T5
+
+KINDS = {kind.name: kind for kind in (Lookup(), Sinusoidal(), Rope(), Alibi(), T5(), Gradient())}
+
+__all__ = [
+    "BAD_IDS",
+    "DIM",
+    "KINDS",
+    "LONG",
+    "MAX_SEQ_LEN",
+    "ROPE_DIM",
+    "VOCAB",
+    "Case",
+    "Kind",
+    "Outcome",
+    "Verdict",
+    "low_precision_angles",
+]

@@ -1,0 +1,181 @@
+"""What every contract shares: a case, an outcome, a verdict, and the Kind that judges one.
+
+A case is plain data (``Case.params``) from which both the worker, which calls the target, and
+the judge, which holds the result to the reference, rebuild the same arguments. A result that
+differs is compared with the float64 outputs of the mistakes people make; the first that it
+matches (bit for bit for the exact kinds, within the tolerance for the others) names it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from backends import validation
+from embedding_parity.conformance import numerics
+
+VOCAB, DIM, MAX_SEQ_LEN, T = 64, 8, 16, 5
+# Positions of the long-position checks: around 256 (where bfloat16 stops counting by one),
+# 2048 and 4096 (float16's and bfloat16's reported failures), and up to 131072.
+LONG = np.array([0, 1, 7, 255, 256, 257, 1000, 2047, 2049, 4095, 8191, 16385, 65537, 131071])
+ROPE_DIM = 16
+OTHER_BASES = (1000.0, 10000.0, 100000.0, 500000.0, 1000000.0)
+# 2**31 - 33 fits int32 (JAX's default) and wraps to row 31, not the clamped row 63.
+BAD_IDS = {"vocab_size": VOCAB, "-1": -1, "far out of range": 2**31 - 33}
+
+
+@dataclass(frozen=True)
+class Case:
+    check: str  # the report line it belongs to
+    label: str  # what this case tries
+    params: dict = field(hash=False)
+
+
+@dataclass
+class Outcome:
+    """What one call gave: an array, an exception, or no answer at all."""
+
+    array: np.ndarray | None = None
+    raised: str | None = None  # "IndexError: ..."
+    failed: str | None = None  # "timed out after 30 s", "the worker died (signal 11)"
+
+
+@dataclass
+class Verdict:
+    status: str  # conforms | differs | rejected | failed
+    detail: str
+    ulps: float | None = None
+    phase: dict | None = None  # {"positions": [...], "radians": [...]}: rope and sinusoidal
+
+
+def conforms(detail, **more) -> Verdict:
+    return Verdict("conforms", detail, **more)
+
+
+def differs(detail, **more) -> Verdict:
+    return Verdict("differs", detail, **more)
+
+
+class Kind:
+    name = ""
+    contract = ""
+    exact = True  # bit-identical required; else within positional.tolerance
+
+    def cases(self, options: dict) -> list[Case]:
+        raise NotImplementedError
+
+    def arguments(self, params: dict) -> list:
+        """The call's arguments, in the contract's order, as NumPy arrays and Python values."""
+        raise NotImplementedError
+
+    def reference(self, params: dict) -> np.ndarray:
+        """The float64 result the contract asks for."""
+        raise NotImplementedError
+
+    def mistakes(self, params: dict) -> list[tuple[str, np.ndarray]]:
+        """(name, float64 result) of each plausible mistake, most specific first."""
+        return []
+
+    def tolerance(self, params: dict, dtype) -> float:
+        return 0.0
+
+    def judge(self, case: Case, outcome: Outcome) -> Verdict:
+        if outcome.failed:
+            return Verdict("failed", outcome.failed)
+        params = case.params
+        if outcome.raised:
+            if params.get("bad"):
+                return conforms(f"raises {outcome.raised}")
+            if params.get("dtype", "float32") != "float32":  # a dtype it does not support
+                return Verdict("rejected", f"rejects {params['dtype']}: {outcome.raised}")
+            return differs(f"raises {outcome.raised} on a valid input")
+        if params.get("bad"):
+            return self.classify_bad(params, outcome.array)
+        return self.compare(params, outcome.array)
+
+    def expected_dtype(self, params: dict, actual: np.ndarray):
+        return params["dtype"]
+
+    def compare(self, params: dict, actual: np.ndarray) -> Verdict:
+        reference = self.reference(params)
+        if actual.shape != reference.shape:
+            return differs(f"shape {actual.shape} where {reference.shape} is expected")
+        dtype = self.expected_dtype(params, actual)
+        if actual.dtype.name != dtype:
+            return differs(f"returns {actual.dtype.name} for {dtype} (a silent change of dtype)")
+        expected = numerics.rounded(reference, dtype)
+        size, where = numerics.ulps(actual, reference, dtype)
+        phase = self.phase(params, actual)
+        if self.exact and numerics.same_bits(actual, expected):
+            return conforms("bit-identical", ulps=size, phase=phase)
+        tolerance = self.tolerance(params, dtype)
+        error = numerics.max_error(actual, reference)
+        if not self.exact:
+            size = numerics.ulps_at_scale(error, reference, dtype)
+        if not self.exact and error <= tolerance:
+            return conforms(
+                f"within tolerance: {error:.2g} <= {tolerance:.2g} ({size:.3g} ulp)",
+                ulps=size,
+                phase=phase,
+            )
+        if not math.isfinite(size):
+            found = f"NaN at {list(where)}"
+        elif self.exact:
+            found = f"{size:.3g} ulp at {list(where)}"
+        else:
+            found = f"{error:.2g} > {tolerance:.2g} ({size:.3g} ulp)"
+        diagnosis = self.diagnose(params, actual, dtype, tolerance, error)
+        return differs(f"{found}{'; ' + diagnosis if diagnosis else ''}", ulps=size, phase=phase)
+
+    def diagnose(self, params, actual, dtype, tolerance, error) -> str:
+        """The mistake the result matches, or the one it is far closest to; "" if none."""
+        closest, closest_error = "", math.inf
+        with np.errstate(all="ignore"):
+            mistakes = self.mistakes(params)
+        for name, result in mistakes:
+            if result.shape != actual.shape:
+                continue
+            if self.exact and numerics.same_bits(actual, numerics.rounded(result, dtype)):
+                return name
+            off = numerics.max_error(actual, result)
+            if not self.exact and off <= tolerance:
+                return name
+            if off < closest_error:
+                closest, closest_error = name, off
+        if closest and closest_error <= 0.1 * error:  # ten times nearer than the reference
+            return (
+                f"nearest to {closest} ({closest_error:.2g} from it, {error:.2g} from the contract)"
+            )
+        return ""
+
+    def phase(self, params: dict, actual: np.ndarray) -> dict | None:
+        return None
+
+    def classify_bad(self, params: dict, actual: np.ndarray) -> Verdict:
+        raise NotImplementedError
+
+
+def low_precision_angles(positions, frequencies, dtype):
+    """p * w with p, w and their product rounded to ``dtype``, as an implementation that forms
+    its angles there would; returned in float64."""
+    low = validation.resolve_dtype(dtype)
+    return (positions.astype(low)[:, None] * frequencies.astype(low)).astype(np.float64)
+
+
+def _phase_record(positions, error) -> dict:
+    return {"positions": [int(p) for p in positions], "radians": [float(e) for e in error]}
+
+
+def _with_phase(found: str, phase: dict | None) -> str:
+    """The diagnosis, with the largest phase error and where it occurs (not for a layout
+    mistake, whose pairs are other pairs: their phase means nothing)."""
+    if not phase or not phase["radians"] or "layout" in found or "swapped" in found:
+        return found
+    worst = int(np.argmax(phase["radians"]))
+    radians = phase["radians"][worst]
+    if radians < 1e-3:
+        return found
+    at = f"phase error {radians:.2g} rad at position {phase['positions'][worst]}"
+    return f"{found}: {at}" if found else at

@@ -1,0 +1,150 @@
+"""gradient: f(token_table, token_ids, upstream) -> d_token_table, rows of at most two terms
+bit for bit, a sixteen-term row within n * eps * sum|terms|; bad ids must raise."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from backends import validation
+from embedding_parity.conformance import numerics
+from embedding_parity.conformance.kinds.base import (
+    BAD_IDS,
+    DIM,
+    VOCAB,
+    Case,
+    Kind,
+    T,
+    conforms,
+    differs,
+)
+from embedding_parity.conformance.kinds.lookup import battery_ids, battery_tables
+from embedding_parity.conformance.numerics import FLOATS
+
+
+class Gradient(Kind):
+    """Rows of at most two terms are exact (one rounding); the sixteen-term row is not."""
+
+    name = "gradient"
+    contract = (
+        "f(token_table, token_ids, upstream) -> d_token_table (the table's shape): "
+        "row r sums upstream[..., t, :] over every t with token_ids[..., t] == r"
+    )
+
+    def cases(self, options):
+        padding = options.get("padding_idx")
+        found = []
+        for dtype in FLOATS:
+            for shape in ((T,), (3, T)):
+                found.append(
+                    Case(
+                        f"gradient {dtype}",
+                        f"{len(shape)}-D ids, each id at most twice",
+                        {
+                            "dtype": dtype,
+                            "shape": shape,
+                            "seed": len(found),
+                            "padding_idx": padding,
+                        },
+                    )
+                )
+            found.append(
+                Case(
+                    f"gradient {dtype}",
+                    "id 7 sixteen times",
+                    {
+                        "dtype": dtype,
+                        "shape": (16,),
+                        "seed": len(found),
+                        "repeat": 16,
+                        "padding_idx": padding,
+                    },
+                )
+            )
+        for label, bad in BAD_IDS.items():
+            params = {
+                "dtype": "float32",
+                "shape": (3,),
+                "seed": 0,
+                "bad": bad,
+                "padding_idx": padding,
+            }
+            found.append(Case(f"gradient, bad id: {label}", f"token_ids [3, {bad}, 5]", params))
+        return found
+
+    def arguments(self, params):
+        token_table, _ = battery_tables(params)
+        ids = np.full(params["shape"], 7, np.int64) if params.get("repeat") else battery_ids(params)
+        rng = np.random.default_rng(params["seed"] + 2)
+        upstream = rng.standard_normal((*ids.shape, DIM)).astype(token_table.dtype)
+        return [token_table, ids, upstream]
+
+    def reference(self, params, *, padding=True):
+        token_table, ids, upstream = self.arguments(params)
+        grad = np.zeros(token_table.shape, np.float64)
+        np.add.at(grad, ids.reshape(-1), upstream.reshape(-1, DIM).astype(np.float64))
+        if padding and params.get("padding_idx") is not None:
+            grad[params["padding_idx"]] = 0.0
+        return grad
+
+    def compare(self, params, actual):
+        if not params.get("repeat"):
+            return super().compare(params, actual)
+        # Sixteen terms in one row: each framework adds in its own order and precision, so the
+        # row is held to n * eps * sum |terms| (every partial sum rounded once, eps of the dtype).
+        reference = self.reference(params)
+        if actual.shape != reference.shape or actual.dtype.name != params["dtype"]:
+            return super().compare(params, actual)
+        _, _, upstream = self.arguments(params)
+        eps = float(ml_dtypes.finfo(validation.resolve_dtype(params["dtype"])).eps)
+        bound = params["repeat"] * eps * np.abs(upstream.astype(np.float64)).sum(axis=0).max()
+        error = numerics.max_error(actual, reference)
+        size, _ = numerics.ulps(actual, reference, params["dtype"])
+        if error <= bound:
+            return conforms(f"within n * eps * sum|terms|: {error:.2g} <= {bound:.2g}", ulps=size)
+        diagnosis = self.diagnose(params, actual, params["dtype"], bound, error)
+        return differs(
+            f"{error:.2g} > {bound:.2g}{'; ' + diagnosis if diagnosis else ''}", ulps=size
+        )
+
+    def mistakes(self, params):
+        token_table, ids, upstream = self.arguments(params)
+        found = []
+        for name, order in (("last", 1), ("first", -1)):
+            grad = np.zeros(token_table.shape, np.float64)
+            flat_ids, rows = (
+                ids.reshape(-1)[::order],
+                upstream.reshape(-1, DIM)[::order].astype(np.float64),
+            )
+            grad[flat_ids] = rows  # NumPy keeps the last write of a repeated index
+            found.append((f"repeated ids summed once (W[ids] += g: the {name} term kept)", grad))
+        if params.get("padding_idx") is not None:
+            found.append(
+                (
+                    f"the padding row {params['padding_idx']} learns",
+                    self.reference(params, padding=False),
+                )
+            )
+        return found
+
+    def classify_bad(self, params, actual):
+        token_table, ids, upstream = self.arguments(params)
+        if actual.shape != token_table.shape:
+            return differs(f"returns shape {actual.shape} without raising")
+        actual = actual.astype(np.float64)
+        good = np.zeros(token_table.shape)
+        np.add.at(good, ids[[0, 2]], upstream[[0, 2]].astype(np.float64))
+        if np.isnan(actual).any():
+            return differs("fills NaN: a NaN gradient instead of an error")
+        bad = params["bad"]
+        for name, row in (
+            (f"clamps to row {min(max(bad, 0), VOCAB - 1)}", min(max(bad, 0), VOCAB - 1)),
+            (f"wraps to row {bad % VOCAB}", bad % VOCAB),
+        ):
+            moved = good.copy()
+            moved[row] += upstream[1].astype(np.float64)
+            if np.array_equal(actual, moved):
+                return differs(f"{name}: its upstream row trains another token, silently")
+        if np.array_equal(actual, good):
+            return differs("drops it: its upstream row is lost, silently")
+        return differs("returns a gradient without raising (none of clamp, wrap, drop)")
