@@ -56,12 +56,32 @@ def ulps_at_scale(error: float, reference: np.ndarray, dtype) -> float:
     return error / 2.0 ** (exponent - info.nmant)
 
 
-def max_error(actual: np.ndarray, reference: np.ndarray) -> float:
-    """Largest |actual - reference| in float64; NaN anywhere counts as infinite."""
-    difference = np.abs(np.asarray(actual, np.float64) - np.asarray(reference, np.float64))
-    if difference.size == 0:
-        return 0.0
-    return math.inf if np.isnan(difference).any() else float(difference.max())
+def max_error(actual: np.ndarray, reference: np.ndarray, *, nan_matches: bool = False) -> float:
+    """Largest |actual - reference| in float64; NaN anywhere counts as infinite (unless
+    ``nan_matches``: NaN in both at the same place counts as no difference)."""
+    difference = _differences(actual, reference, nan_matches)
+    return float(difference.max()) if difference.size else 0.0
+
+
+def worst_ratio(actual: np.ndarray, reference: np.ndarray, bound) -> tuple[float, tuple]:
+    """(largest |actual - reference| / bound, where), bound a number or one per element; NaN
+    in actual counts as infinitely far unless the reference has NaN there too."""
+    difference = _differences(actual, reference, True)
+    if not difference.size:
+        return 0.0, ()
+    bound = np.broadcast_to(np.asarray(bound, np.float64), difference.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(difference == 0, 0.0, difference / bound)
+    where = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+    return float(ratio[where]), tuple(int(i) for i in where)
+
+
+def _differences(actual, reference, nan_matches: bool) -> np.ndarray:
+    actual, reference = np.asarray(actual, np.float64), np.asarray(reference, np.float64)
+    with np.errstate(invalid="ignore"):
+        difference = np.abs(actual - reference)
+    both = np.isnan(actual) & np.isnan(reference) if nan_matches else False
+    return np.where(both, 0.0, np.where(np.isnan(difference), np.inf, difference))
 
 
 def wrapped(angle: np.ndarray) -> np.ndarray:
@@ -79,13 +99,21 @@ def table_phase_error(table: np.ndarray, positions: np.ndarray, base: float) -> 
     return np.abs(wrapped(measured - expected)).max(axis=-1)
 
 
-def rotation_phase_error(x: np.ndarray, rotated: np.ndarray, positions, base: float):
-    """Per position, the largest angle error (radians) of a half-layout rotation: the turn of
-    each pair (x_i, x_{i+d/2}) read back from the rotated pair, against p * w_i."""
+def rotation_phase_error(x, rotated, positions, w, *, layout: str = "half") -> np.ndarray:
+    """Per position, the largest angle error (radians) of a rotation: the turn of each rotated
+    pair, read back from the result, against p * w_k (w: the (pairs,) frequencies; the first
+    2 * pairs dims rotated, in ``layout``)."""
     x, y = np.asarray(x, np.float64), np.asarray(rotated, np.float64)
-    half = x.shape[-1] // 2
-    a, b, c, d = x[..., :half], x[..., half:], y[..., :half], y[..., half:]
-    measured = np.arctan2(a * d - b * c, a * c + b * d)  # arg((c + id) / (a + ib))
-    expected = np.asarray(positions, np.float64)[:, None] * positional.frequencies(2 * half, base)
-    error = np.abs(wrapped(measured - expected))  # (..., T, half)
+    pairs = len(w)
+    if layout == "interleaved":
+        a, b = x[..., 0 : 2 * pairs : 2], x[..., 1 : 2 * pairs : 2]
+        c, d = y[..., 0 : 2 * pairs : 2], y[..., 1 : 2 * pairs : 2]
+    else:
+        a, b = x[..., :pairs], x[..., pairs : 2 * pairs]
+        c, d = y[..., :pairs], y[..., pairs : 2 * pairs]
+    with np.errstate(invalid="ignore"):
+        measured = np.arctan2(a * d - b * c, a * c + b * d)  # arg((c + id) / (a + ib))
+    expected = np.asarray(positions, np.float64)[:, None] * np.asarray(w, np.float64)
+    error = np.abs(wrapped(measured - expected))  # (..., T, pairs)
+    error = np.where(np.isnan(error), np.pi, error)
     return error.reshape(-1, *error.shape[-2:]).max(axis=(0, 2))

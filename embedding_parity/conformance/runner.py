@@ -49,6 +49,7 @@ class Report:
     why: str
     checks: list[CheckResult]
     seconds: float
+    contract: str = ""
 
     @property
     def conforms(self) -> bool:
@@ -61,7 +62,7 @@ class Report:
         width = max(len(c.check) for c in self.checks)
         lines = [
             f"check {self.target} as {self.kind} ({self.framework}, {self.why})",
-            f"contract: {KINDS[self.kind].contract}",
+            f"contract: {self.contract or KINDS[self.kind].contract}",
         ]
         lines += [f"  {MARK[c.status]:<4} {c.check:<{width}}  {c.detail}" for c in self.checks]
         counts = {s: sum(c.status == s for c in self.checks) for s in MARK}
@@ -117,7 +118,9 @@ def run(
         worker.load(target, kind, framework)
         verdicts = [(case, chosen.judge(case, worker.ask(case, timeout))) for case in cases]
     checks = _checks(verdicts)
-    return Report(target, kind, worker.framework, worker.why, checks, time.monotonic() - began)
+    seconds = time.monotonic() - began
+    contract = chosen.describe(options or {})
+    return Report(target, kind, worker.framework, worker.why, checks, seconds, contract)
 
 
 def _checks(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
@@ -232,7 +235,7 @@ class Worker:
         os.remove(reply["path"])
         if reply["dtype"] == "bfloat16":
             array = array.view(ml_dtypes.bfloat16)
-        return Outcome(array=array)
+        return Outcome(array=array, changed=reply.get("changed", []))
 
     def _exchange(self, message: dict, timeout: float):
         """(reply, None), or (None, why): the worker died or did not answer in time."""

@@ -74,6 +74,26 @@ def _load_answer(request: dict, answer):
     return function, framework, KINDS[request["kind"]]
 
 
+def _changed(kept: list, native: list) -> list[dict]:
+    """The arguments the call changed in place: [{"argument": index, "elements": count}],
+    each compared bit for bit (NaN included) with its copy from before the call."""
+    from embedding_parity.conformance import frameworks
+
+    found = []
+    for index, (before, given) in enumerate(zip(kept, native)):
+        if not isinstance(before, np.ndarray):
+            continue
+        after = frameworks.to_numpy(given)
+        if after.shape != before.shape or after.dtype != before.dtype:
+            found.append({"argument": index, "elements": int(before.size)})
+            continue
+        width = before.dtype.itemsize
+        old, new = (np.ascontiguousarray(a).view(f"V{width}") for a in (before, after))
+        if (old != new).any():
+            found.append({"argument": index, "elements": int((old != new).sum())})
+    return found
+
+
 def main(folder: str) -> None:
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # the target's prints go to the log, not into the answers
@@ -97,7 +117,9 @@ def main(folder: str) -> None:
         try:
             with frameworks.precision(framework, arguments):
                 native = [frameworks.to_framework(a, framework) for a in arguments]
+                kept = [a.copy() if isinstance(a, np.ndarray) else a for a in arguments]
                 result = frameworks.to_numpy(function(*native))
+                changed = _changed(kept, native)
         except Exception as error:  # noqa: BLE001 - the target's exception is the finding
             traceback.print_exc()
             first = (str(error).splitlines() or [""])[0]
@@ -114,7 +136,7 @@ def main(folder: str) -> None:
             result.view(np.uint16) if result.dtype == ml_dtypes.bfloat16 else result,
             allow_pickle=False,
         )
-        answer(path=path, dtype=dtype)
+        answer(path=path, dtype=dtype, changed=changed)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,14 @@ JAX that follows the contract of --kind (its arguments come as that framework's 
     alibi       f(num_heads) -> slopes (num_heads,)
     t5          f(relative_position, bidirectional, num_buckets, max_distance) -> buckets
     gradient    f(token_table, token_ids, upstream) -> d_token_table (dense)
+    position_ids  f(input_ids, attention_mask, past_length) -> (B, T) rows of the position table
+    bert        f(word_table, type_table, position_table, input_ids, token_type_ids, start) -> x
+
+A model's configuration (--config config.json or a .gguf file, --model NAME for a bundled
+preset) sets the contract: rope at its head_dim, rotary_dim, layout, base and scaling rule
+(the length rules, dynamic and longrope, take max(positions) + 1 as the length, Hugging
+Face's rule); lookup with Gemma's scale f(token_table, token_ids); position_ids by its rule
+(OPT, RoBERTa, BART); bert with its type_vocab_size.
 
 Every case is held to the float64 reference rounded once to the dtype tried: lookups, slopes,
 buckets and gradient rows of at most two terms bit for bit; a sixteen-term gradient row within
@@ -16,6 +24,8 @@ n * eps * sum|terms|; tables and rotations within the suite's derived tolerance.
 A result that differs is named by the mistake it matches; a bad id must raise.
 
     compare.py check my_rope.py:rope --kind rope
+    compare.py check my_rope.py:rope --kind rope --model llama-3.2-1b
+    compare.py check port.py:rope --kind rope --config path/to/config.json
     compare.py check --known                  # the matrix of the implementations people use
 
 Exit status: 0 every check conforms (with --known: the suite's own control rows do), 1 one
@@ -50,6 +60,8 @@ def add_arguments(parser) -> None:
         help="rope and sinusoidal base (default: %(default)g)",
     )
     add("--padding-idx", type=command.at_least(0), help="gradient: the row that must not learn")
+    add("--config", metavar="CONFIG", help="a model's config.json (or .gguf): the contract it sets")
+    add("--model", metavar="NAME", help="a bundled model preset (see --model list)")
     add("--only", metavar="CHECK", help="run only the checks whose name starts with CHECK")
     add(
         "--timeout",
@@ -73,6 +85,11 @@ def main(args) -> int:
     for flag in ("rows", "markdown", "out"):
         if getattr(args, flag) is not None:
             raise UsageError(f"--{flag} goes with --known")
+    if args.model == "list":
+        from embedding_parity.configs.presets import PRESETS
+
+        print("\n".join(f"{name:<20} {p['about']}" for name, p in PRESETS.items()))
+        return 0
     if args.target is None or args.kind is None:
         raise UsageError("give TARGET and --kind (or --known): see compare.py check --help")
     if args.base != DEFAULT_BASE and args.kind not in ("rope", "sinusoidal"):
@@ -89,6 +106,7 @@ def main(args) -> int:
     from embedding_parity.conformance import runner
 
     options = {"base": args.base, "padding_idx": args.padding_idx}
+    options.update(_configured(args))
     report = runner.run(
         _absolute(args.target),
         args.kind,
@@ -101,6 +119,46 @@ def main(args) -> int:
     if args.json:
         _write_json(args.json, report.record())
     return 0 if report.conforms else 1
+
+
+def _configured(args) -> dict:
+    """The options a --config or --model sets for --kind; {} without one."""
+    if args.config is None and args.model is None:
+        return {}
+    from embedding_parity import configs
+
+    if args.config is not None and args.model is not None:
+        raise UsageError("give --config or --model, not both")
+    if args.base != DEFAULT_BASE:
+        raise UsageError(
+            "--base comes from the config (rope_theta): leave it out with --config or --model"
+        )
+    config = configs.read(args.config) if args.config else configs.preset(args.model)
+    flag = "--config" if args.config else "--model"
+    print(config.line())
+    if args.kind == "rope":
+        if not config.rope:
+            raise UsageError(
+                f"{flag}: {config.name} has learned positions, no RoPE: try --kind position_ids or bert"
+            )
+        return {
+            "rope": {
+                **config.rope_options(),
+                "head_dim": config.head_dim,
+                "max_position_embeddings": config.max_position_embeddings,
+            }
+        }
+    if args.kind == "lookup":
+        if not config.embed_scale:
+            raise UsageError(
+                f"{flag}: {config.name} does not scale its token rows: its lookup is the plain --kind lookup, without a config"
+            )
+        return {"embed_scale": config.hidden_size}
+    if args.kind == "position_ids":
+        return {"position_rule": config.position_rule, "pad_token_id": config.pad_token_id}
+    if args.kind == "bert":
+        return {"type_vocab_size": config.type_vocab_size}
+    raise UsageError(f"{flag} goes with --kind rope, lookup, position_ids or bert, not {args.kind}")
 
 
 def _absolute(target: str) -> str:
@@ -120,6 +178,7 @@ def _known(args) -> int:
     if args.target is not None or args.kind is not None:
         raise UsageError("--known runs its own targets: leave out TARGET and --kind")
     given = {"--only": args.only, "--framework": args.framework, "--padding-idx": args.padding_idx}
+    given.update({"--config": args.config, "--model": args.model})
     given["--base"] = None if args.base == DEFAULT_BASE else args.base
     for flag, value in given.items():
         if value is not None:

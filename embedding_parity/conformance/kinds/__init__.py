@@ -16,13 +16,18 @@ from embedding_parity.conformance.kinds.base import (
     Verdict,
     low_precision_angles,
 )
+from embedding_parity.conformance.kinds.bert import Bert
 from embedding_parity.conformance.kinds.gradient import Gradient
 from embedding_parity.conformance.kinds.lookup import Lookup
+from embedding_parity.conformance.kinds.position_ids import PositionIds
 from embedding_parity.conformance.kinds.rope import Rope
 from embedding_parity.conformance.kinds.sinusoidal import Sinusoidal
 from embedding_parity.conformance.kinds.t5 import T5
 
-KINDS = {kind.name: kind for kind in (Lookup(), Sinusoidal(), Rope(), Alibi(), T5(), Gradient())}
+KINDS = {
+    kind.name: kind
+    for kind in (Lookup(), Sinusoidal(), Rope(), Alibi(), T5(), Gradient(), PositionIds(), Bert())
+}
 
 __all__ = [
     "BAD_IDS",

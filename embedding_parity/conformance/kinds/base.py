@@ -40,6 +40,7 @@ class Outcome:
     array: np.ndarray | None = None
     raised: str | None = None  # "IndexError: ..."
     failed: str | None = None  # "timed out after 30 s", "the worker died (signal 11)"
+    changed: list = field(default_factory=list)  # [{"argument": i, "elements": n}]: in place
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Verdict:
     detail: str
     ulps: float | None = None
     phase: dict | None = None  # {"positions": [...], "radians": [...]}: rope and sinusoidal
+    ratio: float | None = None  # largest error / bound: rope and sinusoidal
 
 
 def conforms(detail, **more) -> Verdict:
@@ -66,6 +68,10 @@ class Kind:
     def cases(self, options: dict) -> list[Case]:
         raise NotImplementedError
 
+    def describe(self, options: dict) -> str:
+        """The contract the cases of ``options`` hold a target to."""
+        return self.contract
+
     def arguments(self, params: dict) -> list:
         """The call's arguments, in the contract's order, as NumPy arrays and Python values."""
         raise NotImplementedError
@@ -78,7 +84,8 @@ class Kind:
         """(name, float64 result) of each plausible mistake, most specific first."""
         return []
 
-    def tolerance(self, params: dict, dtype) -> float:
+    def tolerance(self, params: dict, dtype):
+        """The bound on |result - reference|: a number, or one per element."""
         return 0.0
 
     def judge(self, case: Case, outcome: Outcome) -> Verdict:
@@ -91,9 +98,25 @@ class Kind:
             if params.get("dtype", "float32") != "float32":  # a dtype it does not support
                 return Verdict("rejected", f"rejects {params['dtype']}: {outcome.raised}")
             return differs(f"raises {outcome.raised} on a valid input")
+        if outcome.changed:
+            return differs(self.changed(params, outcome.changed))
         if params.get("bad"):
             return self.classify_bad(params, outcome.array)
         return self.compare(params, outcome.array)
+
+    def argument_names(self, params: dict) -> list[str]:
+        return self.contract.split("(", 1)[1].split(")", 1)[0].split(", ")
+
+    def changed(self, params: dict, changed: list) -> str:
+        """The arguments a call changed, by the contract's names: a silent side effect."""
+        names = self.argument_names(params)
+        arguments = self.arguments(params)
+        said = []
+        for change in changed:
+            i = change["argument"]
+            name = names[i] if i < len(names) else f"argument {i}"
+            said.append(f"{name} ({change['elements']} of {np.size(arguments[i])} elements)")
+        return f"changes its input in place: {', '.join(said)}; the caller's arrays must be left as they were"
 
     def expected_dtype(self, params: dict, actual: np.ndarray):
         return params["dtype"]
@@ -114,23 +137,29 @@ class Kind:
         error = numerics.max_error(actual, reference)
         if not self.exact:
             size = numerics.ulps_at_scale(error, reference, dtype)
-        if not self.exact and error <= tolerance:
-            return conforms(
-                f"within tolerance: {error:.2g} <= {tolerance:.2g} ({size:.3g} ulp)",
-                ulps=size,
-                phase=phase,
-            )
+            ratio, worst = numerics.worst_ratio(actual, reference, tolerance)
+            bound = float(np.broadcast_to(tolerance, actual.shape)[worst]) if worst else 0.0
+            at = float(abs(np.float64(actual[worst]) - reference[worst])) if worst else 0.0
+            if ratio <= 1:
+                return conforms(
+                    f"within tolerance: {at:.2g} <= {bound:.2g} ({ratio:.2f} of the bound, "
+                    f"{size:.3g} ulp)",
+                    ulps=size,
+                    phase=phase,
+                    ratio=ratio,
+                )
         if not math.isfinite(size):
             found = f"NaN at {list(where)}"
         elif self.exact:
             found = f"{size:.3g} ulp at {list(where)}"
         else:
-            found = f"{error:.2g} > {tolerance:.2g} ({size:.3g} ulp)"
+            found = f"{at:.2g} > {bound:.2g} at {list(worst)} ({ratio:.3g} times the bound)"
         diagnosis = self.diagnose(params, actual, dtype, tolerance, error)
         return differs(f"{found}{'; ' + diagnosis if diagnosis else ''}", ulps=size, phase=phase)
 
     def diagnose(self, params, actual, dtype, tolerance, error) -> str:
-        """The mistake the result matches, or the one it is far closest to; "" if none."""
+        """The mistake the result matches, or the one it is far closest to; "" if none.
+        A NaN where the mistake has a NaN matches it (positions rounded to float16 overflow)."""
         closest, closest_error = "", math.inf
         with np.errstate(all="ignore"):
             mistakes = self.mistakes(params)
@@ -139,9 +168,9 @@ class Kind:
                 continue
             if self.exact and numerics.same_bits(actual, numerics.rounded(result, dtype)):
                 return name
-            off = numerics.max_error(actual, result)
-            if not self.exact and off <= tolerance:
+            if not self.exact and numerics.worst_ratio(actual, result, tolerance)[0] <= 1:
                 return name
+            off = numerics.max_error(actual, result, nan_matches=True)
             if off < closest_error:
                 closest, closest_error = name, off
         if closest and closest_error <= 0.1 * error:  # ten times nearer than the reference

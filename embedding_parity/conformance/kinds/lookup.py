@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 import backends
+from backends import positional, validation
 from embedding_parity.conformance import numerics
 from embedding_parity.conformance.kinds.base import (
     BAD_IDS,
@@ -48,6 +49,8 @@ class Lookup(Kind):
     )
 
     def cases(self, options):
+        if options.get("embed_scale"):
+            return _scaled_cases(options["embed_scale"])
         found = []
         for dtype in FLOATS:
             for shape in ((T,), (3, T)):
@@ -64,11 +67,29 @@ class Lookup(Kind):
             found.append(Case(f"bad id: {label}", f"token_ids [3, {bad}, 5]", params))
         return found
 
+    def describe(self, options):
+        if options.get("embed_scale"):
+            return (
+                "f(token_table, token_ids) -> token_table[token_ids] * s, s = sqrt(hidden_size) "
+                "rounded to the table's dtype first (Gemma)"
+            )
+        return self.contract
+
+    def argument_names(self, params):
+        if params.get("scaled"):
+            return ["token_table", "token_ids"]
+        return super().argument_names(params)
+
     def arguments(self, params):
+        if params.get("scaled"):
+            table = np.random.default_rng(params["seed"]).standard_normal((VOCAB, params["scaled"]))
+            return [table.astype(validation.resolve_dtype(params["dtype"])), battery_ids(params)]
         token_table, position_table = battery_tables(params)
         return [token_table, position_table, battery_ids(params), params["start"]]
 
     def reference(self, params, *, start=None, positions=True):
+        if params.get("scaled"):
+            return positional.scaled_embedding(*self.arguments(params)).astype(np.float64)
         token_table, position_table, ids, given = self.arguments(params)
         start = given if start is None else start
         x = token_table.astype(np.float64)[ids]
@@ -77,6 +98,8 @@ class Lookup(Kind):
         return x
 
     def mistakes(self, params):
+        if params.get("scaled"):
+            return _scale_mistakes(*self.arguments(params))
         start = params["start"]
         found = [("positions not added (token rows only)", self.reference(params, positions=False))]
         if start:
@@ -94,6 +117,10 @@ class Lookup(Kind):
         return found
 
     def classify_bad(self, params, actual):
+        if params.get("scaled"):
+            return differs(
+                f"returns {actual.dtype.name} {actual.shape} for a bad id without raising"
+            )
         token_table, position_table, _, start = self.arguments(params)
         if actual.shape != (3, DIM) or actual.dtype.name not in FLOATS:
             return differs(f"returns {actual.dtype.name} {actual.shape} without raising")
@@ -123,3 +150,40 @@ def _bad_row(bad, row, token_table, position_row) -> str:
     if numerics.same_bits(row, numerics.rounded(position, row.dtype.name)):
         return "zero row (position only): a silent wrong answer"
     return "returns a row without raising (none of clamp, wrap, NaN, zero)"
+
+
+# --- with a scaled configuration: Gemma's f(token_table, token_ids) ------------------------
+
+
+def _scaled_cases(hidden: int) -> list[Case]:
+    """Gemma's lookup f(token_table, token_ids) -> rows * sqrt(hidden), the scale rounded to
+    the dtype first, over tables of the config's width."""
+    found = []
+    for dtype in FLOATS:
+        for shape in ((T,), (3, T)):
+            params = {"dtype": dtype, "shape": shape, "seed": len(found), "scaled": hidden}
+            found.append(Case(f"scaled {dtype}", f"{len(shape)}-D ids, width {hidden}", params))
+    for label, bad in BAD_IDS.items():
+        params = {"dtype": "float32", "shape": (3,), "seed": 0, "bad": bad, "scaled": hidden}
+        found.append(Case(f"bad id: {label}", f"token_ids [3, {bad}, 5]", params))
+    return found
+
+
+def _scale_mistakes(table, ids) -> list[tuple[str, np.ndarray]]:
+    rows = table[ids].astype(np.float64)
+    hidden, dtype = table.shape[1], table.dtype
+    exact = math.sqrt(hidden)
+    found = [
+        (
+            f"sqrt({hidden}) unrounded: the exact {exact:.6g}, not rounded to {dtype.name} first",
+            rows * exact,
+        )
+    ]
+    for other in FLOATS:
+        scale = float(positional.embedding_scale(hidden, other))
+        if other != dtype.name and scale != float(positional.embedding_scale(hidden, dtype)):
+            found.append(
+                (f"sqrt({hidden}) rounded to {other} ({scale:.6g}), not {dtype.name}", rows * scale)
+            )
+    found.append(("no scale (token rows as stored)", rows))
+    return found
