@@ -2,12 +2,113 @@
 as each model's published configuration sets them, with where each value comes from.
 
 A preset is read exactly as a config.json is (``embedding_parity.configs.from_fields``), so a
-preset and the model's own file give the same contract. Phi-3-mini-128k is left out: its
-48-value short_factor and long_factor lists could not be sourced from this machine, and a
-preset must not carry numbers without a source.
+preset and the model's own file give the same contract. The values were read from copies of
+each hub file in public repositories (``source`` names the hub file and, where the copy is
+not the hub's own, the copy).
 """
 
 HUB = "https://huggingface.co/{}/blob/main/config.json"
+
+PHI3_LONG = [
+    1.0700000524520874,
+    1.1200000047683716,
+    1.149999976158142,
+    1.4199999570846558,
+    1.5699999332427979,
+    1.7999999523162842,
+    2.129999876022339,
+    2.129999876022339,
+    3.009999990463257,
+    5.910000324249268,
+    6.950000286102295,
+    9.070000648498535,
+    9.930000305175781,
+    10.710000038146973,
+    11.130000114440918,
+    14.609999656677246,
+    15.409998893737793,
+    19.809999465942383,
+    37.279998779296875,
+    38.279998779296875,
+    38.599998474121094,
+    40.12000274658203,
+    46.20000457763672,
+    50.940006256103516,
+    53.66000747680664,
+    54.9373893737793,
+    56.89738845825195,
+    57.28738784790039,
+    59.98738479614258,
+    60.86738586425781,
+    60.887386322021484,
+    61.71739196777344,
+    62.91739273071289,
+    62.957393646240234,
+    63.41739273071289,
+    63.8173942565918,
+    63.83739471435547,
+    63.897396087646484,
+    63.93739700317383,
+    64.06739807128906,
+    64.11434936523438,
+    64.12435150146484,
+    64.15435028076172,
+    64.19435119628906,
+    64.24435424804688,
+    64.57435607910156,
+    64.69000244140625,
+    64.76000213623047,
+]
+PHI3_SHORT = [
+    1.1,
+    1.1,
+    1.1,
+    1.3000000000000003,
+    1.3500000000000003,
+    1.3500000000000003,
+    1.4000000000000004,
+    1.5500000000000005,
+    2.000000000000001,
+    2.000000000000001,
+    2.000000000000001,
+    2.000000000000001,
+    2.000000000000001,
+    2.000000000000001,
+    2.000000000000001,
+    2.000000000000001,
+    2.000000000000001,
+    2.000000000000001,
+    2.000000000000001,
+    2.000000000000001,
+    2.000000000000001,
+    2.000000000000001,
+    2.000000000000001,
+    2.000000000000001,
+    2.000000000000001,
+    2.0500000000000007,
+    2.0500000000000007,
+    2.0500000000000007,
+    2.0500000000000007,
+    2.0500000000000007,
+    2.0500000000000007,
+    2.1000000000000005,
+    2.1000000000000005,
+    2.1500000000000004,
+    2.25,
+    2.25,
+    2.25,
+    2.25,
+    2.25,
+    2.3999999999999995,
+    2.4499999999999993,
+    2.499999999999999,
+    2.6999999999999984,
+    2.6999999999999984,
+    2.7499999999999982,
+    2.799999999999998,
+    2.8999999999999977,
+    3.049999999999997,
+]
 
 PRESETS = {
     "llama-3.1-8b": {
@@ -75,6 +176,7 @@ PRESETS = {
             "qk_rope_head_dim": 64,
             "max_position_embeddings": 163840,
             "rope_theta": 10000.0,
+            # not in the hub file: transformers' DeepseekV3Config defaults it to True
             "rope_interleave": True,
             "rope_scaling": {
                 "type": "yarn",
@@ -87,6 +189,26 @@ PRESETS = {
             },
         },
         "source": HUB.format("deepseek-ai/DeepSeek-V3"),
+    },
+    "phi-3-mini-128k": {
+        "about": "Phi-3 mini 128k: LongRoPE, short factors to 4096 positions, long beyond",
+        "fields": {
+            "model_type": "phi3",
+            "hidden_size": 3072,
+            "num_attention_heads": 32,
+            "max_position_embeddings": 131072,
+            "original_max_position_embeddings": 4096,
+            "rope_theta": 10000.0,
+            "rope_scaling": {
+                "type": "longrope",
+                "long_factor": PHI3_LONG,
+                "short_factor": PHI3_SHORT,
+            },
+        },
+        "source": HUB.format("microsoft/Phi-3-mini-128k-instruct")
+        + " (after its July 2024 commit 10d25dfa, llama.cpp PR#8262); the lists as in "
+        "t-pranavv/local-rollouts scripts/eval/long_context/eval_long_context.py LONGROPE_PARAMS, "
+        "whose ends match the hub file's as quoted",
     },
     "gpt-oss-20b": {
         "about": "gpt-oss 20B: YaRN factor 32 with truncate false",

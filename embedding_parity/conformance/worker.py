@@ -84,7 +84,7 @@ def _changed(kept: list, native: list) -> list[dict]:
         if not isinstance(before, np.ndarray):
             continue
         after = frameworks.to_numpy(given)
-        if after.shape != before.shape or after.dtype != before.dtype:
+        if after.shape != before.shape or after.dtype != before.dtype:  # resized, retyped
             found.append({"argument": index, "elements": int(before.size)})
             continue
         width = before.dtype.itemsize
@@ -117,7 +117,10 @@ def main(folder: str) -> None:
         try:
             with frameworks.precision(framework, arguments):
                 native = [frameworks.to_framework(a, framework) for a in arguments]
-                kept = [a.copy() if isinstance(a, np.ndarray) else a for a in arguments]
+                kept = [  # as the target receives them (JAX without x64 holds int64 as int32)
+                    frameworks.to_numpy(n).copy() if isinstance(a, np.ndarray) else None
+                    for a, n in zip(arguments, native)
+                ]
                 result = frameworks.to_numpy(function(*native))
                 changed = _changed(kept, native)
         except Exception as error:  # noqa: BLE001 - the target's exception is the finding

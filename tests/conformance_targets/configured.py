@@ -45,7 +45,9 @@ def gemma_lookup_exact_scale(token_table, token_ids):
 
 
 def opt_positions(input_ids, attention_mask, past_length):
-    return numpy_backend.position_ids(input_ids, attention_mask, rule="opt", past_length=past_length)
+    return numpy_backend.position_ids(
+        input_ids, attention_mask, rule="opt", past_length=past_length
+    )
 
 
 def opt_positions_no_offset(input_ids, attention_mask, past_length):
