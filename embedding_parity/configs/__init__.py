@@ -65,6 +65,30 @@ class Configuration:
             "rotary_dim": self.rotary_dim,
         }
 
+    def options(self, kind: str, flag: str = "--config") -> dict:
+        """What this configuration sets for the conformance kit's ``kind``; UsageError where
+        it sets nothing (``flag`` names where the configuration came from)."""
+        if kind == "rope":
+            if not self.rope:
+                raise UsageError(
+                    f"{flag}: {self.name} has learned positions, no RoPE: "
+                    "try --kind position_ids or bert"
+                )
+            rope = {**self.rope_options(), "head_dim": self.head_dim}
+            return {"rope": {**rope, "max_position_embeddings": self.max_position_embeddings}}
+        if kind == "lookup":
+            if not self.embed_scale:
+                raise UsageError(
+                    f"{flag}: {self.name} does not scale its token rows: its lookup is the "
+                    "plain --kind lookup, without a config"
+                )
+            return {"embed_scale": self.hidden_size}
+        if kind == "position_ids":
+            return {"position_rule": self.position_rule, "pad_token_id": self.pad_token_id}
+        if kind == "bert":
+            return {"type_vocab_size": self.type_vocab_size}
+        raise UsageError(f"{flag} goes with --kind rope, lookup, position_ids or bert, not {kind}")
+
     def line(self) -> str:
         """What was understood, in one line."""
         said = [f"config {self.name}"]

@@ -23,6 +23,7 @@ class Row:
     kind: str
     framework: str
     env: dict = field(default_factory=dict, hash=False)
+    preset: str | None = None  # the bundled model configuration the kind's cases follow
 
 
 def _keras(backend: str) -> dict:
@@ -32,6 +33,68 @@ def _keras(backend: str) -> dict:
 def _suite(backend: str) -> dict:
     return {"EMBEDDING_PARITY_BACKEND": backend}
 
+
+def _configured(name: str, target: str, kind: str, preset: str, packages=("transformers", "torch")):
+    return Row(name, packages, target, kind, "torch", preset=preset)
+
+
+CONFIGURED = [
+    *(
+        _configured(
+            f"transformers rotary at {preset}",
+            f"transformers_configured:{function}",
+            "rope",
+            preset,
+        )
+        for preset, function in (
+            ("llama-3.1-8b", "llama_3_1_8b"),
+            ("llama-3.2-1b", "llama_3_2_1b"),
+            ("qwen2.5-7b", "qwen2_5_7b"),
+            ("deepseek-v3", "deepseek_v3"),
+            ("gpt-oss-20b", "gpt_oss_20b"),
+            ("phi-3-mini-128k", "phi_3_mini_128k"),
+            ("gpt-neox-20b", "gpt_neox_20b"),
+            ("phi-2", "phi_2"),
+        )
+    ),
+    _configured(
+        "torchtune Llama3ScaledRoPE at llama-3.2-1b",
+        "torchtune_layers:llama3_scaled_rope",
+        "rope",
+        "llama-3.2-1b",
+        ("torchtune", "torch"),
+    ),
+    _configured(
+        "transformers Gemma scaled embedding at gemma-7b",
+        "transformers_configured:gemma_embedding",
+        "lookup",
+        "gemma-7b",
+    ),
+    _configured(
+        "transformers OPT position ids",
+        "transformers_configured:opt_positions",
+        "position_ids",
+        "opt-125m",
+    ),
+    _configured(
+        "transformers RoBERTa position ids",
+        "transformers_configured:roberta_positions",
+        "position_ids",
+        "roberta-base",
+    ),
+    _configured(
+        "transformers BART position ids",
+        "transformers_configured:bart_positions",
+        "position_ids",
+        "bart-base",
+    ),
+    _configured(
+        "transformers BertEmbeddings (MiniLM's config)",
+        "transformers_configured:bert_embeddings",
+        "bert",
+        "bert-base-uncased",
+    ),
+]
 
 ROWS = [
     Row("NumPy: table[ids] + positions", ("numpy",), "numpy_idioms:lookup", "lookup", "numpy"),
@@ -148,6 +211,26 @@ ROWS = [
         for kind in ("lookup", "sinusoidal", "rope", "alibi", "t5", "gradient")
         for b in ("numpy", "torch", "jax")
     ),
+    *CONFIGURED,
+    *(
+        Row(
+            f"embedding-parity {b} ({kind} at {preset})",
+            ("embedding-parity", b),
+            f"suite:{function}",
+            kind,
+            b,
+            _suite(b),
+            preset,
+        )
+        for kind, preset, function in (
+            ("rope", "llama-3.2-1b", "rope_llama_3_2_1b"),
+            ("rope", "gpt-neox-20b", "rope_gpt_neox_20b"),
+            ("lookup", "gemma-7b", "gemma_lookup"),
+            ("position_ids", "opt-125m", "opt_positions"),
+            ("bert", "bert-base-uncased", "bert"),
+        )
+        for b in ("numpy", "torch", "jax")
+    ),
 ]
 
 
@@ -196,10 +279,16 @@ def _run_row(row: Row, workers: dict, timeout: float, progress, only) -> dict:
         if key not in workers:
             workers[key] = runner.Worker(row.env)
         try:
+            options = {}
+            if row.preset:
+                from embedding_parity import configs
+
+                options = configs.preset(row.preset).options(row.kind, "--model")
             report = runner.run(
                 f"{ADAPTERS}.{row.target}",
                 row.kind,
                 framework=row.framework,
+                options=options,
                 timeout=timeout,
                 only=only,
                 worker=workers[key],
@@ -271,7 +360,7 @@ def cells(record: dict) -> dict:
         out["layout"] = "—"
     out["bad ids"] = _bad_ids([c for c in checks if "bad id" in c["check"]])
     out["values"] = _cell(
-        [c for c in checks if c["check"].startswith(("slopes", "buckets", "table"))]
+        [c for c in checks if c["check"].startswith(("slopes", "buckets", "table", "position ids"))]
     )
     return out
 

@@ -136,29 +136,7 @@ def _configured(args) -> dict:
     config = configs.read(args.config) if args.config else configs.preset(args.model)
     flag = "--config" if args.config else "--model"
     print(config.line())
-    if args.kind == "rope":
-        if not config.rope:
-            raise UsageError(
-                f"{flag}: {config.name} has learned positions, no RoPE: try --kind position_ids or bert"
-            )
-        return {
-            "rope": {
-                **config.rope_options(),
-                "head_dim": config.head_dim,
-                "max_position_embeddings": config.max_position_embeddings,
-            }
-        }
-    if args.kind == "lookup":
-        if not config.embed_scale:
-            raise UsageError(
-                f"{flag}: {config.name} does not scale its token rows: its lookup is the plain --kind lookup, without a config"
-            )
-        return {"embed_scale": config.hidden_size}
-    if args.kind == "position_ids":
-        return {"position_rule": config.position_rule, "pad_token_id": config.pad_token_id}
-    if args.kind == "bert":
-        return {"type_vocab_size": config.type_vocab_size}
-    raise UsageError(f"{flag} goes with --kind rope, lookup, position_ids or bert, not {args.kind}")
+    return config.options(args.kind, flag)
 
 
 def _absolute(target: str) -> str:

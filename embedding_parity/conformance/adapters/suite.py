@@ -5,6 +5,7 @@ import os
 import numpy as np
 
 import backends
+from embedding_parity import configs
 
 _BACKEND = backends.get(os.environ["EMBEDDING_PARITY_BACKEND"])
 
@@ -42,3 +43,32 @@ def gradient(token_table, token_ids, upstream):
     positions = np.zeros((token_ids.shape[-1], table.shape[1]), table.dtype)  # not asked for
     layer = _BACKEND.TokenPositionEmbedding(table, positions)
     return _BACKEND.gradients(layer, token_ids, upstream)["token_table"]
+
+
+# --- at the configurations models ship (the rows "... at PRESET") -------------------------
+
+
+def _rope_at(preset: str):
+    options = configs.preset(preset).rope_options()
+
+    def rope(x, positions):
+        return _BACKEND.apply_rope(x, positions, **options)
+
+    return rope
+
+
+rope_llama_3_2_1b = _rope_at("llama-3.2-1b")
+rope_gpt_neox_20b = _rope_at("gpt-neox-20b")
+
+
+def gemma_lookup(token_table, token_ids):
+    return _BACKEND.ScaledWordEmbedding(_BACKEND.to_numpy(token_table))(token_ids)
+
+
+def opt_positions(input_ids, attention_mask, past_length):
+    return _BACKEND.position_ids(input_ids, attention_mask, rule="opt", past_length=past_length)
+
+
+def bert(word_table, type_table, position_table, input_ids, token_type_ids, start):
+    tables = [_BACKEND.to_numpy(t) for t in (word_table, type_table, position_table)]
+    return _BACKEND.BertEmbeddings(*tables)(input_ids, token_type_ids, start)

@@ -151,6 +151,17 @@ class Rope(Kind):
                 turned(layout=other),
             )
         ]
+        if layout == "interleaved":
+            mixed = turned().copy()
+            mixed[..., :rotary] = mixed[..., positional.rope_permutation(rotary)]
+            found.append(
+                (
+                    "interleaved pairs in, the half layout out (DeepSeek-V3's "
+                    "apply_rotary_pos_emb_interleave: q . k unchanged, the rotated dims reordered "
+                    "by backends.rope_permutation)",
+                    mixed,
+                )
+            )
         found += _rule_mistakes(params, x, positions, turned, w, attention, rotary)
         if rotary < head:
             whole = positional.frequencies(head, base, _for_width(scaling, head))
