@@ -71,6 +71,25 @@ FINDINGS = {
     "transformers T5 _relative_position_bucket": {
         "buckets bidirectional, 32 buckets, max distance 128": "exact"
     },
+    "transformers rotary at llama-3.2-1b": {
+        "long positions float32": "within tolerance",
+        "rotation float64": "computed in float32",
+    },
+    "transformers rotary at gpt-oss-20b": {"long positions bfloat16": "within tolerance"},
+    "transformers rotary at phi-3-mini-128k": {"long positions float16": "within tolerance"},
+    "transformers rotary at gpt-neox-20b": {"long positions float32": "within tolerance"},
+    "transformers rotary at deepseek-v3": {
+        "rotation float32": "interleaved pairs in, the half layout out"
+    },
+    "torchtune Llama3ScaledRoPE at llama-3.2-1b": {"rotation float32": "interleaved layout"},
+    "transformers Gemma scaled embedding at gemma-7b": {
+        "scaled bfloat16": "bit-identical",
+        "bad id: -1": "raises",
+    },
+    "transformers OPT position ids": {"position ids, left padding after a cache of 4": "exact"},
+    "transformers RoBERTa position ids": {"position ids, left padding": "exact"},
+    "transformers BART position ids": {"position ids, right padding": "exact"},
+    "transformers BertEmbeddings (MiniLM's config)": {"sum bfloat16": "bit-identical"},
     "JAX jax.vjp of x[ids]": {
         "gradient, bad id: vocab_size": "drops it",
         "gradient float32": "n * eps",
@@ -79,8 +98,20 @@ FINDINGS = {
 # The suite's own rows, NumPy's for every kind (tests/test_parity.py, test_positional.py and
 # test_attention_bias.py hold torch and JAX to NumPy, bit for bit or within the tolerance).
 CONTROLS = [
-    f"embedding-parity numpy ({kind})"
-    for kind in ("lookup", "sinusoidal", "rope", "alibi", "t5", "gradient")
+    *(
+        f"embedding-parity numpy ({kind})"
+        for kind in ("lookup", "sinusoidal", "rope", "alibi", "t5", "gradient")
+    ),
+    *(
+        f"embedding-parity numpy ({kind} at {preset})"
+        for kind, preset in (
+            ("rope", "llama-3.2-1b"),
+            ("rope", "gpt-neox-20b"),
+            ("lookup", "gemma-7b"),
+            ("position_ids", "opt-125m"),
+            ("bert", "bert-base-uncased"),
+        )
+    ),
 ]
 
 

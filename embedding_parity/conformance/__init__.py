@@ -8,7 +8,7 @@ layout, angles in low precision, a position off by one, the paper's ALiBi slopes
 that are not powers of two, a T5 bucket boundary, repeated ids summed once. Bad ids must raise:
 a clamped, wrapped, NaN or zero row is a silent wrong answer.
 
-- ``kinds``: the six contracts, their cases, references, tolerances and named mistakes;
+- ``kinds``: the eight contracts, one module each: cases, references, tolerances, named mistakes;
 - ``frameworks``: NumPy arrays into a framework's arrays and back, the framework detected;
 - ``worker``: the process that imports the target and calls it, one case at a time;
 - ``runner``: starts the worker, runs each case under a time limit, judges and reports;
