@@ -515,20 +515,6 @@ def rope_bound(
     return np.concatenate([both, np.zeros(x[..., rotary_dim:].shape)], axis=-1)
 
 
-def table_bound(num_positions: int, dim: int, *, base=10000.0, dtype="float32") -> np.ndarray:
-    """(num_positions, dim): per entry, the largest |table - float64 reference| a correct
-    sinusoidal table in ``dtype`` can show: the angle error p * w_i * (e_i + c/2) (as in
-    ``rope_bound``), sin's or cos's ulp (c) and the rounding to dtype (d/2)."""
-    c, d = _epsilons(dtype)
-    w = frequencies(dim, base)
-    angle_error = (
-        np.arange(num_positions, dtype=np.float64)[:, None]
-        * w
-        * (_frequency_error(w, c, False) + c / 2)
-    )
-    return np.repeat(angle_error + c + d / 2, 2, axis=-1)  # sin and cos of each pair alike
-
-
 def sum_tolerance(dtype, max_angle: float, max_abs_sum: float, *, base: float = 10000.0) -> float:
     """Largest |token row + sinusoidal row - float64 sum| allowed in ``dtype``.
 
