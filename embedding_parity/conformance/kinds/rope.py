@@ -156,15 +156,17 @@ class Rope(Kind):
             mixed[..., :rotary] = mixed[..., positional.rope_permutation(rotary)]
             found.append(
                 (
-                    "interleaved pairs in, the half layout out (DeepSeek-V3's "
-                    "apply_rotary_pos_emb_interleave: q . k unchanged, the rotated dims reordered "
-                    "by backends.rope_permutation)",
+                    (
+                        "interleaved pairs in, the half layout out (DeepSeek-V3's "
+                        "apply_rotary_pos_emb_interleave: q . k unchanged, the rotated dims "
+                        "reordered by backends.rope_permutation)"
+                    ),
                     mixed,
                 )
             )
         found += _rule_mistakes(params, x, positions, turned, w, attention, rotary)
         if rotary < head:
-            whole = positional.frequencies(head, base, _for_width(scaling, head))
+            whole = positional.frequencies(head, base, _for_whole_head(scaling))
             found.append(
                 (
                     f"partial rotary ignored: the whole head rotated, not its first {rotary} dims",
@@ -239,7 +241,7 @@ def _first_rounded(positions, rounded) -> str:
     return f"position {p} becomes {rounded[moved[0]]:g}"
 
 
-def _for_width(scaling, width):
+def _for_whole_head(scaling):
     """A scaling dict for another rotated width (LongRoPE's per-pair lists do not stretch)."""
     if scaling and scaling["rope_type"] == "longrope":
         return None
