@@ -153,6 +153,13 @@ def preset(name: str) -> Configuration:
     return from_fields(PRESETS[name]["fields"], name, f"--model {name}")
 
 
+def listing() -> str:
+    """The presets, one line each (``--model list``)."""
+    from embedding_parity.configs.presets import PRESETS
+
+    return "\n".join(f"{name:<20} {p['about']}" for name, p in PRESETS.items())
+
+
 def from_gguf(path: str) -> Configuration:
     """llama.cpp's metadata names for the same fields (``{arch}.rope.freq_base`` ...)."""
     from backends import pretrained

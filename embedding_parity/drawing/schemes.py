@@ -36,7 +36,59 @@ def plots(done):
             scheme["base"],
             scheme["max_seq_len"],
         )
+    if scheme.get("name") == "configured":
+        return wavelengths(scheme["config"], scheme["stop"])
     return None
+
+
+def wavelengths(config, stop: int):
+    """How a model's rule stretches its context: each rotation pair's wavelength 2 pi / w_k
+    before scaling (rope_theta alone) and after (the rule, at the run's length max(positions)
+    + 1 = ``stop``, and for the length rules at max_position_embeddings too), and their
+    ratio; the original and the stretched context lengths marked."""
+    rotated = config.rotary_dim or config.head_dim
+    scaling = config.scaling
+    before = positional.frequencies(rotated, config.rope_theta)
+    afters = [(f"after, at length {stop}", stop)]
+    longest = config.max_position_embeddings
+    if scaling and scaling["rope_type"] in positional.LENGTH_RULES and longest and longest != stop:
+        afters.append((f"after, at length {longest}", longest))
+    pairs = np.arange(len(before))
+
+    def draw(subfigure):
+        left, right = subfigure.subplots(1, 2, width_ratios=[1.3, 1])
+        left.plot(
+            pairs, 2 * np.pi / before, "k-", lw=2, label=f"before: rope_theta {config.rope_theta:g}"
+        )
+        for (label, seq_len), style in zip(afters, ("C3--", "C0:")):
+            w, attention = positional.rope_parameters(rotated, config.rope_theta, scaling, seq_len)
+            factor = f", cos and sin x {attention:.4g}" if attention != 1 else ""
+            left.plot(pairs, 2 * np.pi / w, style, lw=2, label=f"{label}{factor}")
+            right.plot(pairs, before / w, style, lw=2, label=label)
+        original = (scaling or {}).get("original_max_position_embeddings")
+        for length, name, colour in (
+            (original, "original context", "grey"),
+            (longest, "max_position_embeddings", "black"),
+        ):
+            if length:
+                left.axhline(length, color=colour, ls="-.", lw=1, label=f"{name} {int(length)}")
+        rule = "no scaling" if scaling is None else scaling["rope_type"]
+        left.set(
+            yscale="log",
+            xlabel=f"rotation pair k (of {rotated // 2}: dims {config.layout} layout)",
+            ylabel="wavelength 2 pi / w_k (positions)",
+            title=f"{config.name}: each pair's wavelength, {rule}",
+        )
+        left.legend(fontsize=7, loc="upper left")
+        right.set(
+            yscale="log",
+            xlabel="rotation pair k",
+            ylabel="wavelength after / before",
+            title="the stretch: 1 = the pair turns as without scaling",
+        )
+        right.legend(fontsize=7, loc="upper left")
+
+    return draw
 
 
 def sinusoidal(dim: int, layout: str, base: float, max_seq_len: int, start: int, stop: int):

@@ -33,6 +33,16 @@ def parity_table(results) -> str:
         rows = [("backend", "shape", "dtype", "max |diff| vs float64", "tolerance", "within")]
     for r in results:
         row = [r.backend, str(tuple(r.output.shape)), str(r.output.dtype), f"{r.max_abs_diff:.3g}"]
-        row += [] if exact else [f"{r.tolerance:.3g}"]
-        rows.append((*row, "yes" if r.agrees else "NO"))
+        within = "yes" if r.agrees else "NO"
+        if r.bound is not None:  # a bound per element: its largest, and the share used
+            row += [f"per element, up to {r.tolerance:.3g}"]
+            used = r.bound_used
+            within += (
+                f" ({used:.0%} of its bound at worst)"
+                if used <= 1
+                else f" ({used:.3g} times its bound at worst)"
+            )
+        else:
+            row += [] if exact else [f"{r.tolerance:.3g}"]
+        rows.append((*row, within))
     return text_table(rows)

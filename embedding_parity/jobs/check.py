@@ -86,9 +86,9 @@ def main(args) -> int:
         if getattr(args, flag) is not None:
             raise UsageError(f"--{flag} goes with --known")
     if args.model == "list":
-        from embedding_parity.configs.presets import PRESETS
+        from embedding_parity import configs
 
-        print("\n".join(f"{name:<20} {p['about']}" for name, p in PRESETS.items()))
+        print(configs.listing())
         return 0
     if args.target is None or args.kind is None:
         raise UsageError("give TARGET and --kind (or --known): see compare.py check --help")

@@ -174,6 +174,9 @@ def report_parity(args, done) -> int:
     for note in done.notes:
         print(note)
     print(table.parity_table(done.results))
+    for r in done.results:
+        for failure in r.failures:
+            print(f"{r.backend}: {failure}")
     heatmaps.plot(done, args.out, dims=dims, show=show(args))
     print(f"picture: {os.path.abspath(args.out)}")
     if getattr(args, "save_arrays", None):

@@ -24,6 +24,8 @@ class Result:
     output: np.ndarray  # (..., T, dim), the array compared with the reference
     expected: np.ndarray  # the reference: same dtype (learned) or float64 (sinusoidal, rope)
     tolerance: float = 0.0  # 0: bit-identical required
+    bound: np.ndarray | None = None  # a per-element tolerance (its largest is ``tolerance``)
+    failures: list[str] = field(default_factory=list)  # what else differs, one line each
     diff: np.ndarray = field(init=False)  # |output - expected|, in float64
 
     def __post_init__(self):
@@ -34,11 +36,23 @@ class Result:
         return float(self.diff.max()) if self.diff.size else 0.0
 
     @property
+    def bound_used(self) -> float:
+        """The largest |diff| / bound over the elements with a bound; inf where a dim that
+        passes through (bound 0) changed."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(self.diff == 0, 0.0, self.diff / self.bound)
+        return float(ratio.max(initial=0))
+
+    @property
     def bit_identical(self) -> bool:
         return same_bits(self.output, self.expected)
 
     @property
     def agrees(self) -> bool:
+        if self.failures:
+            return False
+        if self.bound is not None:
+            return bool(np.all(self.diff <= self.bound))
         return self.bit_identical if self.tolerance == 0 else self.max_abs_diff <= self.tolerance
 
 
@@ -190,6 +204,40 @@ def run_rope(
         rotated = be.to_numpy(be.apply_rope(x, positions, base=base, layout=layout))
         panels = {"token embeddings": be.to_numpy(x), f"after RoPE ({layout})": rotated}
         results.append(Result(name, panels, rotated, expected, tolerance))
+    return results
+
+
+def run_configured_rope(names, config, token_table, token_ids, start: int = 0) -> list[Result]:
+    """A model's rotation (``configs.Configuration``): each backend's token rows (Gemma's
+    scaled by sqrt(hidden_size) rounded first, held bit for bit), the first head_dim dims
+    rotated by the config's rule at positions start .. start + T - 1, held element by element
+    to the float64 reference within ``positional.rope_bound``."""
+    validation.check_call(token_ids, start, len(token_table), None)
+    positions = np.arange(start, start + token_ids.shape[-1])
+    rope = config.rope_options()
+    head = config.head_dim
+    if config.embed_scale:
+        rows, lookup = positional.scaled_embedding(token_table, token_ids), "ScaledWordEmbedding"
+    else:
+        rows, lookup = token_table[token_ids], "TokenPositionEmbedding"
+    expected = positional.apply_rope(rows[..., :head], positions, **rope)
+    bound = positional.rope_bound(rows[..., :head], positions, **rope, dtype=token_table.dtype)
+    rule = "no scaling" if config.scaling is None else config.scaling["rope_type"]
+    results = []
+    for name in names:
+        be = backends.get(name)
+        if config.embed_scale:
+            layer = be.ScaledWordEmbedding(token_table)
+        else:
+            layer = be.TokenPositionEmbedding(token_table, positions="none")
+        x = layer(token_ids)
+        rotated = be.to_numpy(be.apply_rope(x[..., :head], positions, **rope))
+        x = be.to_numpy(x)
+        failures = [] if same_bits(x, rows) else [f"its {lookup} rows are not the reference's bits"]
+        heading = "token rows x sqrt(hidden), rounded first" if config.embed_scale else "token rows"
+        panels = {heading: x[..., :head], f"after RoPE ({rule})": rotated}
+        tolerance = float(bound.max(initial=0))
+        results.append(Result(name, panels, rotated, expected, tolerance, bound, failures))
     return results
 
 

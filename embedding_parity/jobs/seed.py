@@ -6,6 +6,8 @@
     compare.py --scheme sinusoidal --layout concat   # or --scheme rope; --base
     compare.py --scheme alibi --heads 8          # or t5: position as a bias on the scores
     compare.py --weights trained.safetensors --tokens 0 10 2
+    compare.py --model llama-3.2-1b --start 30000  # a model's rotation: its rule, head_dim
+    compare.py --config path/to/config.json         # ... from its config.json (or .gguf)
 
 Exit status: 0 every backend agrees (bit-identical to the NumPy expression for learned
 positions, within the derived tolerance of the float64 reference for sinusoidal and RoPE),
@@ -26,6 +28,7 @@ from embedding_parity.jobs import command
 from embedding_parity.jobs.parity import (
     Run,
     cast_note,
+    run_configured_rope,
     run_learned,
     run_rope,
     run_sinusoidal,
@@ -213,6 +216,13 @@ def add_arguments(parser) -> None:
         help="real tables instead of random ones: a packaged model or a .safetensors/.npz "
         "file (needs --tokens)",
     )
+    add(
+        "--config",
+        metavar="CONFIG",
+        help="a model's config.json (or .gguf): run its rotation (rule, head_dim, rotary_dim, "
+        "layout; Gemma's scaled rows) and draw each pair's wavelength before and after scaling",
+    )
+    add("--model", metavar="NAME", help="a bundled model preset, as --config (--model list)")
     command.add_table_keys(parser)
     command.add_dims(parser)
     command.add_backends(parser)
@@ -221,6 +231,11 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
+    if args.model == "list":
+        from embedding_parity import configs
+
+        print(configs.listing())
+        return 0
     _check(args)
     names = command.chosen_backends(args.backends)
     settings = {
@@ -243,6 +258,8 @@ def main(args) -> int:
     }
     if args.scheme in ("alibi", "t5"):
         return _bias(args, names, settings)
+    if args.config is not None or args.model is not None:
+        return command.report_parity(args, _configured(args, names, settings))
     if args.weights is not None:
         from embedding_parity.jobs import text
 
@@ -259,6 +276,8 @@ def main(args) -> int:
 
 def _check(args) -> None:
     """The flags that go together; argparse has refused every flag this command lacks."""
+    if args.config is not None or args.model is not None:
+        _check_configured(args)
     if args.weights is not None:
         chosen = [flag for flag in FROM_WEIGHTS if getattr(args, flag) is not None]
         if chosen:
@@ -285,6 +304,54 @@ def _check(args) -> None:
     command.check_picture(args.out)
     outputs.check_not_inputs({"--out": args.out}, {"--weights": args.weights})
     _check_sizes(args)
+
+
+# Flags that a model's configuration decides, so they do not go with --config or --model.
+FROM_CONFIG = ("scheme", "layout", "base", "dim", "max_seq_len", "heads", "weights")
+
+
+def _check_configured(args) -> None:
+    if args.config is not None and args.model is not None:
+        raise UsageError("give --config or --model, not both")
+    flag = "--config" if args.config is not None else "--model"
+    chosen = [name for name in FROM_CONFIG if getattr(args, name) is not None]
+    if chosen:
+        raise UsageError(
+            f"{_option(chosen[0])} does not go with {flag}: the model's configuration sets the "
+            "rotation (rule, rope_theta, head_dim, layout) and the rows' width"
+        )
+
+
+def _configured(args, names, settings) -> Run:
+    """--config or --model: the model's rotation on random token rows of its head_dim (of its
+    hidden_size for Gemma, scaled first), every backend against the float64 reference."""
+    from embedding_parity import configs
+
+    config = configs.read(args.config) if args.config else configs.preset(args.model)
+    flag = "--config" if args.config else "--model"
+    if not config.rope:
+        raise UsageError(
+            f"{flag}: {config.name} has learned positions ({config.position_rule} rule), no "
+            "rotation to run: check a port of its rule with compare.py check TARGET --kind "
+            f"position_ids (or bert) {flag} {args.config or args.model}"
+        )
+    vocab, seed = settings.get("vocab_size", 100), settings.get("seed", 0)
+    dtype, start = settings.get("dtype", "float32"), settings.get("start", 0)
+    width = config.hidden_size if config.embed_scale else config.head_dim
+    command.check_size(
+        vocab * width, f"the token table: --vocab-size {vocab} x {width}", "lower --vocab-size"
+    )
+    token_table, _ = backends.shared_weights(vocab, width, 1, seed=seed, dtype=dtype)
+    token_ids = _token_ids(settings.get("tokens", SEED_TOKENS), vocab, args.batch, seed)
+    stop = start + token_ids.shape[-1]
+    results = run_configured_rope(names, config, token_table, token_ids, start)
+    rows = (
+        "token_table[token_ids] * sqrt(hidden)" if config.embed_scale else "token_table[token_ids]"
+    )
+    heading = f"x = rope({rows}, positions {start}..{stop - 1}), as {config.name} rotates"
+    setting = f"{config.line()}\nvocab_size {vocab}, dim {width}, {np.dtype(token_table.dtype).name}, seed {seed}"
+    scheme = {"name": "configured", "config": config, "start": start, "stop": stop}
+    return Run(results, heading, setting, _labels(token_ids, start), token_ids, scheme=scheme)
 
 
 def _check_sizes(args) -> None:
