@@ -515,6 +515,54 @@ def rope_bound(
     return np.concatenate([both, np.zeros(x[..., rotary_dim:].shape)], axis=-1)
 
 
+def table_bound(num_positions: int, dim: int, *, base=10000.0, layout="interleaved", dtype):
+    """Per element of sinusoidal_table(num_positions, dim), the largest |result - float64
+    reference| a correct implementation in ``dtype`` can show.
+
+    Derivation, c = eps of the compute dtype (float32; float64 for float64), d = eps of dtype,
+    for the column pair k at position p with frequency w_k = base**(-2k/dim):
+    - w_k formed as 1 / base**(2k/dim) carries |ln w_k| c/2 (the exponent rounded) + 1.5 c (pow's
+      ulp, the reciprocal); formed as exp(-2k ln(base)/dim), the tutorial's form, |ln w_k| c
+      (the constant and its product rounded) + c (exp's ulp): the bound takes
+      |ln w_k| c + 1.5 c, the larger of the two;
+    - the angle p * w_k one rounding more (c/2); sin and cos pass the angle's error on with
+      slope at most 1 and add an ulp of a value <= 1 (c); the result rounded to dtype (d/2).
+    Total p * w_k * (|ln w_k| + 2) c + c + d/2 (p * w_k exact where k = 0, w = 1).
+    """
+    validation.check_sinusoidal(num_positions, dim, base, layout)
+    c, d = _epsilons(dtype)
+    w = base ** -(np.arange(0, dim, 2) / dim)
+    pair = np.arange(num_positions, dtype=np.float64)[:, None] * w * _table_angle_error(w, c)
+    pair += c + d / 2
+    bound = np.empty((num_positions, dim))
+    if layout == "interleaved":
+        bound[:, 0::2], bound[:, 1::2] = pair, pair
+    else:
+        bound[:, : dim // 2], bound[:, dim // 2 :] = pair, pair
+    return bound
+
+
+def _table_angle_error(w: np.ndarray, c: float) -> np.ndarray:
+    """Relative error of a table's angle p * w_k (table_bound's derivation)."""
+    return np.where(w == 1.0, 0.5, np.abs(np.log(w)) + 2.0) * c
+
+
+def phase_bound(positions, dim: int, *, base=10000.0, scaling=None, dtype, table=False):
+    """(P,) the largest phase error (radians, over the pairs) at each position that the bound
+    of a correct implementation allows: rope_bound, or with ``table`` table_bound, divided by
+    the pair's magnitude. A rotation: p * w_k * (e_k + c/2) + d/2 + sqrt(2) (2c + d), as
+    (|a| + |b|) <= sqrt(2) |z|; a table: p * w_k * its angle error + sqrt(2) (c + d/2), an
+    error e in both sin and cos moving the angle read back by at most sqrt(2) e."""
+    c, d = _epsilons(dtype)
+    positions = np.asarray(positions, dtype=np.float64)[:, None]
+    if table:
+        w = base ** -(np.arange(0, dim, 2) / dim)
+        return (positions * w * _table_angle_error(w, c)).max(axis=1) + math.sqrt(2) * (c + d / 2)
+    w, _ = rope_parameters(dim, base, scaling, length(positions))
+    angle = positions * w * (_frequency_error(w, c, scaling is not None) + c / 2)
+    return angle.max(axis=1) + d / 2 + math.sqrt(2) * (2 * c + d)
+
+
 def sum_tolerance(dtype, max_angle: float, max_abs_sum: float, *, base: float = 10000.0) -> float:
     """Largest |token row + sinusoidal row - float64 sum| allowed in ``dtype``.
 

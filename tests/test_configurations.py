@@ -240,3 +240,46 @@ def test_bad_token_type_id_is_an_index_error_everywhere(backend):
         backend.BertEmbeddings(*tables)(np.array([[1, 2]]), np.array([[0, 2]]))
     with pytest.raises(IndexError, match="token id 10"):
         backend.ScaledWordEmbedding(tables[0])(np.array([10]))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
+def test_every_backends_table_within_the_table_bound(backend, dtype):
+    layer = backend.TokenPositionEmbedding(
+        np.zeros((4, 16), backends.DTYPES[dtype]), positions="sinusoidal", max_seq_len=4096
+    )
+    table = backend.to_numpy(layer.position_embeddings(0, 4096)).astype(np.float64)
+    error = np.abs(table - positional.sinusoidal_table(4096, 16))
+    ratio = float((error / positional.table_bound(4096, 16, dtype=dtype)).max())
+    assert ratio <= 1
+    if dtype == "float32":  # teeth: a correct float32 table uses a real share of it
+        assert ratio > 0.05
+
+
+def test_the_tutorials_exp_form_is_within_the_table_bound_and_its_mistakes_are_not():
+    # PyTorch's tutorial forms w as exp(2k * (-ln(base) / dim)) in float32, the form the bound's
+    # |ln w| c term is for; a float64 table from float32 angles, or base 1e4 read as 1e5, is not.
+    positions = np.arange(131072, dtype=np.float32)[:, None]
+    w = np.exp(np.arange(0, 16, 2, dtype=np.float32) * np.float32(-math.log(10000.0) / 16))
+    angles = positions * w
+    table = np.empty((131072, 16), np.float32)
+    table[:, 0::2], table[:, 1::2] = np.sin(angles), np.cos(angles)
+    reference = positional.sinusoidal_table(131072, 16)
+    bound = positional.table_bound(131072, 16, dtype="float32")
+    ratio = float((np.abs(table - reference) / bound).max())
+    assert 0.05 < ratio <= 1
+    as_float64 = table.astype(np.float64)
+    assert (
+        np.abs(as_float64 - reference) > positional.table_bound(131072, 16, dtype="float64")
+    ).any()
+    other = positional.sinusoidal_table(131072, 16, base=100000.0)
+    assert (np.abs(other - reference) > bound).any()
+
+
+def test_the_phase_bound_is_the_value_bound_over_the_magnitude():
+    # At each position, the bound on the angle read back is the largest pair's value bound
+    # divided by |z|, with |a| + |b| at its largest, sqrt(2) |z|.
+    positions = np.array([0, 1, 100, 65537])
+    x = np.tile([1.0, 1.0], (len(positions), 8)).reshape(len(positions), 16) / math.sqrt(2)
+    value = positional.rope_bound(x, positions, dtype="float32", layout="interleaved")
+    phase = positional.phase_bound(positions, 16, dtype="float32")
+    np.testing.assert_allclose(phase, value.max(axis=1), rtol=1e-12)

@@ -131,7 +131,13 @@ def _checks(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
     results = []
     for check, pairs in grouped.items():
         cases = [
-            {"label": c.label, "status": v.status, "detail": v.detail, "ulps": v.ulps}
+            {
+                "label": c.label,
+                "status": v.status,
+                "detail": v.detail,
+                "ulps": v.ulps,
+                "ratio": v.ratio,  # the largest error over its bound (rope, sinusoidal)
+            }
             for c, v in pairs
         ]
         phases = [v.phase for _, v in pairs if v.phase]

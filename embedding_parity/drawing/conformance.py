@@ -36,6 +36,7 @@ def phase_errors(matrix: dict, path: str, *, show: bool = False) -> None:
                 label=f"{row['name']} ({mark})",
             )
         _for_scale(ax, kind)
+        _bound(ax, kind)
         ax.set(xscale="log", yscale="log", xlabel="position (0 drawn at 0.5)", title=title)
         ax.axhline(FLOOR, color="grey", lw=0.6)
         ax.grid(True, which="major", alpha=0.3)
@@ -71,3 +72,16 @@ def _for_scale(ax, kind: str) -> None:
             color="grey",
             label=f"angles formed in {low} (a mistake, for scale)",
         )
+
+
+def _bound(ax, kind: str) -> None:
+    """The bound the float32 rows are judged by (``positional.phase_bound``), in black: a
+    correct row stays below it; the matrix's JSON has each row's share of it ("ratio")."""
+    from backends import positional
+    from embedding_parity.conformance import kinds
+
+    dim = kinds.ROPE_DIM if kind == "rope" else 16
+    positions = np.unique(np.geomspace(1, kinds.LONG.max(), 64).round())
+    bound = positional.phase_bound(positions, dim, dtype="float32", table=kind == "sinusoidal")
+    what = f"rotation of head_dim {dim}" if kind == "rope" else f"table of dim {dim}"
+    ax.plot(positions, bound, "k-", lw=2.5, alpha=0.6, label=f"the bound: a correct float32 {what}")

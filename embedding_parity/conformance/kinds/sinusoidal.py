@@ -62,7 +62,9 @@ class Sinusoidal(Kind):
         return actual.dtype.name if actual.dtype.name in FLOATS else "float32"
 
     def tolerance(self, params, dtype):
-        return positional.tolerance(dtype, params["num_positions"] - 1, base=params["base"])
+        return positional.table_bound(
+            params["num_positions"], params["dim"], base=params["base"], dtype=dtype
+        )
 
     def mistakes(self, params):
         positions = np.arange(params["num_positions"], dtype=np.float64)
