@@ -458,11 +458,13 @@ def tolerance(dtype, max_angle: float, *, base: float = 10000.0, magnitude: floa
 
 def _frequency_error(w: np.ndarray, c: float, scaled: bool) -> np.ndarray:
     """Relative error of each frequency as a correct implementation computes it natively in a
-    compute dtype of epsilon c, e.g. 1 / base**(2k/d): the exponent rounded (c/2, which pow
-    turns into |ln w| * c/2), pow's ulp and the reciprocal's half ulp (1.5 c, none for w = 1,
-    which every pow gives exactly), and 2 c more for a scaling rule's divisions and blends."""
+    compute dtype of epsilon c. Formed as 1 / base**(2k/d): the exponent rounded (c/2, which pow
+    turns into |ln w| c/2), pow's ulp and the reciprocal's half ulp (1.5 c); formed as
+    exp(-2k ln(base)/d) (PyTorch's tutorial, MLX's kernel): the constant and its product rounded
+    (|ln w| c) and exp's ulp (c). The larger of the two, |ln w| c + 1.5 c (none for w = 1, which
+    both give exactly), and 2 c more for a scaling rule's divisions and blends."""
     exact = (w == 1.0) & (not scaled)
-    return (np.abs(np.log(w)) / 2 + np.where(exact, 0.0, 1.5) + (2.0 if scaled else 0.0)) * c
+    return (np.abs(np.log(w)) + np.where(exact, 0.0, 1.5) + (2.0 if scaled else 0.0)) * c
 
 
 def _epsilons(dtype) -> tuple[float, float]:
@@ -484,9 +486,12 @@ def rope_bound(
       by it, an error of |z| * dt;
     - cos and sin add an ulp each (at most c of a value <= 1), the attention factor's product c;
     - cos and sin rounded to dtype, both products and the difference rounded: d relative to
-      |a| + |b|, and d/2 of the result (at most s |z|).
-    Total s * (|z| * (dt + d/2) + (|a| + |b|) * (2c + d)): the measured errors of correct
-    implementations sit within a small factor of it (docs/conformance.md gives the ratios).
+      |a| + |b|, and d/2 of the result (at most s |z|);
+    - an attention factor s != 1 may scale x in dtype before the rotation (mlx-lm does) rather
+      than cos and sin: d/2 more relative to |a| + |b|.
+    Total s * (|z| * (dt + d/2) + (|a| + |b|) * (2c + d + [s != 1] d/2)): the measured errors
+    of correct implementations sit within a small factor of it (docs/conformance.md gives the
+    ratios).
     """
     x = np.asarray(x, dtype=np.float64)
     positions, scaling, rotary_dim = validation.check_rope(
@@ -505,7 +510,8 @@ def rope_bound(
     else:
         a, b = rotated[..., : rotary_dim // 2], rotated[..., rotary_dim // 2 :]
     pair = attention * (
-        np.hypot(a, b) * (angle_error + d / 2) + (np.abs(a) + np.abs(b)) * (2 * c + d)
+        np.hypot(a, b) * (angle_error + d / 2)
+        + (np.abs(a) + np.abs(b)) * (2 * c + d + (d / 2 if attention != 1 else 0.0))
     )
     both = (
         np.stack([pair, pair], axis=-1).reshape(rotated.shape)
@@ -521,10 +527,8 @@ def table_bound(num_positions: int, dim: int, *, base=10000.0, layout="interleav
 
     Derivation, c = eps of the compute dtype (float32; float64 for float64), d = eps of dtype,
     for the column pair k at position p with frequency w_k = base**(-2k/dim):
-    - w_k formed as 1 / base**(2k/dim) carries |ln w_k| c/2 (the exponent rounded) + 1.5 c (pow's
-      ulp, the reciprocal); formed as exp(-2k ln(base)/dim), the tutorial's form, |ln w_k| c
-      (the constant and its product rounded) + c (exp's ulp): the bound takes
-      |ln w_k| c + 1.5 c, the larger of the two;
+    - w_k carries |ln w_k| c + 1.5 c, formed as 1 / base**(2k/dim) or as the tutorial's
+      exp(-2k ln(base)/dim) (``_frequency_error``, as a rotation's);
     - the angle p * w_k one rounding more (c/2); sin and cos pass the angle's error on with
       slope at most 1 and add an ulp of a value <= 1 (c); the result rounded to dtype (d/2).
     Total p * w_k * (|ln w_k| + 2) c + c + d/2 (p * w_k exact where k = 0, w = 1).
@@ -543,14 +547,14 @@ def table_bound(num_positions: int, dim: int, *, base=10000.0, layout="interleav
 
 
 def _table_angle_error(w: np.ndarray, c: float) -> np.ndarray:
-    """Relative error of a table's angle p * w_k (table_bound's derivation)."""
-    return np.where(w == 1.0, 0.5, np.abs(np.log(w)) + 2.0) * c
+    """Relative error of a table's angle p * w_k: its frequency's and the product's rounding."""
+    return _frequency_error(w, c, False) + c / 2
 
 
 def phase_bound(positions, dim: int, *, base=10000.0, scaling=None, dtype, table=False):
     """(P,) the largest phase error (radians, over the pairs) at each position that the bound
     of a correct implementation allows: rope_bound, or with ``table`` table_bound, divided by
-    the pair's magnitude. A rotation: p * w_k * (e_k + c/2) + d/2 + sqrt(2) (2c + d), as
+    the pair's magnitude. A rotation: p * w_k * (e_k + c/2) + d/2 + sqrt(2) (2c + d (+ d/2)), as
     (|a| + |b|) <= sqrt(2) |z|; a table: p * w_k * its angle error + sqrt(2) (c + d/2), an
     error e in both sin and cos moving the angle read back by at most sqrt(2) e."""
     c, d = _epsilons(dtype)
@@ -558,9 +562,10 @@ def phase_bound(positions, dim: int, *, base=10000.0, scaling=None, dtype, table
     if table:
         w = base ** -(np.arange(0, dim, 2) / dim)
         return (positions * w * _table_angle_error(w, c)).max(axis=1) + math.sqrt(2) * (c + d / 2)
-    w, _ = rope_parameters(dim, base, scaling, length(positions))
+    w, attention = rope_parameters(dim, base, scaling, length(positions))
     angle = positions * w * (_frequency_error(w, c, scaling is not None) + c / 2)
-    return angle.max(axis=1) + d / 2 + math.sqrt(2) * (2 * c + d)
+    scaled_x = d / 2 if attention != 1 else 0.0  # rope_bound's attention factor on x
+    return angle.max(axis=1) + d / 2 + math.sqrt(2) * (2 * c + d + scaled_x)
 
 
 def sum_tolerance(dtype, max_angle: float, max_abs_sum: float, *, base: float = 10000.0) -> float:

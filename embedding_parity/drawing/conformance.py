@@ -16,7 +16,7 @@ FLOOR = 1e-9  # exact angles are drawn here: a log axis has no zero
 
 def phase_errors(matrix: dict, path: str, *, show: bool = False) -> None:
     plt = pyplot(show)
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(14, 9), sharey=True, layout="constrained")
     for ax, (kind, check, title) in zip(axes, PANELS):
         rows = [r for r in matrix["rows"] if r["kind"] == kind and "report" in r]
         for number, row in enumerate(rows):
@@ -40,14 +40,14 @@ def phase_errors(matrix: dict, path: str, *, show: bool = False) -> None:
         ax.set(xscale="log", yscale="log", xlabel="position (0 drawn at 0.5)", title=title)
         ax.axhline(FLOOR, color="grey", lw=0.6)
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
+        # below the plot, in two columns: the matrix has dozens of rows
+        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
     axes[0].set_ylabel("largest phase error over frequencies (radians)")
     fig.suptitle(
         "Phase error against position: the angle each pair was turned by, read back, minus "
         "p * base**(-2i/d); dashed: the row differs; rows of another layout left out",
         fontsize=10,
     )
-    fig.tight_layout()
     save(fig, path, show=show)
 
 
