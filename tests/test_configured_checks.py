@@ -199,6 +199,25 @@ MISTAKES = [
         ),
         "LongRoPE always long",
     ),
+    (  # a w per position (T, pairs): each token rotated in a call of its own (mlx-lm, keras-hub)
+        "phi-3-mini-128k",
+        lambda c: port(
+            lambda rotary, p: np.stack([rule_of(c)(rotary, np.array([q])) for q in p]),
+            attention_of(c),
+        ),
+        "LongRoPE switched per token by its own position + 1",
+    ),
+    (
+        DYNAMIC,
+        lambda c: port(lambda rotary, p: np.stack([rule_of(c)(rotary, np.array([q])) for q in p])),
+        "dynamic NTK from each token's own position + 1",
+    ),
+    (
+        DYNAMIC,
+        lambda c: port(lambda rotary, p: positional.frequencies(rotary) / 4.0 ** (16 / 14)),
+        "static (keras-hub's rope_type 'dynamic')",
+    ),
+    ("gpt-neox-20b", lambda c: _rest_through_float32, "(24..95) rounded through float32"),
     (
         "gpt-neox-20b",
         lambda c: port(lambda rotary, p: positional.frequencies(c.head_dim), whole=True),
@@ -210,6 +229,17 @@ MISTAKES = [
         "frequency exponent 2i/head_dim (96) where 2i/rotary_dim (24) is meant",
     ),
 ]
+
+
+def _rest_through_float32(config):
+    """A correct rotation whose passed-through dims come back rounded to float32 (MLX's)."""
+
+    def f(x, positions):
+        out = numpy_backend.apply_rope(x, positions, **config.rope_options())
+        out[..., config.rotary_dim :] = x[..., config.rotary_dim :].astype(np.float32)
+        return out
+
+    return f
 
 
 def _clamped_yarn(config, rotary):
@@ -361,6 +391,10 @@ def test_smollm2s_gguf_metadata_is_a_config():
         (
             {"rope_parameters": {"full_attention": {"rope_theta": 1e6}}},
             "rope_parameters per layer type",
+        ),
+        (
+            {"rope_local_base_freq": 10000.0},
+            "rope_local_base_freq: Gemma 3's sliding-window layers rotate with another base",
         ),
     ],
 )

@@ -237,6 +237,12 @@ def from_fields(fields: dict, name: str, where: str) -> Configuration:
         head_dim = hidden // heads
     if head_dim is None:
         refuse("no head_dim, and no hidden_size and num_attention_heads to derive it from")
+    if "rope_local_base_freq" in fields:
+        refuse(
+            "rope_local_base_freq: Gemma 3's sliding-window layers rotate with another base "
+            "than its global ones; give one layer type's config (without the field for the "
+            "global layers, or with rope_theta set to it and no rope_scaling for the sliding ones)"
+        )
     rope = dict(fields.get("rope_parameters") or {})
     if any(isinstance(v, dict) for v in rope.values()):
         refuse(f"rope_parameters per layer type ({', '.join(rope)}): give one layer type's config")

@@ -289,6 +289,36 @@ PRESETS = {
         },
         "source": HUB.format("google/gemma-7b"),
     },
+    "gemma-3-4b": {
+        "about": "Gemma 3 4B's global layers: linear scaling, factor 8 (rope_theta 1e6)",
+        "fields": {
+            "model_type": "gemma3_text",
+            "hidden_size": 2560,
+            "num_attention_heads": 8,
+            "head_dim": 256,
+            "max_position_embeddings": 131072,
+            "rope_theta": 1000000.0,
+            "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        },
+        # its sliding-window layers rotate with rope_local_base_freq 10000, unscaled: a
+        # config.json holding that field is refused (one layer type's rotation at a time)
+        "source": HUB.format("google/gemma-3-4b-it") + " (text_config), as quoted in "
+        "NVIDIA-NeMo/Megatron-Bridge's Gemma 3 bridge tests",
+    },
+    "llama-2-7b-dynamic": {
+        "about": "Llama 2 7B with dynamic NTK scaling, factor 2 (a load-time setting)",
+        "fields": {
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "max_position_embeddings": 4096,
+            "rope_theta": 10000.0,
+            "rope_scaling": {"type": "dynamic", "factor": 2.0},
+        },
+        # no model ships it in its config.json: users pass it to from_pretrained
+        "source": HUB.format("meta-llama/Llama-2-7b-hf") + " with rope_scaling "
+        '{"type": "dynamic", "factor": 2.0} as transformers PR#24653 (which added it) shows it',
+    },
     "opt-125m": {
         "about": "OPT 125M: padding-aware learned positions, offset 2",
         "fields": {

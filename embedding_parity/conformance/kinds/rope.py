@@ -222,6 +222,20 @@ class Rope(Kind):
 
     def diagnose(self, params, actual, dtype, tolerance, error):
         found = super().diagnose(params, actual, dtype, tolerance, error)
+        x, _ = self.arguments(params)
+        rotary = params["rope"].get("rotary_dim") or params["rope"]["head_dim"]
+        rest, passed = x[..., rotary:], actual[..., rotary:]
+        if rest.size and not numerics.same_bits(passed, rest.astype(passed.dtype)):
+            rounded = rest.astype(np.float32).astype(rest.dtype)
+            how = (
+                "rounded through float32"
+                if numerics.same_bits(passed, rounded.astype(passed.dtype))
+                else "changed"
+            )
+            changed = f"the dims past rotary_dim ({rotary}..{x.shape[-1] - 1}) {how}: they pass through as they are"
+            return _with_phase(
+                f"{changed}; {found}" if found else changed, self.phase(params, actual)
+            )
         if (
             dtype == "float64"
             and numerics.worst_ratio(
@@ -335,6 +349,31 @@ def _rule_mistakes(params, x, positions, turned, w, attention, rotary):
                 ),
             )
         )
+        own = np.stack(  # (T, pairs): each token's own length
+            [
+                positional.ROPE_INIT_FUNCTIONS[kind](rotary, base, scaling, int(p) + 1)[0]
+                for p in positions
+            ]
+        )
+        found.append(
+            (
+                (
+                    "dynamic NTK from each token's own position + 1 (a token at a time, as a "
+                    f"decoding step does), not max(positions) + 1 = {seq_len} of the call"
+                ),
+                rotate_by(x, positions[:, None] * own, attention, layout=rope["layout"]),
+            )
+        )
+        exponent = rotary / (rotary - 2)
+        found.append(
+            (
+                (
+                    f"dynamic as every pair's frequency divided by factor**(d/(d-2)) = {scaling['factor'] ** exponent:.4g}, "
+                    "static (keras-hub's rope_type 'dynamic'): NTK changes the base, which leaves the fastest pair as it is"
+                ),
+                turned(positional.frequencies(rotary, base) / scaling["factor"] ** exponent),
+            )
+        )
     if kind == "longrope":
         original = scaling["original_max_position_embeddings"]
         by_chunk = positional.ROPE_INIT_FUNCTIONS[kind](rotary, base, scaling, len(positions))
@@ -347,6 +386,17 @@ def _rule_mistakes(params, x, positions, turned, w, attention, rotary):
         )
         found.append(
             ("LongRoPE always long (its long factors at every length)", turned(*always_long))
+        )
+        short = positional.ROPE_INIT_FUNCTIONS[kind](rotary, base, scaling, original)[0]
+        own = np.where(positions[:, None] + 1 > original, always_long[0], short)
+        found.append(
+            (
+                (
+                    "LongRoPE switched per token by its own position + 1 (a token at a time, as a "
+                    f"decoding step does), not by max(positions) + 1 = {seq_len} of the call"
+                ),
+                rotate_by(x, positions[:, None] * own, attention, layout=rope["layout"]),
+            )
         )
         if attention != 1.0:
             found.append(
