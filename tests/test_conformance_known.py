@@ -15,6 +15,9 @@ PINNED = {
     "flax": "0.12.8",
     "equinox": "0.13.8",
     "torchtune": "0.6.1",
+    "mlx": "0.32.4",
+    "mlx-cpu": "0.32.4",
+    "mlx-lm": "0.32.2",
     "jax": "0.10.2",
     "torch": "2.13.0+cpu",
 }
@@ -81,7 +84,40 @@ FINDINGS = {
     "transformers rotary at deepseek-v3": {
         "rotation float32": "interleaved pairs in, the half layout out"
     },
+    "transformers rotary at gemma-3-4b": {"long positions float32": "within tolerance"},
+    "transformers rotary at llama-2-7b-dynamic": {"long positions float32": "within tolerance"},
     "torchtune Llama3ScaledRoPE at llama-3.2-1b": {"rotation float32": "interleaved layout"},
+    "keras-hub RotaryEmbedding linear at gemma-3-4b (jax)": {
+        "long positions float32": "within tolerance"
+    },
+    "keras-hub RotaryEmbedding dynamic at llama-2-7b-dynamic (jax)": {
+        "rotation float32": "static (keras-hub's rope_type 'dynamic')"
+    },
+    "keras-hub RotaryEmbedding yarn at qwen2.5-7b (jax)": {
+        "long positions bfloat16": "within tolerance"
+    },
+    "keras-hub LlamaRotaryEmbedding at llama-3.2-1b (jax)": {
+        "long positions float32": "within tolerance"
+    },
+    "keras-hub Phi3SuScaledRotaryEmbedding at phi-3-mini-128k (jax)": {
+        "rotation float32": "raises ValueError"
+    },
+    "keras-hub Phi3SuScaledRotaryEmbedding from a start at phi-3-mini-128k (jax)": {
+        "long positions float32": "within tolerance"
+    },
+    "MLX nn.RoPE (mx.fast.rope)": {
+        "long positions float32": "within tolerance",
+        "rotation float64": "computed in float32",
+    },
+    "mlx-lm initialize_rope at llama-3.2-1b": {"rotation float32": "within tolerance"},
+    "mlx-lm initialize_rope at qwen2.5-7b": {"rotation bfloat16": "within tolerance"},
+    "mlx-lm initialize_rope at gpt-oss-20b": {"rotation float32": "YaRN's truncate ignored"},
+    "mlx-lm initialize_rope at phi-3-mini-128k": {"rotation float32": "LongRoPE always long"},
+    "mlx-lm initialize_rope at gemma-3-4b": {"rotation float32": "within tolerance"},
+    "mlx-lm initialize_rope at llama-2-7b-dynamic": {"long positions float32": "within tolerance"},
+    "mlx-lm initialize_rope at gpt-neox-20b": {
+        "rotation float64": "(24..95) rounded through float32"
+    },
     "transformers Gemma scaled embedding at gemma-7b": {
         "scaled bfloat16": "bit-identical",
         "bad id: -1": "raises",

@@ -55,6 +55,8 @@ CONFIGURED = [
             ("phi-3-mini-128k", "phi_3_mini_128k"),
             ("gpt-neox-20b", "gpt_neox_20b"),
             ("phi-2", "phi_2"),
+            ("gemma-3-4b", "gemma_3_4b"),
+            ("llama-2-7b-dynamic", "llama_2_7b_dynamic"),
         )
     ),
     _configured(
@@ -63,6 +65,49 @@ CONFIGURED = [
         "rope",
         "llama-3.2-1b",
         ("torchtune", "torch"),
+    ),
+    *(
+        Row(
+            f"keras-hub {layer} at {preset} (jax)",
+            ("keras-hub", "keras"),
+            f"keras_hub_layers:{function}",
+            "rope",
+            "jax",
+            _keras("jax"),
+            preset,
+        )
+        for layer, preset, function in (
+            ("RotaryEmbedding linear", "gemma-3-4b", "rotary_linear_gemma_3_4b"),
+            ("RotaryEmbedding dynamic", "llama-2-7b-dynamic", "rotary_dynamic_llama_2_7b"),
+            ("RotaryEmbedding yarn", "qwen2.5-7b", "rotary_yarn_qwen2_5_7b"),
+            ("LlamaRotaryEmbedding", "llama-3.2-1b", "llama3_rotary"),
+            ("Phi3SuScaledRotaryEmbedding", "phi-3-mini-128k", "phi3_rotary"),
+            (
+                "Phi3SuScaledRotaryEmbedding from a start",
+                "phi-3-mini-128k",
+                "phi3_rotary_from_start",
+            ),
+        )
+    ),
+    Row("MLX nn.RoPE (mx.fast.rope)", ("mlx", "mlx-cpu"), "mlx_layers:rope", "rope", "numpy"),
+    *(
+        Row(
+            f"mlx-lm initialize_rope at {preset}",
+            ("mlx-lm", "mlx"),
+            f"mlx_layers:{function}",
+            "rope",
+            "numpy",
+            preset=preset,
+        )
+        for preset, function in (
+            ("llama-3.2-1b", "llama_3_2_1b"),
+            ("qwen2.5-7b", "qwen2_5_7b"),
+            ("gpt-oss-20b", "gpt_oss_20b"),
+            ("phi-3-mini-128k", "phi_3_mini_128k"),
+            ("gemma-3-4b", "gemma_3_4b"),
+            ("llama-2-7b-dynamic", "llama_2_7b_dynamic"),
+            ("gpt-neox-20b", "gpt_neox_20b"),
+        )
     ),
     _configured(
         "transformers Gemma scaled embedding at gemma-7b",

@@ -1,5 +1,6 @@
 """keras-hub's layers under Keras 3, whichever backend KERAS_BACKEND names (one process each:
-Keras picks its backend at import)."""
+Keras picks its backend at import); its RotaryEmbedding at each rope_type it has (linear,
+dynamic, yarn), and its Llama 3 and Phi-3 rotary layers, at the presets' configurations."""
 
 import numpy as np
 from keras import ops
@@ -9,6 +10,10 @@ from keras_hub.layers import (
     SinePositionEncoding,
     TokenAndPositionEmbedding,
 )
+from keras_hub.src.models.llama.llama_rotary_embedding import LlamaRotaryEmbedding
+from keras_hub.src.models.phi3.phi3_rotary_embedding import Phi3SuScaledRotaryEmbedding
+
+from embedding_parity import configs
 
 
 def _dtype(array) -> str:
@@ -27,10 +32,87 @@ def token_and_position(token_table, position_table, token_ids, start):
 
 
 def rotary(x, positions, base=10000.0):
-    layer = RotaryEmbedding(max_wavelength=base, dtype=_dtype(x))
+    return _rotate(RotaryEmbedding(max_wavelength=base, dtype=_dtype(x)), x, positions)
+
+
+def _rotate(layer, x, positions):
     batched = x if len(x.shape) == 3 else x[None]  # (batch, T, head_dim)
     out = layer(batched, positions=positions)
     return out if len(x.shape) == 3 else out[0]
+
+
+def _rope_type_at(preset: str):
+    """f(x, positions): RotaryEmbedding with the preset's rope_type and factor (and YaRN's
+    original length, betas and truncate, keras-hub's defaults being Hugging Face's)."""
+    config = configs.preset(preset)
+    scaling = config.scaling
+    options = {
+        "max_wavelength": config.rope_theta,
+        "rope_type": scaling["rope_type"],
+        "scaling_factor": scaling["factor"],
+    }
+    if scaling["rope_type"] == "yarn":
+        options["original_max_position_embeddings"] = scaling["original_max_position_embeddings"]
+        options.update(
+            {k: scaling[k] for k in ("beta_fast", "beta_slow", "truncate") if k in scaling}
+        )
+
+    def f(x, positions):
+        return _rotate(RotaryEmbedding(**options, dtype=_dtype(x)), x, positions)
+
+    return f
+
+
+rotary_linear_gemma_3_4b = _rope_type_at("gemma-3-4b")
+rotary_dynamic_llama_2_7b = _rope_type_at("llama-2-7b-dynamic")
+rotary_yarn_qwen2_5_7b = _rope_type_at("qwen2.5-7b")
+
+
+def llama3_rotary(x, positions):
+    """LlamaRotaryEmbedding (keras-hub's Llama 3.1+ layer) at llama-3.2-1b."""
+    scaling = configs.preset("llama-3.2-1b").scaling
+    layer = LlamaRotaryEmbedding(
+        max_wavelength=configs.preset("llama-3.2-1b").rope_theta,
+        frequency_adjustment_factor=scaling["factor"],
+        low_freq_factor=scaling["low_freq_factor"],
+        high_freq_factor=scaling["high_freq_factor"],
+        pretraining_sequence_length=scaling["original_max_position_embeddings"],
+        dtype=_dtype(x),
+    )
+    return _rotate(layer, x, positions)
+
+
+def _phi3(x):
+    config = configs.preset("phi-3-mini-128k")
+    scaling = config.scaling
+    return Phi3SuScaledRotaryEmbedding(
+        list(scaling["short_factor"]),
+        list(scaling["long_factor"]),
+        max_sequence_length=config.max_position_embeddings,
+        pretraining_sequence_length=scaling["original_max_position_embeddings"],
+        max_wavelength=config.rope_theta,
+        dtype=_dtype(x),
+    )
+
+
+def phi3_rotary(x, positions):
+    """Phi3SuScaledRotaryEmbedding (keras-hub's Phi-3 LongRoPE layer) at phi-3-mini-128k, given
+    the positions as RotaryEmbedding's ``positions`` argument."""
+    return _rotate(_phi3(x), x, positions)
+
+
+def phi3_rotary_from_start(x, positions):
+    """The same layer called as Phi3Attention calls it, with ``start_index``: x's rows placed at
+    their positions in one sequence from 0, rotated in one call (the short/long switch then
+    sees max(positions) + 1, as Hugging Face's) and read back."""
+    layer = _phi3(x)
+    x = ops.convert_to_numpy(x)
+    batched = x if x.ndim == 3 else x[None]
+    length = int(np.max(positions)) + 1
+    sequence = np.zeros((batched.shape[0], length, batched.shape[-1]), batched.dtype)
+    sequence[:, np.asarray(positions)] = batched
+    out = ops.convert_to_numpy(layer(sequence, start_index=0))[:, np.asarray(positions)]
+    return out if x.ndim == 3 else out[0]
 
 
 def sine(num_positions, dim):
