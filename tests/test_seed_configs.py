@@ -26,7 +26,6 @@ def rows(printed: str) -> dict[str, str]:
     [
         # (every rule, layout and partial rotation on every backend: test_configurations.py)
         ("llama-3.2-1b", "float32", 30000),  # llama3, factor 32
-        ("phi-3-mini-128k", "float64", 5000),  # LongRoPE past the original 4096, its factor
         ("gemma-7b", "bfloat16", 3),  # the rows scaled by sqrt(3072) rounded first
     ],
 )
@@ -40,6 +39,17 @@ def test_a_models_rotation_on_every_backend(tmp_path, capsys, model, dtype, star
     for row in rows(printed).values():
         assert "yes (" in row and "of its bound at worst" in row
     assert printed.splitlines()[-1] == "all 3 backends within tolerance of the float64 reference"
+
+
+def test_longrope_past_its_original_length_in_float64():
+    # LongRoPE's long factors and attention factor (past 4096), every backend, no picture.
+    from embedding_parity import configs
+    from embedding_parity.jobs import parity
+
+    table, _ = backends.shared_weights(100, 96, 1, dtype="float64")
+    config = configs.preset("phi-3-mini-128k")
+    for r in parity.run_configured_rope(backends.names(), config, table, np.arange(4), 5000):
+        assert r.agrees and r.bound_used < 1 and r.max_abs_diff < 1e-12, r.backend
 
 
 def test_a_config_json_on_disk(tmp_path, capsys):

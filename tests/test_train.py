@@ -17,21 +17,22 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def float64_run():
-    return train.run(NAMES, dtype="float64", steps=40)
+    return train.run(NAMES, dtype="float64", steps=25)
 
 
 def test_float64_losses_agree_within_the_derived_tolerance(float64_run):
     tolerance = float64_run.tolerance()
-    assert 0 < tolerance < 1e-11  # 40 steps * (32 + 32 + 3 + 10 + 32) terms * eps
+    assert 0 < tolerance < 1e-11  # 25 steps * (32 + 32 + 3 + 10 + 32) terms * eps
     for scheme, drift in float64_run.drift.items():
-        assert drift.shape == (40,) and drift.max() <= tolerance, scheme
+        assert drift.shape == (25,) and drift.max() <= tolerance, scheme
     first = float64_run.curve("learned", NAMES[0]).loss
     assert first[-1] < first[0] / 10  # and they are learning
 
 
 @pytest.fixture(scope="module")
 def float32_run():
-    return train.run(NAMES, dtype="float32", steps=120, seed=0)
+    # every scheme with position passes 0.95 by step 55 (rope, the slowest; learned by 11)
+    return train.run(NAMES, dtype="float32", steps=80, seed=0)
 
 
 def test_without_position_the_test_pairs_stay_at_chance(float32_run):
@@ -159,7 +160,7 @@ def test_tables_from_a_file_need_ids(capsys, tmp_path):
 
 @pytest.fixture(scope="module")
 def short_extrapolation():
-    return extrapolate.run(NAMES, dtype="float64", steps=30, length=6)
+    return extrapolate.run(NAMES, dtype="float64", steps=20, length=6)
 
 
 def test_extrapolation_agrees_across_backends_in_float64(short_extrapolation):

@@ -3,10 +3,11 @@
 (``import mlx_lm`` imports its whole generation stack: transformers, sentencepiece, jinja2;
 that module imports mlx alone).
 
-MLX rotates the contiguous positions offset, offset + 1, ... of one call, so x's rows are placed
-at their positions in one sequence 0 .. max(positions), rotated in one call (whose length is then
-max(positions) + 1, what Hugging Face's length rules see) and read back; the battery's positions
-are distinct. Arrays cross as float32 (float64 for float64), exact for every dtype, and come
+MLX rotates the contiguous positions offset, offset + 1, ... of one call. Each row is rotated in
+a call of its own at offset p; for the rules that depend on the length (dynamic, longrope), x's
+rows are placed at their positions in one sequence 0 .. max(positions) instead, rotated in one
+call (whose length is then max(positions) + 1, what Hugging Face's rules see) and read back; the
+battery's positions are distinct. Arrays cross as float32 (float64 for float64), exact for every dtype, and come
 back in the dtype MLX returned."""
 
 import importlib.util
@@ -60,8 +61,13 @@ def in_one_call(rotate, x, positions):
     return rotate(sequence)[..., positions, :]
 
 
-def _by_position(layer, x, positions) -> np.ndarray:
-    return in_one_call(lambda s: _to_numpy(layer(_to_mlx(s), offset=0)), np.asarray(x), positions)
+def _by_position(layer, x, positions, *, one_call=False) -> np.ndarray:
+    x = np.asarray(x)
+    if one_call:
+        return in_one_call(lambda s: _to_numpy(layer(_to_mlx(s), offset=0)), x, positions)
+    a = _to_mlx(x)
+    rows = [layer(a[..., t : t + 1, :], offset=int(p)) for t, p in enumerate(positions)]
+    return _to_numpy(mx.concatenate(rows, axis=-2))
 
 
 def rope(x, positions, base=10000.0):
@@ -83,8 +89,10 @@ def _initialized_at(preset: str):
         config.max_position_embeddings,
     )
 
+    one_call = bool(scaling) and scaling["rope_type"] in ("dynamic", "longrope")
+
     def f(x, positions):
-        return _by_position(layer, x, positions)
+        return _by_position(layer, x, positions, one_call=one_call)
 
     return f
 
