@@ -283,3 +283,51 @@ def test_the_phase_bound_is_the_value_bound_over_the_magnitude():
     value = positional.rope_bound(x, positions, dtype="float32", layout="interleaved")
     phase = positional.phase_bound(positions, 16, dtype="float32")
     np.testing.assert_allclose(phase, value.max(axis=1), rtol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    """MiniLM's packaged embedding weights (a BERT), and transformers' BertEmbeddings built
+    from its packaged config.json with them: its sum before the LayerNorm, and after it."""
+    import os
+
+    from safetensors.numpy import load_file
+    from transformers import BertConfig
+    from transformers.models.bert.modeling_bert import BertEmbeddings
+
+    from backends import pretrained
+
+    folder = os.path.join(pretrained.package_dir("minilm"), "model")
+    weights = load_file(os.path.join(folder, "model.safetensors"))
+    names = ("word_embeddings", "token_type_embeddings", "position_embeddings")
+    tables = [weights[f"embeddings.{name}.weight"] for name in names]
+    gamma, beta = weights["embeddings.LayerNorm.weight"], weights["embeddings.LayerNorm.bias"]
+    config = BertConfig.from_json_file(os.path.join(folder, "config.json"))
+    ids = np.array([[101, 2054, 2003, 1037, 7861, 102, 2009, 102]])  # [CLS] what is a ... [SEP]
+    type_ids = np.array([[0, 0, 0, 0, 0, 0, 1, 1]])
+    theirs = BertEmbeddings(config).eval()
+    with torch.no_grad():
+        for name, table in zip(names, tables, strict=True):
+            getattr(theirs, name).weight.copy_(torch.from_numpy(table))
+        theirs.LayerNorm.weight.copy_(torch.from_numpy(gamma))
+        theirs.LayerNorm.bias.copy_(torch.from_numpy(beta))
+        normed = theirs(torch.from_numpy(ids), torch.from_numpy(type_ids)).numpy()
+        theirs.LayerNorm = torch.nn.Identity()
+        summed = theirs(torch.from_numpy(ids), torch.from_numpy(type_ids)).numpy()
+    norm = (gamma, beta, config.layer_norm_eps)
+    return tables, norm, ids, type_ids, summed, normed
+
+
+def test_minilms_own_embeddings_are_transformers_bert_embeddings(backend, minilm):
+    # The sum before the LayerNorm bit for bit, transformers' and every backend's; with MiniLM's
+    # LayerNorm, both within the float32 reduction's bound of the float64 reference.
+    tables, norm, ids, type_ids, summed, normed = minilm
+    expected = positional.bert_embeddings(*tables, ids, type_ids)
+    assert_array_equal(summed, expected)
+    assert_array_equal(backend.to_numpy(backend.BertEmbeddings(*tables)(ids, type_ids)), expected)
+    reference = positional.bert_embeddings(*tables, ids, type_ids, layer_norm=norm)
+    # the bound of test_bert_layer_norm_within_a_float32_reduction, over MiniLM's 384 dims
+    bound = 2 * 384 * 2**-23 * np.abs(norm[0]).max() * math.sqrt(384)
+    ours = backend.to_numpy(backend.BertEmbeddings(*tables, layer_norm=norm)(ids, type_ids))
+    for found in (ours, normed):
+        assert np.abs(found.astype(np.float64) - reference).max() <= bound
