@@ -165,23 +165,15 @@ def run(
         launched = {}
         if launch is not None and name == launch.framework:
             launched = _launched(name, case, launch, timeout)
+        elif name == "torch":  # every strategy in one start of the ranks
+            launched = _torch_ranks(case, table_file, num_shards, timeout)
         for strategy, collective in STRATEGIES[name].items():
             memory = None
             if strategy in launched:
                 output, collective, memory = launched[strategy]
                 per_device = _per_device(strategy, token_table, num_shards)
-            elif name == "torch" and table_file is not None:
-                from embedding_parity.sharding import torch_shards
-
-                [output], memory = torch_shards.embed_measured(
-                    [(table_file, *case[1:])], num_shards=num_shards, strategy=strategy,
-                    timeout=timeout,
-                )  # fmt: skip
-                per_device = _per_device(strategy, token_table, num_shards)
             else:
-                output, per_device, collective = _one(
-                    name, strategy, collective, num_shards, *case, timeout=timeout
-                )
+                output, per_device, collective = _one(name, strategy, collective, num_shards, *case)
             difference = np.abs(output.astype(np.float64) - unsharded.astype(np.float64))
             done.rows.append(
                 Row(
@@ -222,37 +214,43 @@ def _launched(name, case, launch, timeout) -> dict:
     return {s: (out[0], chosen or STRATEGIES["jax"][s], None) for s, (out, chosen) in done.items()}
 
 
-def _one(
-    name, strategy, collective, num_shards, token_table, position_table, token_ids, start, timeout
-):
-    """(output, token-table bytes per device, collective) of one backend and strategy."""
+def _torch_ranks(case, table_file, num_shards, timeout) -> dict:
+    """{strategy: (output, collective, memory)} of every torch strategy, from one process
+    group that this process starts (its ranks read their own part of a table file, if given;
+    memory is reported only then, as the ranks' reads are what it shows)."""
+    from embedding_parity.sharding import torch_shards
+
+    cases = [case if table_file is None else (table_file, *case[1:])]
+    done = torch_shards.embed_strategies(
+        cases, num_shards=num_shards, strategies=STRATEGIES["torch"], timeout=timeout
+    )
+    return {
+        strategy: (
+            outputs[0],
+            STRATEGIES["torch"][strategy],
+            None if table_file is None else memory,
+        )
+        for strategy, (outputs, memory) in done.items()
+    }
+
+
+def _one(name, strategy, collective, num_shards, token_table, position_table, token_ids, start):
+    """(output, token-table bytes per device, collective) of one NumPy or JAX strategy (torch's
+    ranks run every strategy in one start: ``_torch_ranks``)."""
     per_device = _per_device(strategy, token_table, num_shards)
     if name == "numpy":
         output = reference.embed(
             token_table, position_table, token_ids, start, num_shards=num_shards, strategy=strategy
         )
         return output, per_device, collective
-    if name == "jax":
-        from embedding_parity.sharding import jax_shards
+    from embedding_parity.sharding import jax_shards
 
-        layer = jax_shards.ShardedEmbedding(
-            token_table, position_table, num_shards=num_shards, strategy=strategy
-        )
-        if collective is None:  # the compiler's choice, read from the compiled program
-            collective = "compiler: " + ", ".join(jax_shards.collectives(layer, token_ids, start))
-        return np.asarray(layer(token_ids, start)), layer.bytes_per_device(), collective
-    from embedding_parity.sharding import torch_shards
-
-    output = torch_shards.embed(
-        token_table,
-        position_table,
-        token_ids,
-        start,
-        num_shards=num_shards,
-        strategy=strategy,
-        timeout=timeout,
+    layer = jax_shards.ShardedEmbedding(
+        token_table, position_table, num_shards=num_shards, strategy=strategy
     )
-    return output, per_device, collective
+    if collective is None:  # the compiler's choice, read from the compiled program
+        collective = "compiler: " + ", ".join(jax_shards.collectives(layer, token_ids, start))
+    return np.asarray(layer(token_ids, start)), layer.bytes_per_device(), collective
 
 
 # --- the command ---------------------------------------------------------------------------

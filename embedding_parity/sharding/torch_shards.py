@@ -83,6 +83,23 @@ def embed_measured(
     return outputs, results["memory"]
 
 
+def embed_strategies(
+    cases, *, num_shards: int, strategies, timeout: float = 60.0
+) -> dict[str, tuple[list[np.ndarray], np.ndarray]]:
+    """embed_measured for several strategies in one process group (one start of the ranks, not
+    one per strategy): {strategy: ([result of each case], memory)}, memory as embed_measured's
+    with the bytes each strategy read (peak resident bytes are the ranks' peak so far)."""
+    strategies = tuple(strategies)
+    results = _spawn(cases, "strategies", num_shards, strategies, timeout, None, raw=True)
+    return {
+        strategy: (
+            [results[f"{strategy} {i}"].view(case[0].dtype) for i, case in enumerate(cases)],
+            results[f"{strategy} memory"],
+        )
+        for strategy in strategies
+    }
+
+
 def token_gradients(
     cases, *, num_shards: int, strategy: str = "rows", timeout: float = 60.0
 ) -> list[np.ndarray]:
@@ -111,8 +128,11 @@ def training_steps(
 
 def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False, checkpoint=None):
     """Start the ranks on the cases; each case's result from rank 0 (raw: every array rank 0
-    wrote, by name, as bits)."""
-    validation.choice(strategy, STRATEGIES, "sharding strategy")
+    wrote, by name, as bits). Mode "strategies" takes a tuple of strategies, run in turn."""
+    chosen = strategy if mode == "strategies" else (strategy,)
+    for one in chosen:
+        validation.choice(one, STRATEGIES, "sharding strategy")
+    strategy = ",".join(chosen)
     checked = []
     for token_table, position_table, token_ids, start, *upstream in cases:
         if isinstance(token_table, reference.TableFile):
@@ -123,9 +143,9 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False, checkpo
             token_ids, start, token_table.shape[0], len(position_table)
         )
         vocab_size, dim = token_table.shape  # the shard count against the table
-        if strategy == "columns":
+        if "columns" in chosen:
             reference.check_shards(num_shards, dim, "columns")
-        else:
+        if chosen != ("columns",):
             reference.check_shards(num_shards, vocab_size, "rows")
         extra = ()
         if mode == "gradient":
@@ -331,6 +351,14 @@ def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out, 
     try:
         if mode in ("save", "load"):
             results = _checkpoint(mode, rank, num_shards, cases, strategy, checkpoint)
+        elif mode == "strategies":  # each in turn, with the bytes it read
+            results = {}
+            for one in strategy.split(","):
+                read_before = _bytes_read(cases)
+                bits = _compute(rank, num_shards, cases, "forward", one, timeout, fault, mark)
+                results.update({f"{one} {i}": value for i, value in bits.items()})
+                read = _bytes_read(cases) - read_before
+                results[f"{one} memory"] = _gather_memory(read, num_shards)
         else:
             results = _compute(rank, num_shards, cases, mode, strategy, timeout, fault, mark)
         results["memory"] = _gather_memory(_bytes_read(cases), num_shards)
