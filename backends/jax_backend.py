@@ -488,8 +488,10 @@ def alibi_slopes(num_heads: int, *, dtype="float32") -> jax.Array:
     """(num_heads,) ALiBi slopes 2**(-8i/n), with BLOOM's rule for n not a power of two."""
     dtype = validation.resolve_dtype(dtype)
     slopes = positional.alibi_slopes(num_heads)  # float64 constants, as the weights are
+    # rounded on the host, as constants are (through float32 for the 16-bit dtypes): one
+    # transfer, no conversion compiled for each head count
     with _precision(dtype):
-        return jnp.asarray(slopes.astype(positional.compute_dtype(dtype))).astype(dtype)
+        return jnp.asarray(slopes.astype(positional.compute_dtype(dtype)).astype(dtype))
 
 
 def alibi_bias(

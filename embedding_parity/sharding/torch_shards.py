@@ -90,7 +90,7 @@ def embed_strategies(
     one per strategy): {strategy: ([result of each case], memory)}, memory as embed_measured's
     with the bytes each strategy read (peak resident bytes are the ranks' peak so far)."""
     strategies = tuple(strategies)
-    results = _spawn(cases, "strategies", num_shards, strategies, timeout, None, raw=True)
+    results = _spawn(cases, "forward", num_shards, strategies, timeout, None, raw=True)
     return {
         strategy: (
             [results[f"{strategy} {i}"].view(case[0].dtype) for i, case in enumerate(cases)],
@@ -112,24 +112,34 @@ def token_gradients(
 
 
 def training_steps(
-    cases, *, num_shards: int, strategy: str = "rows", timeout: float = 60.0
+    cases, *, num_shards: int, strategy: str | tuple = "rows", timeout: float = 60.0
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(token_table, position_table, token_ids, start, upstream) cases: (the gathered token
     gradient, the token table after one Adam step, the forward output) for the loss whose
     d(loss)/d(output) is upstream. Each rank steps only its own shard (``ADAM``'s settings),
     from the gradient of the ids it owns: Adam is elementwise, so the step itself needs no
-    collective; rank 0 gathers the updated shards."""
+    collective; rank 0 gathers the updated shards. ``strategy`` a tuple: {strategy: that list}
+    for each, in one start of the ranks."""
     results = _spawn(cases, "gradient", num_shards, strategy, timeout, None, raw=True)
+    if isinstance(strategy, tuple):
+        return {one: _steps(results, cases, f"{one} ") for one in strategy}
+    return _steps(results, cases, "")
+
+
+def _steps(results, cases, prefix):
     return [
-        tuple(results[f"{name}{i}"].view(case[0].dtype) for name in ("", "adam ", "forward "))
+        tuple(
+            results[f"{prefix}{name}{i}"].view(case[0].dtype) for name in ("", "adam ", "forward ")
+        )
         for i, case in enumerate(cases)
     ]
 
 
 def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False, checkpoint=None):
     """Start the ranks on the cases; each case's result from rank 0 (raw: every array rank 0
-    wrote, by name, as bits). Mode "strategies" takes a tuple of strategies, run in turn."""
-    chosen = strategy if mode == "strategies" else (strategy,)
+    wrote, by name, as bits). ``strategy`` a tuple: each in turn, in the same ranks, every
+    result named "STRATEGY NAME" and each strategy's memory "STRATEGY memory"."""
+    chosen = strategy if isinstance(strategy, tuple) else (strategy,)
     for one in chosen:
         validation.choice(one, STRATEGIES, "sharding strategy")
     strategy = ",".join(chosen)
@@ -351,12 +361,12 @@ def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out, 
     try:
         if mode in ("save", "load"):
             results = _checkpoint(mode, rank, num_shards, cases, strategy, checkpoint)
-        elif mode == "strategies":  # each in turn, with the bytes it read
+        elif "," in strategy:  # several, each in turn, with the bytes each read
             results = {}
             for one in strategy.split(","):
                 read_before = _bytes_read(cases)
-                bits = _compute(rank, num_shards, cases, "forward", one, timeout, fault, mark)
-                results.update({f"{one} {i}": value for i, value in bits.items()})
+                bits = _compute(rank, num_shards, cases, mode, one, timeout, fault, mark)
+                results.update({f"{one} {name}": value for name, value in bits.items()})
                 read = _bytes_read(cases) - read_before
                 results[f"{one} memory"] = _gather_memory(read, num_shards)
         else:
