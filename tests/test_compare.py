@@ -65,15 +65,14 @@ def test_batch_and_dtypes(tmp_path, capsys, dtype):
 
 
 @pytest.mark.parametrize(
-    "scheme, layout",
-    [
-        ("sinusoidal", "interleaved"),
-        ("sinusoidal", "concat"),
-        ("rope", "half"),
-        ("rope", "interleaved"),
+    "scheme, layout, dtype",
+    [  # each scheme, layout and dtype once (every combination on every backend: test_positional)
+        ("sinusoidal", "interleaved", "float64"),
+        ("sinusoidal", "concat", "bfloat16"),
+        ("rope", "half", "bfloat16"),
+        ("rope", "interleaved", "float64"),
     ],
 )
-@pytest.mark.parametrize("dtype", ["float64", "bfloat16"])
 def test_sinusoidal_and_rope_schemes(tmp_path, capsys, scheme, layout, dtype):
     out = tmp_path / f"{scheme}.png"
     argv = [
