@@ -142,7 +142,8 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False, checkpo
     chosen = strategy if isinstance(strategy, tuple) else (strategy,)
     for one in chosen:
         validation.choice(one, STRATEGIES, "sharding strategy")
-    strategy = ",".join(chosen)
+    # the ranks' argument: "rows", or for a tuple "rows,columns," (a tuple of one too)
+    strategy = ",".join(chosen) + ("," if isinstance(strategy, tuple) else "")
     checked = []
     for token_table, position_table, token_ids, start, *upstream in cases:
         if isinstance(token_table, reference.TableFile):
@@ -363,7 +364,7 @@ def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out, 
             results = _checkpoint(mode, rank, num_shards, cases, strategy, checkpoint)
         elif "," in strategy:  # several, each in turn, with the bytes each read
             results = {}
-            for one in strategy.split(","):
+            for one in filter(None, strategy.split(",")):
                 read_before = _bytes_read(cases)
                 bits = _compute(rank, num_shards, cases, mode, one, timeout, fault, mark)
                 results.update({f"{one} {name}": value for name, value in bits.items()})
