@@ -147,9 +147,10 @@ JAX_CHECKS = textwrap.dedent(
                 layer = jax_shards.ShardedEmbedding(
                     token_table, position_table, num_shards=num_shards, strategy=strategy
                 )
-                # every case at 4 shards; below, the 2-D ids and every id (each compiles anew)
+                # every case at 4 shards; below, the 2-D ids and every id (each compiles anew);
+                # the 16-bit dtypes on the 2-D ids alone
                 cases = IDS if num_shards == 4 else [IDS[0], IDS[-1]]
-                for ids in cases if dtype == "float32" else IDS[:-1]:
+                for ids in cases if dtype == "float32" else IDS[:1]:
                     start = 16 - ids.shape[-1]
                     expected = token_table[ids] + position_table[start:]
                     found = np.asarray(layer(ids, start))
@@ -282,7 +283,7 @@ def test_jax_shards_over_four_devices_are_the_unsharded_layer_and_gradient_bit_f
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["checked"] == (len(IDS) + 3 * 2 + 2 * (len(IDS) - 1)) * 3 + 2
+    assert report["checked"] == (len(IDS) + 3 * 2 + 2 * 1) * 3 + 2
     # an Adam step at every count and strategy, on every id in float32
     assert report["stepped"] == 4 * 3
     # Orbax checkpoints restored onto another count: 4 -> 2 by rows, 2 -> 3 by columns, 3 -> 1
