@@ -461,7 +461,7 @@ def _frequency_error(w: np.ndarray, c: float, scaled: bool) -> np.ndarray:
     compute dtype of epsilon c. Formed as 1 / base**(2k/d): the exponent rounded (c/2, which pow
     turns into |ln w| c/2), pow's ulp and the reciprocal's half ulp (1.5 c); formed as
     exp(-2k ln(base)/d) (PyTorch's tutorial, MLX's kernel): the constant and its product rounded
-    (|ln w| c) and exp's ulp (c). The larger of the two, |ln w| c + 1.5 c (none for w = 1, which
+    (|ln w| c) and exp's ulp (c). Both are below |ln w| c + 1.5 c (none for w = 1, which
     both give exactly), and 2 c more for a scaling rule's divisions and blends."""
     exact = (w == 1.0) & (not scaled)
     return (np.abs(np.log(w)) + np.where(exact, 0.0, 1.5) + (2.0 if scaled else 0.0)) * c
@@ -531,7 +531,8 @@ def table_bound(num_positions: int, dim: int, *, base=10000.0, layout="interleav
       exp(-2k ln(base)/dim) (``_frequency_error``, as a rotation's);
     - the angle p * w_k one rounding more (c/2); sin and cos pass the angle's error on with
       slope at most 1 and add an ulp of a value <= 1 (c); the result rounded to dtype (d/2).
-    Total p * w_k * (|ln w_k| + 2) c + c + d/2 (p * w_k exact where k = 0, w = 1).
+    Total p * w_k * (|ln w_k| + 2) c + c + d/2 (at k = 0, where w = 1 and p * w is exact, the
+    angle's c/2 is kept: slack).
     """
     validation.check_sinusoidal(num_positions, dim, base, layout)
     c, d = _epsilons(dtype)

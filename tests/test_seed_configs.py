@@ -147,6 +147,10 @@ def test_the_picture_draws_each_pairs_wavelength_before_and_after(tmp_path, monk
         (["--model", "llama-3.2-1b", "--scheme", "rope"], "--scheme does not go with --model"),
         (["--config", "c.json", "--model", "phi-2"], "give --config or --model, not both"),
         (["--model", "llama-9"], "--model 'llama-9': no such preset"),
+        (
+            ["--model", "gemma-3-4b", "--batch", "100000"],
+            "the output: --batch 100000 x 4 tokens x 2560 (the model's width) = 1024000000 values",
+        ),
     ],
 )
 def test_what_the_flags_refuse(tmp_path, capsys, argv, message):

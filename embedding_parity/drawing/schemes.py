@@ -51,8 +51,11 @@ def wavelengths(config, stop: int):
     before = positional.frequencies(rotated, config.rope_theta)
     afters = [(f"after, at length {stop}", stop)]
     longest = config.max_position_embeddings
-    if scaling and scaling["rope_type"] in positional.LENGTH_RULES and longest and longest != stop:
-        afters.append((f"after, at length {longest}", longest))
+    if scaling and scaling["rope_type"] in positional.LENGTH_RULES and longest:
+        if scaling["rope_type"] == "dynamic":  # unscaled up to L: drawn where it stretches most
+            longest = int(scaling["max_position_embeddings"] * scaling["factor"])
+        if longest != stop:
+            afters.append((f"after, at length {longest}", longest))
     pairs = np.arange(len(before))
 
     def draw(subfigure):
@@ -68,7 +71,7 @@ def wavelengths(config, stop: int):
         original = (scaling or {}).get("original_max_position_embeddings")
         for length, name, colour in (
             (original, "original context", "grey"),
-            (longest, "max_position_embeddings", "black"),
+            (config.max_position_embeddings, "max_position_embeddings", "black"),
         ):
             if length:
                 left.axhline(length, color=colour, ls="-.", lw=1, label=f"{name} {int(length)}")

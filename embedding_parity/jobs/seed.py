@@ -341,6 +341,12 @@ def _configured(args, names, settings) -> Run:
     command.check_size(
         vocab * width, f"the token table: --vocab-size {vocab} x {width}", "lower --vocab-size"
     )
+    length = len(settings.get("tokens", SEED_TOKENS))
+    command.check_size(
+        (args.batch or 1) * length * width,
+        f"the output: --batch {args.batch or 1} x {length} tokens x {width} (the model's width)",
+        "lower --batch or use fewer tokens",
+    )
     token_table, _ = backends.shared_weights(vocab, width, 1, seed=seed, dtype=dtype)
     token_ids = _token_ids(settings.get("tokens", SEED_TOKENS), vocab, args.batch, seed)
     stop = start + token_ids.shape[-1]

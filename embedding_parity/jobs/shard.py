@@ -603,7 +603,8 @@ def _report(args, done: Sharded) -> None:
             peak, read = r.memory.max(axis=0)
             print(
                 f"torch {r.strategy}: each rank read at most {_size(read)} of the token table "
-                f"from its file; peak resident memory {_size(peak)} (the most of any rank)"
+                f"from its file; peak resident memory so far {_size(peak)} (the most of any "
+                "rank; the strategies run in turn in the same ranks)"
             )
     pictures.ownership(done, args.out, show=command.show(args))
     print(f"picture: {os.path.abspath(args.out)}")

@@ -209,7 +209,9 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False, checkpo
                             command, cwd=ROOT, env=env, stdout=logs[rank], stderr=subprocess.STDOUT
                         )
                     )
-                _wait(processes, folder, time.monotonic() + timeout + 30, timeout)
+                # the whole run's deadline: each strategy's collectives may take the timeout
+                deadline = time.monotonic() + timeout * len(chosen) + 30
+                _wait(processes, folder, deadline, timeout)
             finally:
                 for process in processes:  # every rank stopped, whatever happened
                     if process.poll() is None:

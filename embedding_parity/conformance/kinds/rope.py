@@ -232,7 +232,7 @@ class Rope(Kind):
                 if numerics.same_bits(passed, rounded.astype(passed.dtype))
                 else "changed"
             )
-            changed = f"the dims past rotary_dim ({rotary}..{x.shape[-1] - 1}) {how}: they pass through as they are"
+            changed = f"the dims past rotary_dim ({rotary}..{x.shape[-1] - 1}) {how}: they must pass through unchanged"
             return _with_phase(
                 f"{changed}; {found}" if found else changed, self.phase(params, actual)
             )
