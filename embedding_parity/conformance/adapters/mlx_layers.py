@@ -10,23 +10,15 @@ call (whose length is then max(positions) + 1, what Hugging Face's rules see) an
 battery's positions are distinct. Arrays cross as float32 (float64 for float64), exact for every dtype, and come
 back in the dtype MLX returned."""
 
-import importlib.util
-import os
-
 import ml_dtypes
 import mlx.core as mx
 import mlx.nn
 import numpy as np
 
 from embedding_parity import configs
+from embedding_parity.conformance.adapters import load_file
 
-_package = importlib.util.find_spec("mlx_lm")
-if _package is None:
-    raise ImportError("mlx-lm is not installed: pip install --no-deps mlx-lm")
-_path = os.path.join(_package.submodule_search_locations[0], "models", "rope_utils.py")
-_spec = importlib.util.spec_from_file_location("mlx_lm_rope_utils", _path)
-rope_utils = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(rope_utils)
+rope_utils = load_file("mlx_lm", "models", "rope_utils.py", install="pip install --no-deps mlx-lm")
 
 _MLX = {
     "float64": mx.float64,

@@ -3,24 +3,16 @@
 ``import torchtune`` imports the whole package (datasets, torchao, omegaconf); the module that
 defines the layer imports torch alone, so it is loaded by path from the installed package."""
 
-import importlib.util
-import os
 
-_package = importlib.util.find_spec("torchtune")
-if _package is None:
-    raise ImportError("torchtune is not installed: pip install --no-deps torchtune")
-_path = os.path.join(_package.submodule_search_locations[0], "modules", "position_embeddings.py")
-_spec = importlib.util.spec_from_file_location("torchtune_position_embeddings", _path)
-_module = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_module)
-RotaryPositionalEmbeddings = _module.RotaryPositionalEmbeddings
-_path = os.path.join(
-    _package.submodule_search_locations[0], "models", "llama3_1", "_position_embeddings.py"
-)
-_spec = importlib.util.spec_from_file_location("torchtune_llama3_1_position_embeddings", _path)
-_scaled = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_scaled)
-Llama3ScaledRoPE = _scaled.Llama3ScaledRoPE
+from embedding_parity.conformance.adapters import load_file
+
+_INSTALL = "pip install --no-deps torchtune"
+RotaryPositionalEmbeddings = load_file(
+    "torchtune", "modules", "position_embeddings.py", install=_INSTALL
+).RotaryPositionalEmbeddings
+Llama3ScaledRoPE = load_file(
+    "torchtune", "models", "llama3_1", "_position_embeddings.py", install=_INSTALL
+).Llama3ScaledRoPE
 
 
 def rope(x, positions, base=10000.0):

@@ -60,6 +60,20 @@ def differs(detail, **more) -> Verdict:
     return Verdict("differs", detail, **more)
 
 
+def exact_integers(actual: np.ndarray, expected: np.ndarray):
+    """(verdict, wrong) for a result that must be these integers exactly: a Verdict for a wrong
+    shape, a result that is not integers, or one that is exact; else None and the boolean mask
+    of the values that differ, for the kind to say which."""
+    if actual.shape != expected.shape:
+        return differs(f"shape {actual.shape} where {expected.shape} is expected"), None
+    if actual.dtype.kind not in "iu":
+        return differs(f"returns {actual.dtype.name}, not integers"), None
+    wrong = actual != expected
+    if not wrong.any():
+        return conforms("exact"), None
+    return None, wrong
+
+
 class Kind:
     name = ""
     contract = ""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from backends import positional
-from embedding_parity.conformance.kinds.base import Case, Kind, conforms, differs
+from embedding_parity.conformance.kinds.base import Case, Kind, differs, exact_integers
 
 # (label, left pads per row, right pads per row, past_length)
 BATCHES = (
@@ -94,13 +94,10 @@ class PositionIds(Kind):
 
     def compare(self, params, actual):
         expected = self.reference(params)
-        if actual.shape != expected.shape:
-            return differs(f"shape {actual.shape} where {expected.shape} is expected")
-        if actual.dtype.kind not in "iu":
-            return differs(f"returns {actual.dtype.name}, not integers")
-        wrong = np.argwhere(actual != expected)
-        if not len(wrong):
-            return conforms("exact")
+        verdict, wrong = exact_integers(actual, expected)
+        if verdict:
+            return verdict
+        wrong = np.argwhere(wrong)
         row, col = (int(i) for i in wrong[0])
         detail = (
             f"{len(wrong)} ids differ, first at [{row}, {col}]: {int(actual[row, col])} "

@@ -7,12 +7,7 @@ import math
 import numpy as np
 
 from backends import numpy_backend, positional
-from embedding_parity.conformance.kinds.base import (
-    Case,
-    Kind,
-    conforms,
-    differs,
-)
+from embedding_parity.conformance.kinds.base import Case, Kind, differs, exact_integers
 
 
 class T5(Kind):
@@ -49,13 +44,10 @@ class T5(Kind):
 
     def compare(self, params, actual):
         reference = self.reference(params)
-        if actual.shape != reference.shape:
-            return differs(f"shape {actual.shape} where {reference.shape} is expected")
-        if actual.dtype.kind not in "iu":
-            return differs(f"returns {actual.dtype.name}, not integers")
-        wrong = np.flatnonzero(actual != reference)
-        if not wrong.size:
-            return conforms("exact")
+        verdict, wrong = exact_integers(actual, reference)
+        if verdict:
+            return verdict
+        wrong = np.flatnonzero(wrong)
         relative = self.arguments(params)[0]
         shown = ", ".join(str(int(r)) for r in relative[wrong][:6]) + (
             ", ..." if wrong.size > 6 else ""
