@@ -139,6 +139,23 @@ def opened(browser, explorer):
     done.close()
 
 
+@pytest.fixture(scope="module")
+def live_page(browser, explorer):
+    done = Opened(browser, explorer[0])
+    yield done
+    done.close()
+
+
+@pytest.fixture
+def live(live_page):
+    """One page for the cases that type their own ids and start into the live view (each
+    sets both, so none depends on the one before): a page load each took half a second.
+    Its errors are the case's own."""
+    live_page.errors.clear()
+    live_page.show("live")
+    return live_page
+
+
 def float32_bits(array) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.float32).view(np.uint32).ravel()
 
@@ -391,14 +408,13 @@ def test_the_start_slider_moves_the_position_rows_by_keyboard(opened):
         ("a " * 2000, 0),  # long input: a message, not a crash
     ],
 )
-def test_bad_input_gets_the_suites_own_message(opened, typed, start):
+def test_bad_input_gets_the_suites_own_message(live, typed, start):
     expected = numpy_outcome(typed, start)
-    opened.show("live")
-    opened.set_live(typed, start)
-    assert opened.page.inner_text("#live-message") == expected
+    live.set_live(typed, start)
+    assert live.page.inner_text("#live-message") == expected
     if expected:
-        assert not opened.page.locator("#live-sum").count()  # no silently wrong picture
-    assert opened.errors == []
+        assert not live.page.locator("#live-sum").count()  # no silently wrong picture
+    assert live.errors == []
 
 
 def test_a_tooltip_goes_with_the_figure_that_bad_input_removes(opened):
@@ -430,11 +446,10 @@ TOKENS = st.one_of(
 @example(tokens=["0", "abc", "9223372036854775808"], separator=" ", start=0)
 @example(tokens=["0", "9223372036854775808", "abc"], separator=" ", start=0)
 @example(tokens=["+7", "5"], separator=" ", start=0)
-def test_any_typed_ids_get_what_numpy_says(opened, tokens, separator, start):
+def test_any_typed_ids_get_what_numpy_says(live, tokens, separator, start):
     typed = separator.join(tokens)
-    opened.show("live")
-    opened.set_live(typed, start)
-    assert opened.page.inner_text("#live-message") == numpy_outcome(typed, start), typed
+    live.set_live(typed, start)
+    assert live.page.inner_text("#live-message") == numpy_outcome(typed, start), typed
 
 
 def test_tabs_and_figures_work_from_the_keyboard(opened):
