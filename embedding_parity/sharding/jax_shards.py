@@ -118,12 +118,11 @@ class ShardedEmbedding:
             )
         if not token_ids.size:  # no token, no gradient (and nothing for vjp to trace)
             return jnp.zeros_like(self.token_table)
-        lookup = _lookup(self.mesh, self.strategy, self.dim)
-        ids = token_ids.astype(np.int32)
-        _, pullback = jax.vjp(
-            lambda table: lookup(table, self.position_table, ids, start), self.token_table
+        gradient = _gradient(self.mesh, self.strategy, self.dim)
+        upstream = jax.device_put(upstream, NamedSharding(self.mesh, P()))
+        return gradient(
+            self.token_table, self.position_table, token_ids.astype(np.int32), start, upstream
         )
-        return pullback(jax.device_put(upstream, NamedSharding(self.mesh, P())))[0]
 
     def adam_step(self, token_ids, upstream, start: int = 0) -> jax.Array:
         """The token table after one Adam step (``optax.adam`` with ``ADAM``'s settings, a
@@ -186,6 +185,20 @@ def _lookup(mesh, strategy: str, dim: int):
         return x + lax.dynamic_slice_in_dim(positions, start, ids.shape[-1])
 
     return lookup
+
+
+@cache
+def _gradient(mesh, strategy: str, dim: int):
+    """The jitted d(loss)/d(token table) of the lookup, by ``jax.vjp``: one program per shape,
+    where the vjp of the jitted lookup alone compiled its forward and its transpose apart."""
+    lookup = _lookup(mesh, strategy, dim)
+
+    @jax.jit
+    def gradient(table, positions, ids, start, upstream):
+        _, pullback = jax.vjp(lambda t: lookup(t, positions, ids, start), table)
+        return pullback(upstream)[0]
+
+    return gradient
 
 
 def _rows(local, ids):
