@@ -99,6 +99,43 @@ def test_a_stopped_run_cleans_up_everything(tmp_path, job, number):
     assert not os.path.exists(tmp_path / "out.json") and not os.path.exists(tmp_path / "out.png")
 
 
+KILLED = """
+import sys
+import numpy as np
+import backends
+from embedding_parity.sharding import torch_shards
+token_table, position_table = backends.shared_weights(100, 10, 16)
+torch_shards.embed(
+    token_table, position_table, np.array([1, 2]), num_shards=2, timeout=60, fault=("stall", 1)
+)
+"""
+
+
+@pytest.mark.slow
+def test_a_run_killed_outright_takes_its_torch_ranks_with_it(tmp_path):
+    """SIGKILL leaves a run no way to stop its ranks itself: their launcher dies with it, and
+    the ranks with their launcher (PR_SET_PDEATHSIG). Rank 1 stalls, so both are running."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": ROOT}
+    process = subprocess.Popen(
+        [sys.executable, "-c", KILLED], cwd=tmp_path, env=env, start_new_session=True
+    )
+    started = set()
+    try:
+        wait_for(lambda: find(str(tmp_path), "rank1.progress"), 90, "rank 1 to start its work")
+        started = descendants(process.pid)
+        assert len(started) == 3, started  # the launcher and two ranks
+        process.kill()
+        process.wait(timeout=10)
+        wait_for(lambda: not any(alive(pid) for pid in started), 10, "the ranks to end")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+        for pid in started:  # had the test failed: nothing left behind by it either
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_the_private_folder_is_removed_and_the_environment_restored(tmp_path, monkeypatch):
     import tempfile
 

@@ -16,15 +16,18 @@ Each rank holds its shard as an ``nn.Embedding``:
 Every rank checks the ids against the *global* vocabulary before any collective runs, so a
 bad id raises the suite's IndexError on every rank and no rank waits for another. The process
 group has a timeout: a rank that dies makes the others fail with an error instead of hanging.
+The ranks are forked from one launcher process that imported torch once (``_Ranks``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import gc
 import json
 import os
 import resource
+import select
 import signal
 import subprocess
 import sys
@@ -177,52 +180,159 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False, checkpo
     with tempfile.TemporaryDirectory() as folder:
         case_file, out = os.path.join(folder, "cases.npz"), os.path.join(folder, "results.npz")
         _write_cases(case_file, checked, checkpoint)
-        # Plain processes, not torch.multiprocessing: its error files are pickles in $TMPDIR,
-        # loaded on any failure. Each rank's error travels as text; TMPDIR is this folder.
+        # Not torch.multiprocessing: its error files are pickles in $TMPDIR, loaded on any
+        # failure. Each rank's error travels as text; TMPDIR is this folder.
         env = {**os.environ, "TMPDIR": folder, "PYTHONPATH": ROOT}
-        fault_text = json.dumps(list(fault) if fault else None)
-        processes = []
-        with contextlib.ExitStack() as stack:
-            logs = [
-                stack.enter_context(open(os.path.join(folder, f"rank{rank}.log"), "w+"))
-                for rank in range(num_shards)
-            ]
-            try:
-                for rank in range(num_shards):
-                    command = [
-                        sys.executable,
-                        "-m",
-                        "embedding_parity.sharding.torch_shards",
-                        folder,
-                        str(rank),
-                        str(num_shards),
-                        mode,
-                        strategy,
-                        str(timeout),
-                        fault_text,
-                    ]
-                    if fault == ("absent", rank):  # a rank that never gets to run: a process
-                        # that only waits, as one stuck before it could start would
-                        command = [sys.executable, "-c", "import time; time.sleep(3600)"]
-                    processes.append(
-                        subprocess.Popen(
-                            command, cwd=ROOT, env=env, stdout=logs[rank], stderr=subprocess.STDOUT
-                        )
-                    )
-                # the whole run's deadline: each strategy's collectives may take the timeout
-                deadline = time.monotonic() + timeout * len(chosen) + 30
-                _wait(processes, folder, deadline, timeout)
-            finally:
-                for process in processes:  # every rank stopped, whatever happened
-                    if process.poll() is None:
-                        process.kill()
-                    process.wait(timeout=10)
+        ranks = _Ranks(folder, num_shards, [mode, strategy, str(timeout), json.dumps(fault)], env)
+        try:
+            # the whole run's deadline: each strategy's collectives may take the timeout
+            deadline = time.monotonic() + timeout * len(chosen) + 30
+            _wait(ranks.start(deadline), folder, deadline, timeout)
+        finally:
+            ranks.stop()  # every rank stopped, whatever happened
         with np.load(out, allow_pickle=False) as results:
             if raw:
                 return dict(results)
             if mode == "time":
                 return [results[str(i)] for i in range(len(checked))]
             return [results[str(i)].view(case[0].dtype) for i, case in enumerate(checked)]
+
+
+class _Ranks:
+    """The ranks of one run, forked from one launcher process that imported torch once (a
+    rank started by itself spends about 1.4 s of CPU importing torch). The launcher prints
+    each rank's pid, then each rank's exit status as it ends; a rank's output goes to
+    rank{r}.log in the run's folder. Every rank dies with the launcher, and the launcher
+    with this process (Linux's PR_SET_PDEATHSIG)."""
+
+    def __init__(self, folder: str, num_shards: int, args: list[str], env: dict):
+        self.folder, self.num_shards, self.args, self.env = folder, num_shards, args, env
+        self.launcher, self.log, self.processes, self.buffer = None, None, [], b""
+
+    def start(self, deadline: float) -> list[_Rank]:
+        self.log = open(os.path.join(self.folder, "launcher.log"), "w+")  # noqa: SIM115
+        command = [sys.executable, "-m", __name__, self.folder, str(self.num_shards), *self.args]
+        self.launcher = subprocess.Popen(
+            command, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=self.log,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, before exec
+        )  # fmt: skip
+        while len(self.processes) < self.num_shards:
+            line = self._line(deadline)
+            if line is None:
+                self.log.seek(0)
+                last = [x for x in self.log.read().splitlines() if x.strip()][-1:]
+                raise RuntimeError(
+                    "the torch ranks' launcher ended before it started them"
+                    + "".join(f": {x.strip()}" for x in last)
+                )
+            self.processes.append(_Rank(int(line), self))
+        return self.processes
+
+    def _line(self, deadline: float, wait: bool = True) -> str | None:
+        """The launcher's next line; None once it has ended (or, not waiting, for now)."""
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic() if wait else 0
+            if wait and left <= 0:
+                return None
+            if not select.select([self.launcher.stdout], [], [], max(left, 0))[0]:
+                if wait:
+                    continue
+                return None
+            chunk = os.read(self.launcher.stdout.fileno(), 4096)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode()
+
+    def update(self) -> None:
+        """Record the exit statuses the launcher has reported so far."""
+        while (line := self._line(0, wait=False)) is not None:
+            pid, status = map(int, line.split())
+            for rank in self.processes:
+                if rank.pid == pid:
+                    rank.returncode = status
+
+    def stop(self) -> None:
+        for rank in self.processes:
+            if rank.poll() is None:
+                rank.kill()
+        if self.launcher is not None:
+            try:
+                self.launcher.wait(timeout=10)  # it ends once it has reaped every rank
+            except subprocess.TimeoutExpired:
+                self.launcher.kill()  # and its ranks with it
+                self.launcher.wait(timeout=10)
+            self.launcher.stdout.close()
+        if self.log is not None:
+            self.log.close()
+
+
+class _Rank:
+    """One forked rank, as much of ``subprocess.Popen`` as _wait and _culprit use."""
+
+    def __init__(self, pid: int, ranks: _Ranks):
+        self.pid, self.ranks, self.returncode = pid, ranks, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.ranks.update()
+        return self.returncode
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def _die_with_parent() -> None:
+    """SIGKILL when the parent dies (Linux' PR_SET_PDEATHSIG): nothing outlives the run."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+
+
+def _launch(argv) -> None:
+    """The launcher: FOLDER NUM_SHARDS MODE STRATEGY TIMEOUT FAULT (JSON), from _Ranks.
+    Forks the ranks (torch is imported already), prints each one's pid, then reaps them,
+    printing "PID STATUS" for each (negative: the signal that ended it), and exits."""
+    folder, num_shards, *args = argv
+    fault = json.loads(args[-1])
+    gc.freeze()  # the collector leaves torch's objects alone: fewer pages copied on write
+    pids = []
+    for rank in range(int(num_shards)):
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            _forked_rank(folder, rank, num_shards, args, fault)
+        pids.append(pid)
+        print(pid, flush=True)
+    for _ in pids:
+        pid, status = os.wait()
+        print(pid, os.waitstatus_to_exitcode(status), flush=True)
+
+
+def _forked_rank(folder: str, rank: int, num_shards: str, args, fault) -> None:
+    """In a forked rank: its output to rank{rank}.log, then its work; never returns."""
+    code = 1
+    try:
+        _die_with_parent()
+        log = os.open(os.path.join(folder, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT, 0o600)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        if fault == ["absent", rank]:  # a rank that never gets to run: a process that
+            time.sleep(3600)  # only waits, as one stuck before it could start would
+        main([folder, str(rank), num_shards, *args])  # ends in os._exit(0)
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else 1
+    except BaseException:  # noqa: BLE001 - as an uncaught exception would end it
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _wait(processes, folder: str, deadline: float, timeout: float) -> None:
@@ -791,4 +901,4 @@ def _gradient_and_step(strategy, rank, num_shards, token_table, ids, upstream):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    _launch(sys.argv[1:])
