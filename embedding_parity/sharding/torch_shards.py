@@ -211,11 +211,14 @@ class _Ranks:
 
     def start(self, deadline: float) -> list[_Rank]:
         self.log = open(os.path.join(self.folder, "launcher.log"), "w+")  # noqa: SIM115
-        command = [sys.executable, "-m", __name__, self.folder, str(self.num_shards), *self.args]
+        command = [sys.executable, "-m", __name__, str(os.getpid()), self.folder]
         self.launcher = subprocess.Popen(
-            command, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=self.log,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, before exec
-        )  # fmt: skip
+            [*command, str(self.num_shards), *self.args],
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+        )
         while len(self.processes) < self.num_shards:
             line = self._line(deadline)
             if line is None:
@@ -293,10 +296,13 @@ def _die_with_parent() -> None:
 
 
 def _launch(argv) -> None:
-    """The launcher: FOLDER NUM_SHARDS MODE STRATEGY TIMEOUT FAULT (JSON), from _Ranks.
+    """The launcher: PARENT FOLDER NUM_SHARDS MODE STRATEGY TIMEOUT FAULT (JSON), from _Ranks.
     Forks the ranks (torch is imported already), prints each one's pid, then reaps them,
     printing "PID STATUS" for each (negative: the signal that ended it), and exits."""
-    folder, num_shards, *args = argv
+    parent, folder, num_shards, *args = argv
+    _die_with_parent()  # here, not in a preexec_fn: the parent may be JAX's, multithreaded
+    if os.getppid() != int(parent):  # it died before that
+        os._exit(1)
     fault = json.loads(args[-1])
     gc.freeze()  # the collector leaves torch's objects alone: fewer pages copied on write
     pids = []
