@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import backends
-from tests.conftest import descendants
+from tests.conftest import alive, descendants
 from tests.test_sharding import IDS, same_bits, unsharded
 
 # --- torch: N processes, gloo on the loopback interface --------------------------------
@@ -150,6 +150,54 @@ def test_a_failed_rank_makes_the_run_fail_not_hang(fault, tmp_path, monkeypatch)
     assert not descendants(os.getpid()), "a rank outlived the run"
     assert not mark.exists()  # nothing unpickled
     assert sorted(os.listdir(tmp_path)) == [planted.name]  # the run's own folder removed
+
+
+@pytest.mark.slow
+def test_a_launcher_that_dies_ends_the_run_at_once_in_one_line(tmp_path, monkeypatch):
+    """The ranks are forked from one launcher: killed, it takes them with it, and the run says
+    so at once, not after the timeout (rank 1 stalls, so they would otherwise wait 60 s)."""
+    pytest.importorskip("torch")
+    import tempfile
+    import threading
+    import time
+
+    from embedding_parity.sharding import torch_shards
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    killed, family = [], set()
+
+    def kill_the_launcher():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(tmp_path.glob("*/rank1.progress")):
+            time.sleep(0.05)
+        family.update(descendants(os.getpid()))
+        for pid in family:
+            with open(f"/proc/{pid}/stat") as stat:  # the launcher: this process's child
+                if int(stat.read().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                    os.kill(pid, 9)
+                    killed.append(pid)
+
+    killer = threading.Thread(target=kill_the_launcher, daemon=True)
+    killer.start()
+    token_table, position_table = backends.shared_weights(103, 10, 16)
+    began = time.monotonic()
+    with pytest.raises(RuntimeError) as info:
+        torch_shards.embed(
+            token_table, position_table, np.array([1, 2]), num_shards=2, timeout=60,
+            fault=("stall", 1),
+        )  # fmt: skip
+    killer.join(timeout=60)
+    assert len(killed) == 1
+    assert str(info.value) == (
+        "the torch ranks' launcher was killed by SIGKILL before every rank had ended, and its "
+        "ranks with it"
+    )
+    assert time.monotonic() - began < 30
+    assert len(family) == 3  # the launcher and its two ranks, which die with it
+    while any(alive(pid) for pid in family) and time.monotonic() - began < 30:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in family), "a rank outlived its launcher"
+    assert os.listdir(tmp_path) == []  # the run's own folder removed
 
 
 class _Mark:

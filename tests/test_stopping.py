@@ -2,6 +2,7 @@
 one line, the status for the signal (130, 143), its private temporary folder removed and
 every process it started gone."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -127,13 +128,10 @@ def test_a_run_killed_outright_takes_its_torch_ranks_with_it(tmp_path):
         process.kill()
         process.wait(timeout=10)
         wait_for(lambda: not any(alive(pid) for pid in started), 10, "the ranks to end")
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
-        for pid in started:  # had the test failed: nothing left behind by it either
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
+    finally:  # had the test failed: nothing left behind by it either (its own session)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
 
 
 def test_the_private_folder_is_removed_and_the_environment_restored(tmp_path, monkeypatch):

@@ -21,7 +21,6 @@ The ranks are forked from one launcher process that imported torch once (``_Rank
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import gc
 import json
@@ -200,75 +199,108 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False, checkpo
 
 class _Ranks:
     """The ranks of one run, forked from one launcher process that imported torch once (a
-    rank started by itself spends about 1.4 s of CPU importing torch). The launcher prints
-    each rank's pid, then each rank's exit status as it ends; a rank's output goes to
-    rank{r}.log in the run's folder. Every rank dies with the launcher, and the launcher
+    rank started by itself spends about 1.4 s of CPU importing torch). On a pipe of its own
+    the launcher reports each rank's pid, then each rank's exit status as it ends; its own
+    output goes to launcher.log and a rank's to rank{r}.log in the run's folder. Asked to
+    stop (SIGTERM, SIGINT), it kills the ranks it has not reaped yet (so no pid is signalled
+    after it is freed) and reaps them. Every rank dies with the launcher, and the launcher
     with this process (Linux's PR_SET_PDEATHSIG)."""
 
     def __init__(self, folder: str, num_shards: int, args: list[str], env: dict):
         self.folder, self.num_shards, self.args, self.env = folder, num_shards, args, env
         self.launcher, self.log, self.processes, self.buffer = None, None, [], b""
+        self.pipe, self.ended = None, False
 
     def start(self, deadline: float) -> list[_Rank]:
         self.log = open(os.path.join(self.folder, "launcher.log"), "w+")  # noqa: SIM115
-        command = [sys.executable, "-m", __name__, str(os.getpid()), self.folder]
-        self.launcher = subprocess.Popen(
-            [*command, str(self.num_shards), *self.args],
-            cwd=ROOT,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-        )
+        self.pipe, report = os.pipe()
+        try:
+            self.launcher = subprocess.Popen(
+                [sys.executable, "-m", __name__, str(os.getpid()), str(report), self.folder]
+                + [str(self.num_shards), *self.args],
+                cwd=ROOT,
+                env=self.env,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(report,),
+            )
+        finally:
+            os.close(report)  # the launcher's now: the pipe ends when the launcher does
+        self.poller = select.poll()
+        self.poller.register(self.pipe, select.POLLIN)
         while len(self.processes) < self.num_shards:
             line = self._line(deadline)
             if line is None:
-                self.log.seek(0)
-                last = [x for x in self.log.read().splitlines() if x.strip()][-1:]
-                raise RuntimeError(
-                    "the torch ranks' launcher ended before it started them"
-                    + "".join(f": {x.strip()}" for x in last)
-                )
+                raise RuntimeError(self._ended_early() if self.ended else (
+                    f"the torch ranks' launcher did not start the {self.num_shards} ranks in "
+                    f"time{self._last_log_line()}"
+                ))  # fmt: skip
             self.processes.append(_Rank(int(line), self))
         return self.processes
 
     def _line(self, deadline: float, wait: bool = True) -> str | None:
-        """The launcher's next line; None once it has ended (or, not waiting, for now)."""
-        while b"\n" not in self.buffer:
-            left = deadline - time.monotonic() if wait else 0
-            if wait and left <= 0:
-                return None
-            if not select.select([self.launcher.stdout], [], [], max(left, 0))[0]:
-                if wait:
+        """The launcher's next line; None once it has ended (self.ended), at the deadline,
+        or (not waiting) for now."""
+        while b"\n" not in self.buffer and not self.ended:
+            left = max(deadline - time.monotonic(), 0) if wait else 0
+            if not self.poller.poll(left * 1000):
+                if wait and left > 0:
                     continue
                 return None
-            chunk = os.read(self.launcher.stdout.fileno(), 4096)
-            if not chunk:
-                return None
+            chunk = os.read(self.pipe, 4096)
             self.buffer += chunk
+            self.ended = not chunk
+        if b"\n" not in self.buffer:
+            return None
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line.decode()
 
     def update(self) -> None:
-        """Record the exit statuses the launcher has reported so far."""
+        """Record the exit statuses the launcher has reported so far; RuntimeError if it
+        ended with ranks unreported (they died with it)."""
         while (line := self._line(0, wait=False)) is not None:
             pid, status = map(int, line.split())
             for rank in self.processes:
                 if rank.pid == pid:
                     rank.returncode = status
+        if self.ended and any(rank.returncode is None for rank in self.processes):
+            raise RuntimeError(self._ended_early())
+
+    def _ended_early(self) -> str:
+        try:
+            status = self.launcher.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            status = None
+        how = (
+            "is still running" if status is None
+            else f"was killed by {signal.Signals(-status).name}" if status < 0
+            else f"exited with {status}"
+        )  # fmt: skip
+        return (
+            f"the torch ranks' launcher {how} before every rank had ended, and its ranks "
+            f"with it{self._last_log_line()}"
+        )
+
+    def _last_log_line(self) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        last = [line.strip() for line in self.log.read().splitlines() if line.strip()][-1:]
+        return "".join(f": {line}" for line in last)
 
     def stop(self) -> None:
-        for rank in self.processes:
-            if rank.poll() is None:
-                rank.kill()
-        if self.launcher is not None:
-            try:
-                self.launcher.wait(timeout=10)  # it ends once it has reaped every rank
-            except subprocess.TimeoutExpired:
-                self.launcher.kill()  # and its ranks with it
-                self.launcher.wait(timeout=10)
-            self.launcher.stdout.close()
-        if self.log is not None:
-            self.log.close()
+        try:
+            if self.launcher is not None and self.launcher.poll() is None:
+                self.launcher.terminate()  # it kills and reaps the ranks still running
+                try:
+                    self.launcher.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.launcher.kill()  # and its ranks with it
+                    self.launcher.wait(timeout=10)
+        finally:
+            if self.pipe is not None:
+                os.close(self.pipe)
+            if self.log is not None:
+                self.log.close()
 
 
 class _Rank:
@@ -282,48 +314,67 @@ class _Rank:
             self.ranks.update()
         return self.returncode
 
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
 
-
-def _die_with_parent() -> None:
-    """SIGKILL when the parent dies (Linux' PR_SET_PDEATHSIG): nothing outlives the run."""
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL when the parent dies (Linux' PR_SET_PDEATHSIG): nothing outlives the run.
+    Exits at once if the parent (its pid) has died already."""
     if sys.platform.startswith("linux"):
         import ctypes
 
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _launch(argv) -> None:
-    """The launcher: PARENT FOLDER NUM_SHARDS MODE STRATEGY TIMEOUT FAULT (JSON), from _Ranks.
-    Forks the ranks (torch is imported already), prints each one's pid, then reaps them,
-    printing "PID STATUS" for each (negative: the signal that ended it), and exits."""
-    parent, folder, num_shards, *args = argv
-    _die_with_parent()  # here, not in a preexec_fn: the parent may be JAX's, multithreaded
-    if os.getppid() != int(parent):  # it died before that
-        os._exit(1)
+    """The launcher: PARENT REPORT FOLDER NUM_SHARDS MODE STRATEGY TIMEOUT FAULT (JSON), from
+    _Ranks. Forks the ranks (torch is imported already), writes each one's pid to the file
+    descriptor REPORT, then reaps them, writing "PID STATUS" for each (negative: the signal
+    that ended it), and exits."""
+    parent, report, folder, num_shards, *args = argv
+    report = int(report)
+    _die_with_parent(int(parent))  # here, not in a preexec_fn: the parent may run JAX
     fault = json.loads(args[-1])
+    running, stopping = set(), []
+
+    def stop(number, frame):  # the ranks still running are unreaped: their pids are theirs
+        stopping.append(number)
+        for pid in running:
+            os.kill(pid, signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)  # Ctrl-C in a terminal reaches the ranks too
     gc.freeze()  # the collector leaves torch's objects alone: fewer pages copied on write
-    pids = []
+    launcher = os.getpid()
     for rank in range(int(num_shards)):
+        if stopping:  # asked to stop while it was starting them: no more ranks
+            break
+        log = os.open(os.path.join(folder, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT, 0o600)
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:
-            _forked_rank(folder, rank, num_shards, args, fault)
-        pids.append(pid)
-        print(pid, flush=True)
-    for _ in pids:
+            _forked_rank(launcher, report, log, folder, rank, num_shards, args, fault)
+        os.close(log)
+        running.add(pid)
+        if stopping:  # between its fork and here
+            os.kill(pid, signal.SIGKILL)
+        os.write(report, f"{pid}\n".encode())
+    while running:
         pid, status = os.wait()
-        print(pid, os.waitstatus_to_exitcode(status), flush=True)
+        running.discard(pid)
+        os.write(report, f"{pid} {os.waitstatus_to_exitcode(status)}\n".encode())
 
 
-def _forked_rank(folder: str, rank: int, num_shards: str, args, fault) -> None:
-    """In a forked rank: its output to rank{rank}.log, then its work; never returns."""
+def _forked_rank(launcher: int, report: int, log: int, folder, rank, num_shards, args, fault):
+    """In a forked rank: its output to rank{rank}.log, then its work; never returns. It
+    ends as an uncaught exception would end it: the traceback, status 1 (or the exit code of
+    SystemExit; KeyboardInterrupt by SIGINT)."""
     code = 1
     try:
-        _die_with_parent()
-        log = os.open(os.path.join(folder, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT, 0o600)
+        _die_with_parent(launcher)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a rank's own, not the launcher's
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.close(report)  # the launcher's alone: the pipe ends when the launcher does
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
@@ -331,13 +382,21 @@ def _forked_rank(folder: str, rank: int, num_shards: str, args, fault) -> None:
             time.sleep(3600)  # only waits, as one stuck before it could start would
         main([folder, str(rank), num_shards, *args])  # ends in os._exit(0)
     except SystemExit as done:
-        code = done.code if isinstance(done.code, int) else 1
+        code = 0 if done.code is None else done.code if isinstance(done.code, int) else 1
+        if not isinstance(done.code, int | None):
+            print(done.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        code = -signal.SIGINT
     except BaseException:  # noqa: BLE001 - as an uncaught exception would end it
         import traceback
 
         traceback.print_exc()
     finally:
+        sys.stdout.flush()
         sys.stderr.flush()
+        if code == -signal.SIGINT:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
         os._exit(code)
 
 
@@ -521,7 +580,8 @@ def _gather_memory(read: int, num_shards: int) -> np.ndarray:
 
 def _peak_resident() -> int:
     """This process's peak resident bytes: VmHWM (its own address space: not ru_maxrss, which
-    Linux carries over from the parent across exec); ru_maxrss where there is no /proc."""
+    Linux carries over from the parent across fork and exec); ru_maxrss where there is no
+    /proc."""
     try:
         with open("/proc/self/status") as status:
             for line in status:
