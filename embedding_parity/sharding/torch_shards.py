@@ -21,6 +21,7 @@ The ranks are forked from one launcher process that imported torch once (``_Rank
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import gc
 import json
@@ -235,6 +236,11 @@ class _Ranks:
                     f"the torch ranks' launcher did not start the {self.num_shards} ranks in "
                     f"time{self._last_log_line()}"
                 ))  # fmt: skip
+            if " " in line:  # a status before every pid: the launcher was stopped
+                raise RuntimeError(
+                    f"the torch ranks' launcher was stopped before it started the "
+                    f"{self.num_shards} ranks"
+                )
             self.processes.append(_Rank(int(line), self))
         return self.processes
 
@@ -299,6 +305,7 @@ class _Ranks:
         finally:
             if self.pipe is not None:
                 os.close(self.pipe)
+                self.pipe = None
             if self.log is not None:
                 self.log.close()
 
@@ -326,6 +333,9 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+_STOPS = {signal.SIGTERM, signal.SIGINT}
+
+
 def _launch(argv) -> None:
     """The launcher: PARENT REPORT FOLDER NUM_SHARDS MODE STRATEGY TIMEOUT FAULT (JSON), from
     _Ranks. Forks the ranks (torch is imported already), writes each one's pid to the file
@@ -336,14 +346,16 @@ def _launch(argv) -> None:
     _die_with_parent(int(parent))  # here, not in a preexec_fn: the parent may run JAX
     fault = json.loads(args[-1])
     running, stopping = set(), []
+    inherited = {number: signal.getsignal(number) for number in _STOPS}  # for the ranks
 
-    def stop(number, frame):  # the ranks still running are unreaped: their pids are theirs
+    def stop(number, frame):  # the ranks in running are unreaped: their pids are theirs
         stopping.append(number)
         for pid in running:
             os.kill(pid, signal.SIGKILL)
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)  # Ctrl-C in a terminal reaches the ranks too
+    for number, handler in inherited.items():
+        if handler is not signal.SIG_IGN:  # Ctrl-C in a terminal reaches the ranks too
+            signal.signal(number, stop)
     gc.freeze()  # the collector leaves torch's objects alone: fewer pages copied on write
     launcher = os.getpid()
     for rank in range(int(num_shards)):
@@ -351,29 +363,33 @@ def _launch(argv) -> None:
             break
         log = os.open(os.path.join(folder, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT, 0o600)
         sys.stdout.flush()
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)  # no stop() between fork and add
         pid = os.fork()
         if pid == 0:
-            _forked_rank(launcher, report, log, folder, rank, num_shards, args, fault)
+            _forked_rank(launcher, report, log, inherited, folder, rank, num_shards, args, fault)
         os.close(log)
         running.add(pid)
-        if stopping:  # between its fork and here
-            os.kill(pid, signal.SIGKILL)
         os.write(report, f"{pid}\n".encode())
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
     while running:
-        pid, status = os.wait()
+        # Which rank ended, left unreaped until it is out of running: stop() never signals
+        # a freed pid.
+        pid = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT).si_pid
         running.discard(pid)
+        _, status = os.waitpid(pid, 0)
         os.write(report, f"{pid} {os.waitstatus_to_exitcode(status)}\n".encode())
 
 
-def _forked_rank(launcher: int, report: int, log: int, folder, rank, num_shards, args, fault):
+def _forked_rank(launcher, report, log, inherited, folder, rank, num_shards, args, fault):
     """In a forked rank: its output to rank{rank}.log, then its work; never returns. It
-    ends as an uncaught exception would end it: the traceback, status 1 (or the exit code of
-    SystemExit; KeyboardInterrupt by SIGINT)."""
-    code = 1
+    ends as an uncaught exception would end it: the traceback and status 1, SystemExit's
+    code, or for KeyboardInterrupt SIGINT."""
+    code, interrupted = 1, False
     try:
+        for number, handler in inherited.items():  # the rank's own, not the launcher's
+            signal.signal(number, handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
         _die_with_parent(launcher)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a rank's own, not the launcher's
-        signal.signal(signal.SIGINT, signal.default_int_handler)
         os.close(report)  # the launcher's alone: the pipe ends when the launcher does
         os.dup2(log, 1)
         os.dup2(log, 2)
@@ -386,15 +402,17 @@ def _forked_rank(launcher: int, report: int, log: int, folder, rank, num_shards,
         if not isinstance(done.code, int | None):
             print(done.code, file=sys.stderr)
     except KeyboardInterrupt:
-        code = -signal.SIGINT
+        code, interrupted = 128 + signal.SIGINT, True
     except BaseException:  # noqa: BLE001 - as an uncaught exception would end it
         import traceback
 
         traceback.print_exc()
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        if code == -signal.SIGINT:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # nothing raises on the way out
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        if interrupted:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
         os._exit(code)
