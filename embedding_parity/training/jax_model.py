@@ -35,8 +35,10 @@ class Model:
             **layer.params,
             **{k: jnp.asarray(weights[k]) for k in trained},
         }
-        self.optimizer = optax.adam(lr, b1=betas[0], b2=betas[1], eps=eps)
-        self.state = self.optimizer.init(self.params)
+        # Adam's settings, not an optax.adam: a static argument hashed by its values, so that
+        # models with the same settings share the compiled step.
+        self.adam = (lr, *betas, eps)
+        self.state = _adam(self.adam).init(self.params)
 
     def step(self, ids: np.ndarray, targets: np.ndarray) -> tuple[float, np.ndarray]:
         """One Adam step on a batch; the batch's loss and logits before the update."""
@@ -49,7 +51,7 @@ class Model:
             targets,
             self.scheme,
             self.arch,
-            self.optimizer,
+            self.adam,
         )
         return float(loss), np.asarray(logits)
 
@@ -96,11 +98,16 @@ def _loss(params, constants, ids, targets, scheme: str, arch: Architecture):
     return losses.mean(), logits
 
 
-@partial(jax.jit, static_argnames=("scheme", "arch", "optimizer"))
-def _train_step(params, state, constants, ids, targets, scheme: str, arch, optimizer):
+def _adam(settings: tuple) -> optax.GradientTransformation:
+    lr, b1, b2, eps = settings
+    return optax.adam(lr, b1=b1, b2=b2, eps=eps)
+
+
+@partial(jax.jit, static_argnames=("scheme", "arch", "adam"))
+def _train_step(params, state, constants, ids, targets, scheme: str, arch, adam: tuple):
     grad_fn = jax.value_and_grad(_loss, has_aux=True)
     (loss, logits), grads = grad_fn(params, constants, ids, targets, scheme, arch)
-    updates, state = optimizer.update(grads, state, params)
+    updates, state = _adam(adam).update(grads, state, params)
     return optax.apply_updates(params, updates), state, loss, logits
 
 

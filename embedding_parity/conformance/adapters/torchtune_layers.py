@@ -3,7 +3,6 @@
 ``import torchtune`` imports the whole package (datasets, torchao, omegaconf); the module that
 defines the layer imports torch alone, so it is loaded by path from the installed package."""
 
-
 from embedding_parity.conformance.adapters import load_file
 
 _INSTALL = "pip install --no-deps torchtune"
