@@ -23,7 +23,7 @@ compare: install
 	MPLBACKEND=Agg $(PY) compare.py
 
 # Two pytest workers, one test file each at a time (module fixtures are built once): 3 min 7 s
-# to 4 min 58 s on 2 cores in six fresh clones (docs/development.md); three workers are slower.
+# to 4 min 58 s on 2 cores in nine fresh clones (docs/development.md); three workers are slower.
 TEST_WORKERS ?= 2
 test: install
 	REQUIRED_BACKENDS=$(REQUIRED_BACKENDS) REQUIRED_MODELS=$(REQUIRED_MODELS) \
