@@ -10,7 +10,22 @@ processes with ``torch.distributed`` (gloo, loopback), by hand and with DTensor'
 
 import json
 import os
+import signal
 import socket
+import sys
+
+
+def die_with_parent(parent: int) -> None:
+    """SIGKILL this process when its parent dies (Linux's PR_SET_PDEATHSIG), so that nothing
+    outlives the run; exit at once if the parent (its pid) has died already. Called after
+    exec, not in a ``preexec_fn``: that runs fork hooks, and JAX warns in one it is
+    multithreaded."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def free_port() -> int:

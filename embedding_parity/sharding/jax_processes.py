@@ -152,16 +152,19 @@ def supervise(argv, prog: str, launch, timeout: float) -> int:
     (without gloo's connection notices), and returns its exit status. The child is stopped on every
     way out of here."""
     env = {**os.environ, CHILD: "1"}
-    code = "import sys; from embedding_parity.cli import main; sys.exit(main(sys.argv[2:], prog=sys.argv[1]))"
+    code = (
+        "import sys; from embedding_parity.sharding import die_with_parent; "
+        "die_with_parent(int(sys.argv[1])); from embedding_parity.cli import main; "
+        "sys.exit(main(sys.argv[3:], prog=sys.argv[2]))"
+    )
     # Both streams through files in the run's private folder: gloo writes its notices to
     # stdout, and JAX's abort to stderr.
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         child = subprocess.Popen(
-            [sys.executable, "-c", code, prog, *argv],
+            [sys.executable, "-c", code, str(os.getpid()), prog, *argv],
             env=env,
             stdout=out,
             stderr=err,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, before exec
         )
         try:
             status = _wait_child(child, launch, timeout)
@@ -183,15 +186,6 @@ def supervise(argv, prog: str, launch, timeout: float) -> int:
 def _quiet(text: str) -> str:
     """``text`` without gloo's connection notices."""
     return "".join(line + "\n" for line in text.splitlines() if not _NOISE.match(line))
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL when the parent dies (Linux' PR_SET_PDEATHSIG), so
-    that `kill -KILL` on the command leaves no job running behind it."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
 
 
 def _wait_child(child, launch, timeout: float) -> int:

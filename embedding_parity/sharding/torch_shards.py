@@ -42,7 +42,7 @@ from torch import nn
 
 from backends import torch_backend, validation
 from embedding_parity import outputs
-from embedding_parity.sharding import read_checkpoint_record, reference, stopped
+from embedding_parity.sharding import die_with_parent, read_checkpoint_record, reference, stopped
 
 STRATEGIES = ("rows", "columns", "dtensor")
 # The folder holding backends/ and embedding_parity/: the ranks import both from there.
@@ -322,17 +322,6 @@ class _Rank:
         return self.returncode
 
 
-def _die_with_parent(parent: int) -> None:
-    """SIGKILL when the parent dies (Linux' PR_SET_PDEATHSIG): nothing outlives the run.
-    Exits at once if the parent (its pid) has died already."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-    if os.getppid() != parent:
-        os._exit(1)
-
-
 _STOPS = {signal.SIGTERM, signal.SIGINT}
 
 
@@ -343,7 +332,7 @@ def _launch(argv) -> None:
     that ended it), and exits."""
     parent, report, folder, num_shards, *args = argv
     report = int(report)
-    _die_with_parent(int(parent))  # here, not in a preexec_fn: the parent may run JAX
+    die_with_parent(int(parent))
     fault = json.loads(args[-1])
     running, stopping = set(), []
     inherited = {number: signal.getsignal(number) for number in _STOPS}  # for the ranks
@@ -389,7 +378,7 @@ def _forked_rank(launcher, report, log, inherited, folder, rank, num_shards, arg
         for number, handler in inherited.items():  # the rank's own, not the launcher's
             signal.signal(number, handler)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
-        _die_with_parent(launcher)
+        die_with_parent(launcher)
         os.close(report)  # the launcher's alone: the pipe ends when the launcher does
         os.dup2(log, 1)
         os.dup2(log, 2)
