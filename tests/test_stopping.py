@@ -33,7 +33,7 @@ JOBS = {
             "--json",
             "{out}.json",
         ],
-        "worker1.log",
+        "hanging",  # the target's mark, made as it starts to hang
     ),
 }
 STATUS = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated (SIGTERM)")}

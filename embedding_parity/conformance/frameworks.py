@@ -13,17 +13,18 @@ import numpy as np
 FRAMEWORKS = ("numpy", "torch", "jax")
 
 
-def detect(module, function) -> tuple[str, str]:
-    """(framework, why): the first of torch and jax that the target's module imports (flax and
-    equinox count as jax), else numpy. Keras can run on any of them: give --framework."""
+def detect(module, function, name: str) -> tuple[str, str]:
+    """(framework, why): the first of torch and jax that the target's module (called ``name``
+    in the why) imports (flax and equinox count as jax), else numpy. Keras can run on any of
+    them: give --framework."""
     names = {getattr(value, "__name__", "") for value in vars(module).values()}
     names |= {type(value).__module__ for value in vars(module).values()}
     roots = {name.split(".")[0] for name in names if name}
     for framework, families in (("torch", {"torch"}), ("jax", {"jax", "flax", "equinox"})):
         found = sorted(roots & families)
         if found:
-            return framework, f"detected: {module.__name__} imports {found[0]}"
-    return "numpy", f"detected: {module.__name__} imports neither torch nor jax"
+            return framework, f"detected: {name} imports {found[0]}"
+    return "numpy", f"detected: {name} imports neither torch nor jax"
 
 
 def to_framework(value, framework: str):
@@ -60,3 +61,19 @@ def to_numpy(result) -> np.ndarray:
             return result.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
         return result.numpy()
     return np.asarray(result)
+
+
+def is_tracer(value) -> bool:
+    """Whether ``value`` is a JAX tracer: an abstract value leaked out of jit or grad, which
+    stands for no numbers (a jax.Array check passes it: a Tracer is registered as one)."""
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(value, jax.core.Tracer)
+
+
+def settle(result):
+    """The result once the computation behind it has run: JAX dispatches asynchronously, so an
+    error of the target's computation shows here, inside its call, not in the kit's reading."""
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(result, jax.Array) and not is_tracer(result):
+        result.block_until_ready()
+    return result

@@ -13,9 +13,11 @@ import math
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,6 +31,11 @@ from embedding_parity.conformance.kinds import KINDS, Case, Outcome, Verdict
 
 ROOT = str(Path(__file__).resolve().parents[2])  # holds backends/ and embedding_parity/
 IMPORT_SECONDS = 180  # the target's own import (transformers takes seconds) and the frameworks'
+PYTHON = (sys.executable, "-P")  # -P: the current folder off the import path (Python 3.11)
+POLL_SECONDS = 0.1  # where no pidfd tells that the worker exited, how often to look
+LOG_BYTES = 1 << 16  # the tail of a worker's printing kept for its last line
+SHOWN_CHARACTERS = 300  # of a target's text in a report: one line, at most this long
+LARGEST_ITEM, NPY_HEADER = 16, 4096  # bytes of a complex128 element, of a .npy header at most
 MARK = {"conforms": "ok", "differs": "NO", "rejected": "--", "failed": "FAIL"}
 
 
@@ -116,11 +123,24 @@ def run(
         if worker is None:
             worker = stack.enter_context(Worker(env or {}))
         worker.load(target, kind, framework)
-        verdicts = [(case, chosen.judge(case, worker.ask(case, timeout))) for case in cases]
+        verdicts = [(case, _judged(chosen, case, worker, timeout)) for case in cases]
     checks = _checks(verdicts)
     seconds = time.monotonic() - began
     contract = chosen.describe(options or {})
     return Report(target, kind, worker.framework, worker.why, checks, seconds, contract)
+
+
+def _judged(chosen, case: Case, worker: Worker, timeout: float) -> Verdict:
+    """The verdict on what the target did with ``case``. The kit's own failure to judge it is
+    the kit's, said as such, never the target's."""
+    outcome = worker.ask(case, chosen.most_elements(case.params), timeout)
+    try:
+        with np.errstate(all="ignore"):  # the judge compares NaN and infinities on purpose
+            return chosen.judge(case, outcome)
+    except Exception as error:  # noqa: BLE001 - reported, not raised: the run goes on
+        return Verdict(
+            "failed", shown(f"the kit failed to judge it: {type(error).__name__}: {error}")
+        )
 
 
 def _checks(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
@@ -168,7 +188,11 @@ class Worker:
     """A worker process, its targets loaded one after another; restarted (with the current
     target) after a case that hangs or kills it. Its files, and the caches of the libraries
     it imports (Keras writes ~/.keras on import), live in one private temporary folder,
-    removed when it closes: use it as a context manager."""
+    removed when it closes: use it as a context manager.
+
+    The worker is a session of its own, killed whole when it closes, so that nothing a
+    target starts (a subprocess, a fork) outlives the check; it dies with this process too
+    (PR_SET_PDEATHSIG). What it prints is read as bytes into a bounded tail (``Tail``)."""
 
     def __init__(self, env: dict):
         self.request = None
@@ -181,12 +205,13 @@ class Worker:
         }
         self.started = 0
         self.process = None
+        self.asked = 0  # the id of the last request
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, kind=None, *exc):
+        self.close(kill=kind is not None)  # on the way out of an error: no grace period
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def load(self, target: str, kind: str, framework: str | None) -> None:
@@ -199,15 +224,17 @@ class Worker:
 
     def _start(self) -> None:
         self.started += 1
-        log = open(os.path.join(self.folder, f"worker{self.started}.log"), "w+")  # noqa: SIM115
-        self.log = log
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "embedding_parity.conformance.worker", self.folder],
+            # -P: the current folder is not on the worker's import path, so that a
+            # traceback.py where the user stands is not imported in place of the library's
+            [*PYTHON, "-m", "embedding_parity.conformance.worker", self.folder, str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=log,
+            stderr=subprocess.PIPE,
             env=self.env,
+            start_new_session=True,
         )
+        self.exited = _exit_watch(self.process.pid)
         self.buffer = b""
         self._send_request()
 
@@ -218,78 +245,172 @@ class Worker:
             self.close(kill=True)
             raise
         if reply is None:
-            last = self._last_log_line()
+            last = self.log.last_line()
             self.close(kill=True)
             raise UsageError(
                 f"TARGET {self.request['target']!r}: the worker {why} while importing it{last}"
             )
         if "usage" in reply:
             self.close()
-            raise UsageError(reply["usage"])
-        self.framework, self.why = reply["framework"], reply["why"]
+            raise UsageError(shown(reply["usage"]))
+        self.framework, self.why = reply["framework"], shown(reply["why"])
 
-    def ask(self, case: Case, timeout: float) -> Outcome:
-        reply, why = self._exchange(case.params, timeout)
+    def ask(self, case: Case, elements: int, timeout: float) -> Outcome:
+        """What the target did with ``case``, a result of at most ``elements`` elements."""
+        reply, why = self._exchange({"case": case.params, "elements": elements}, timeout)
         if reply is None:
-            outcome = Outcome(failed=f"the call {why}{self._last_log_line()}")
+            outcome = Outcome(failed=f"the call {why}{self.log.last_line()}")
             self.close(kill=True)
             self._start()
             return outcome
         if "raised" in reply:
-            return Outcome(raised=reply["raised"])
-        array = np.load(reply["path"], allow_pickle=False)
-        os.remove(reply["path"])
+            return Outcome(raised=shown(reply["raised"]))
+        if "returned" in reply:
+            return Outcome(returned=shown(reply["returned"]))
+        path, written = reply["path"], os.path.getsize(reply["path"])
+        if written > LARGEST_ITEM * elements + NPY_HEADER:
+            os.remove(path)
+            return Outcome(failed=f"the worker wrote {written} bytes for {elements} elements")
+        array = np.load(path, allow_pickle=False)
+        os.remove(path)
         if reply["dtype"] == "bfloat16":
             array = array.view(ml_dtypes.bfloat16)
         return Outcome(array=array, changed=reply.get("changed", []))
 
     def _exchange(self, message: dict, timeout: float):
-        """(reply, None), or (None, why): the worker died or did not answer in time."""
+        """(reply, None), or (None, why): the worker died or did not answer in time. Its
+        printing is drained meanwhile, so that it never blocks on a full pipe; its last
+        line, shown when the worker fails, is from this request."""
+        self.asked += 1
+        self.log = Tail()
         try:
-            self.process.stdin.write((json.dumps(message) + "\n").encode())
+            self.process.stdin.write((json.dumps({"id": self.asked, **message}) + "\n").encode())
             self.process.stdin.flush()
         except BrokenPipeError:
             return None, f"died ({self._exit()})"
         deadline = time.monotonic() + timeout
-        while b"\n" not in self.buffer:
+        out, err = self.process.stdout.fileno(), self.process.stderr.fileno()
+        watched = [out, err, *self.exited]
+        while True:
+            line, newline, rest = self.buffer.partition(b"\n")
+            if newline:
+                self.buffer = rest
+                reply = json.loads(line)
+                if reply.get("id") == self.asked:
+                    return reply, None
+                continue  # an answer to an earlier request (one that timed out): stale
             left = deadline - time.monotonic()
             if left <= 0:
                 return None, f"timed out after {timeout:g} s"
-            ready, _, _ = select.select([self.process.stdout], [], [], left)
-            if ready:
-                chunk = os.read(self.process.stdout.fileno(), 65536)
+            ready, _, _ = select.select(watched, [], [], min(left, POLL_SECONDS))
+            if err in ready:
+                self.log.add(os.read(err, 65536))
+            if out in ready:
+                chunk = os.read(out, 65536)
                 if not chunk:
                     return None, f"died ({self._exit()})"
                 self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return json.loads(line), None
+            elif not self._running():
+                # dead, though a process it forked may hold its pipes open: what it wrote
+                # before dying is read first
+                ready, _, _ = select.select([out], [], [], 0)
+                if not ready or b"\n" not in (chunk := os.read(out, 65536)):
+                    return None, f"died ({self._exit()})"
+                self.buffer += chunk
+
+    def _running(self) -> bool:
+        """Whether the worker has not exited (not reaping it where a pidfd tells)."""
+        if self.exited:
+            return not select.select(self.exited, [], [], 0)[0]
+        return self.process.poll() is None
 
     def _exit(self) -> str:
         try:
             code = self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:  # its stdout closed, but it lingers
-            self.process.kill()
+            self._kill_session()
             code = self.process.wait(timeout=10)
         return f"signal {-code}" if code < 0 else f"exit status {code}"
 
-    def _last_log_line(self) -> str:
-        self.log.flush()
-        self.log.seek(0)
-        lines = [line.strip() for line in self.log.read().splitlines() if line.strip()]
-        return f": {lines[-1]}" if lines else ""
+    def _kill_session(self) -> None:
+        """SIGKILL the worker and everything in its session (what the target started)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
 
     def close(self, kill: bool = False) -> None:
+        """Stop the worker (at once with ``kill``, else given 5 s to finish) and everything
+        in its session, with SIGINT, SIGTERM and SIGHUP held meanwhile: a second Ctrl-C
+        cannot leave a worker behind. They arrive when it is done."""
         if self.process is None:
             return
-        if kill:
-            self.process.kill()
-        if self.process.poll() is None:
-            try:
-                self.process.stdin.close()
-                self.process.wait(timeout=5)
-            except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
-                self.process.kill()
-                self.process.wait(timeout=10)
-        self.process.stdout.close()
-        self.log.close()
-        self.process = None
+        held = {signal.SIGINT, *scratch.STOP_SIGNALS}
+        blocked = threading.current_thread() is threading.main_thread()
+        if blocked:
+            signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        try:
+            if not kill and self._running():
+                with contextlib.suppress(BrokenPipeError, OSError):
+                    self.process.stdin.close()  # the worker's cue to finish
+                _wait_exited(self.process, self.exited, 5)
+            self._kill_session()  # before the worker is reaped: its session id stays its own
+            self.process.wait(timeout=10)
+            for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+                with contextlib.suppress(OSError):
+                    pipe.close()
+            for fd in self.exited:
+                os.close(fd)
+            self.process = None
+        finally:
+            if blocked:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+def _exit_watch(pid: int) -> list[int]:
+    """[a file descriptor readable once ``pid`` has exited] where Linux gives one (a pidfd),
+    else []: the waits then poll."""
+    try:
+        return [os.pidfd_open(pid)]
+    except (AttributeError, OSError):
+        return []
+
+
+def _wait_exited(process, watch: list[int], seconds: float) -> None:
+    """Wait up to ``seconds`` for ``process`` to exit, without reaping it where a pidfd
+    lets (so that its session cannot be another's when it is killed)."""
+    if watch:
+        select.select(watch, [], [], seconds)
+        return
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=seconds)
+
+
+class Tail:
+    """The last LOG_BYTES bytes a worker printed (the rest dropped and counted), decoded
+    with replacement: a target can print anything, in any amount."""
+
+    def __init__(self):
+        self.data, self.dropped = b"", 0
+
+    def add(self, chunk: bytes) -> None:
+        self.data += chunk
+        if len(self.data) > LOG_BYTES:
+            self.dropped += len(self.data) - LOG_BYTES
+            self.data = self.data[-LOG_BYTES:]
+
+    def last_line(self) -> str:
+        """ ": LINE", the last line printed, shown safely; "" if none."""
+        lines = [line.strip() for line in self.data.decode(errors="replace").splitlines()]
+        lines = [line for line in lines if line]
+        return f": {shown(lines[-1])}" if lines else ""
+
+
+def shown(text: str, limit: int = SHOWN_CHARACTERS) -> str:
+    """A target's text made safe for a report: its first line, every character that is not
+    printable escaped (an escape sequence, a carriage return, a lone surrogate, a
+    right-to-left override), cut to ``limit`` characters."""
+    first = (text.splitlines() or [""])[0]
+    if len(first) > limit:
+        first = f"{first[:limit]}... ({len(first)} characters)"
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in first
+    )

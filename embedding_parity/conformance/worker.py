@@ -1,11 +1,17 @@
 """The worker: imports a target once, then calls it on one case at a time.
 
-    python -m embedding_parity.conformance.worker FOLDER
+    python -P -m embedding_parity.conformance.worker FOLDER PARENT_PID
 
-Reads JSON lines on stdin: {"target", "framework", "kind"}, then one case's params per line;
-another target later switches to it, so a matrix's rows can share one process. Answers one JSON line per request on the file descriptor that was stdout; the target's
-own printing goes to stderr, so that it cannot garble the answers. Results are written as .npy
+Reads JSON lines on stdin: {"id", "target", "framework", "kind"}, then one line per case,
+{"id", "case": its params, "elements": the most a result of it may hold}; another target
+later switches to it, so a matrix's rows can share one process. Answers one JSON line per
+request, with the request's id, on the file descriptor that was stdout; the target's own
+printing goes to stderr, so that it cannot garble the answers. Results are written as .npy
 files into FOLDER (never pickled; bfloat16 as its uint16 bits).
+
+What the target did and what the kit did are kept apart: only an exception from the call
+(or from the computation it dispatched, for JAX) is the target's raising; a result the kit
+cannot read as an array of numbers is answered as what it is ("returned": "NoneType").
 """
 
 from __future__ import annotations
@@ -20,14 +26,23 @@ import traceback
 import ml_dtypes
 import numpy as np
 
+from embedding_parity.conformance import frameworks
+from embedding_parity.conformance.kinds import KINDS
+from embedding_parity.sharding import die_with_parent
+
+# NumPy's error state as the kit builds its cases: a target may change it when imported.
+KIT_ERRORS = np.geterr()
+
 
 class Unusable(Exception):
     """TARGET cannot be had: the one-line reason."""
 
 
 def load(target: str):
-    """(module, callable) of "path/to/file.py:NAME" or "package.module:NAME"; Unusable with
-    a one-line reason when it cannot be had."""
+    """(module, its name, callable) of "path/to/file.py:NAME" or "package.module:NAME"; Unusable with
+    a one-line reason when it cannot be had. A file is imported under a name of its own, so
+    that a numpy.py cannot become the kit's numpy; its folder, or for a module the current
+    folder, goes first on the import path, as `python FILE` and `python -m` put it."""
     where, _, name = target.rpartition(":")
     if not where or not name:
         raise Unusable(
@@ -37,28 +52,27 @@ def load(target: str):
         if not os.path.isfile(where):
             raise Unusable(f"TARGET {target!r}: no such file {where}")
         sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
-        spec = importlib.util.spec_from_file_location(os.path.basename(where)[:-3], where)
+        shown = os.path.basename(where)[:-3]
+        spec = importlib.util.spec_from_file_location(f"embedding_parity_target_{shown}", where)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
     else:
-        module = importlib.import_module(where)
+        sys.path.insert(0, os.getcwd())
+        module, shown = importlib.import_module(where), where
     if not hasattr(module, name):
-        raise Unusable(f"TARGET {target!r}: {module.__name__} has no {name!r}")
+        raise Unusable(f"TARGET {target!r}: {where} has no {name!r}")
     function = getattr(module, name)
     if not callable(function):
         raise Unusable(f"TARGET {target!r}: {name} is {type(function).__name__!r}, not callable")
-    return module, function
+    return module, shown, function
 
 
 def _load_answer(request: dict, answer):
     """Load the request's target and answer ready (with the framework) or why not; returns
     (function, framework, kind), or None when the target cannot be had."""
-    from embedding_parity.conformance import frameworks
-    from embedding_parity.conformance.kinds import KINDS
-
     try:
-        module, function = load(request["target"])
+        module, shown, function = load(request["target"])
     except Unusable as error:
         answer(usage=str(error))
         return None
@@ -69,7 +83,7 @@ def _load_answer(request: dict, answer):
         return None
     framework, why = request["framework"], "given with --framework"
     if framework is None:
-        framework, why = frameworks.detect(module, function)
+        framework, why = frameworks.detect(module, function, shown)
     answer(ready=True, framework=framework, why=why)
     return function, framework, KINDS[request["kind"]]
 
@@ -77,8 +91,6 @@ def _load_answer(request: dict, answer):
 def _changed(kept: list, native: list) -> list[dict]:
     """The arguments the call changed in place: [{"argument": index, "elements": count}],
     each compared bit for bit (NaN included) with its copy from before the call."""
-    from embedding_parity.conformance import frameworks
-
     found = []
     for index, (before, given) in enumerate(zip(kept, native)):
         if not isinstance(before, np.ndarray):
@@ -94,53 +106,92 @@ def _changed(kept: list, native: list) -> list[dict]:
     return found
 
 
-def main(folder: str) -> None:
+def _numbers(returned):
+    """(array, None) for a result that is an array of numbers, else (None, what it is)."""
+    if frameworks.is_tracer(returned):
+        return None, f"{type(returned).__name__} (a JAX tracer, leaked from a transformation)"
+    try:
+        with np.errstate(**KIT_ERRORS):
+            array = frameworks.to_numpy(returned)
+    except Exception:  # noqa: BLE001 - whatever cannot become an array is named by its type
+        return None, type(returned).__name__
+    if array.dtype.kind in "biufc" or array.dtype == ml_dtypes.bfloat16:
+        return array, None
+    if array.dtype == object:
+        return None, type(returned).__name__ if not isinstance(returned, np.ndarray) else (
+            "an array of Python objects"
+        )
+    return None, f"an array of {array.dtype} (not numbers)"
+
+
+def main(folder: str, parent: int) -> None:
+    die_with_parent(parent)
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # the target's prints go to the log, not into the answers
     sys.stdout = sys.stderr
+    me = os.getpid()
 
     def answer(**reply):
-        answers.write(json.dumps(reply) + "\n")
-
-    from embedding_parity.conformance import frameworks
+        answers.write(json.dumps({"id": request["id"], **reply}) + "\n")
 
     function = framework = kind = None
-    for number, line in enumerate(sys.stdin):
-        message = json.loads(line)
-        if "target" in message:  # a (new) target: later rows of a matrix reuse this process
-            found = _load_answer(message, answer)
+    for line in sys.stdin:
+        request = json.loads(line)
+        if "target" in request:  # a (new) target: later rows of a matrix reuse this process
+            found = _load_answer(request, answer)
+            if os.getpid() != me:  # the import forked a copy of the worker: it stops here
+                os._exit(0)
             if found is None:
                 return
             function, framework, kind = found
             continue
-        arguments = kind.arguments(message)
-        try:
-            with frameworks.precision(framework, arguments):
+        with np.errstate(**KIT_ERRORS):
+            arguments = kind.arguments(request["case"])
+        reply = _call(function, framework, arguments)
+        if os.getpid() != me:  # a fork() in the target returned here: only one may answer
+            os._exit(0)
+        if "array" in reply:
+            reply = _save(reply.pop("array"), request, folder) | reply
+        answer(**reply)
+
+
+def _call(function, framework, arguments) -> dict:
+    """The call's outcome: {"raised"}, {"returned": what} or {"array", "changed"}."""
+    try:
+        with frameworks.precision(framework, arguments):
+            with np.errstate(**KIT_ERRORS):
                 native = [frameworks.to_framework(a, framework) for a in arguments]
                 kept = [  # as the target receives them (JAX without x64 holds int64 as int32)
                     frameworks.to_numpy(n).copy() if isinstance(a, np.ndarray) else None
                     for a, n in zip(arguments, native)
                 ]
-                result = frameworks.to_numpy(function(*native))
+            returned = frameworks.settle(function(*native))
+            with np.errstate(**KIT_ERRORS):
                 changed = _changed(kept, native)
-        except Exception as error:  # noqa: BLE001 - the target's exception is the finding
-            traceback.print_exc()
-            first = (str(error).splitlines() or [""])[0]
-            answer(raised=f"{type(error).__name__}: {first}" if first else type(error).__name__)
-            continue
-        if result.dtype == object:
-            what = type(result.flat[0]).__name__ if result.size else "no"
-            answer(raised=f"TypeError: returned {what} objects, not an array")
-            continue
-        path = os.path.join(folder, f"result{number}.npy")
-        dtype = result.dtype.name
-        np.save(
-            path,
-            result.view(np.uint16) if result.dtype == ml_dtypes.bfloat16 else result,
-            allow_pickle=False,
-        )
-        answer(path=path, dtype=dtype, changed=changed)
+    except Exception as error:  # noqa: BLE001 - the target's exception is the finding
+        traceback.print_exc()
+        first = (str(error).splitlines() or [""])[0]
+        return {"raised": f"{type(error).__name__}: {first}" if first else type(error).__name__}
+    array, what = _numbers(returned)
+    if array is None:
+        return {"returned": what}
+    return {"array": array, "changed": changed}
+
+
+def _save(result: np.ndarray, request: dict, folder: str) -> dict:
+    """Write the result for the parent, unless it holds more elements than the case can give
+    (a broadcast view of a few bytes can stand for gigabytes): then only its shape."""
+    if result.size > request["elements"]:
+        return {
+            "returned": f"an array of shape {result.shape} ({result.size} elements, "
+            f"where a result of this case has at most {request['elements']})"
+        }
+    path = os.path.join(folder, f"result{request['id']}.npy")
+    with np.errstate(**KIT_ERRORS):
+        bits = result.view(np.uint16) if result.dtype == ml_dtypes.bfloat16 else result
+        np.save(path, bits, allow_pickle=False)
+    return {"path": path, "dtype": result.dtype.name}
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], int(sys.argv[2]))

@@ -65,7 +65,7 @@ def add_arguments(parser) -> None:
     add("--only", metavar="CHECK", help="run only the checks whose name starts with CHECK")
     add(
         "--timeout",
-        type=command.positive_finite,
+        type=command.seconds,
         default=60.0,
         help="seconds per case (default: %(default)g)",
     )

@@ -48,6 +48,22 @@ def positive_finite(text: str) -> float:
 
 positive_finite.__name__ = "float"
 
+LONGEST_WAIT = 86400.0  # seconds: a day, past which a time limit is a typo, not a limit
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a time limit, positive and at most a day (1e300 would overflow the
+    clocks that the waits use, late in the run)."""
+    value = positive_finite(text)
+    if value > LONGEST_WAIT:
+        raise argparse.ArgumentTypeError(
+            f"{value:g} seconds: give at most {LONGEST_WAIT:g} (a day)"
+        )
+    return value
+
+
+seconds.__name__ = "float"
+
 
 def column_range(text: str) -> tuple[int, int]:
     """An argparse type for --dims: "A:B" as (A, B)."""

@@ -40,6 +40,7 @@ class Outcome:
     array: np.ndarray | None = None
     raised: str | None = None  # "IndexError: ..."
     failed: str | None = None  # "timed out after 30 s", "the worker died (signal 11)"
+    returned: str | None = None  # what came back that is no array of numbers: "NoneType"
     changed: list = field(default_factory=list)  # [{"argument": i, "elements": n}]: in place
 
 
@@ -94,6 +95,15 @@ class Kind:
         """The float64 result the contract asks for."""
         raise NotImplementedError
 
+    def most_elements(self, params: dict) -> int:
+        """The most elements a result of the case can hold and be judged: the reference's,
+        or the arguments' together (a bad id's case has no reference). A larger result is
+        never written or read: a broadcast view of a few bytes can stand for gigabytes."""
+        arrays = sum(np.size(a) for a in self.arguments(params) if isinstance(a, np.ndarray))
+        if params.get("bad") is not None:
+            return int(arrays)
+        return int(max(arrays, np.size(self.reference(params))))
+
     def mistakes(self, params: dict) -> list[tuple[str, np.ndarray]]:
         """(name, float64 result) of each plausible mistake, most specific first."""
         return []
@@ -112,6 +122,10 @@ class Kind:
             if params.get("dtype", "float32") != "float32":  # a dtype it does not support
                 return Verdict("rejected", f"rejects {params['dtype']}: {outcome.raised}")
             return differs(f"raises {outcome.raised} on a valid input")
+        if outcome.returned:
+            if params.get("bad") is not None:
+                return differs(f"returns {outcome.returned} for a bad id: a silent answer")
+            return differs(f"returns {outcome.returned}, not an array of numbers")
         if outcome.changed:
             return differs(self.changed(params, outcome.changed))
         if params.get("bad"):

@@ -48,6 +48,9 @@ class Sinusoidal(Kind):
     def arguments(self, params):
         return [params["num_positions"], params["dim"]]
 
+    def most_elements(self, params):
+        return params["num_positions"] * params["dim"]  # the table's, without building it
+
     def reference(self, params, **changes):
         p = {**params, **changes}
         table = positional.sinusoidal_table(
