@@ -19,14 +19,13 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 
 import numpy as np
 
 import backends
 import benchmarks
-from embedding_parity import outputs
+from embedding_parity import outputs, scratch
 from embedding_parity.drawing.table import text_table
 from embedding_parity.sharding import reference
 
@@ -147,10 +146,11 @@ def main(argv=None) -> int:
         env = {
             **os.environ,
             "XLA_FLAGS": f"--xla_force_host_platform_device_count={max(args.shards)}",
+            "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
         }
         done = subprocess.run(
             [
-                sys.executable,
+                *scratch.PYTHON,
                 "-m",
                 "benchmarks.sharding",
                 "--jax-worker",

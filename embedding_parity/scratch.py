@@ -8,7 +8,7 @@ the temporary folder or the home folder. ``mkdtemp`` makes it mode 0700, so no
 other user can plant a file in it or read one. It is removed when the job returns, raises,
 is interrupted (Ctrl-C) or is asked to stop (SIGTERM, SIGHUP): those signals raise
 ``Terminated`` in the main thread, so every ``finally`` on the way out runs, and those
-that start processes stop them.
+that start processes stop them; more of them meanwhile are ignored.
 """
 
 from __future__ import annotations
@@ -22,6 +22,12 @@ import tempfile
 import threading
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+# How the project starts every Python of its own (the check's worker, the ranks and their
+# launcher, the JAX processes, the benchmarks' helpers): -P keeps the current folder off the
+# import path, so that a traceback.py or numpy.py where the user stands is never imported in
+# place of the library's. The project comes from PYTHONPATH, set by whoever starts it.
+PYTHON = (sys.executable, "-P")
 
 # What each framework writes on first use, and where it would go by default. A variable you
 # set yourself is kept: that is how to ask for a cache that outlives the run (a persistent
@@ -56,6 +62,10 @@ def stopped(where: str, stop: KeyboardInterrupt) -> int:
 
 
 def _terminate(number, frame):
+    # The run is stopping: a second SIGTERM must not cut its cleanup short (and leave a
+    # process it started behind), so the stop signals are ignored until private_folder ends.
+    for stop in STOP_SIGNALS:
+        signal.signal(stop, signal.SIG_IGN)
     raise Terminated(number)
 
 
@@ -76,15 +86,15 @@ def private_folder(prefix: str = "embedding-parity-"):
     try:
         yield folder
     finally:
-        for number, handler in handlers.items():
-            signal.signal(number, handler)
+        shutil.rmtree(folder, ignore_errors=True)
         for name, value in saved_env.items():  # torch.compile sets its variable itself
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
         tempfile.tempdir = saved_tempdir
-        shutil.rmtree(folder, ignore_errors=True)
+        for number, handler in handlers.items():  # last: a SIGTERM until here is ignored
+            signal.signal(number, handler)
 
 
 def caches(folder: str) -> dict[str, str]:

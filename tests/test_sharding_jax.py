@@ -191,3 +191,23 @@ def test_ctrl_c_on_a_jax_process_ends_it_and_its_peer_in_one_line_each(tmp_path,
     assert status1 == 2 and len(err1.splitlines()) == 1, err1
     assert "process 1 of 2" in err1
     assert not descendants(os.getpid())
+
+
+def test_the_processes_program_never_overwrites_its_cases(tmp_path, capsys):
+    """`--out` that is `--cases` (by any spelling: a link here) is refused before JAX starts,
+    and the cases are left as they were; the results are written whole or not at all."""
+    from embedding_parity.sharding import jax_processes
+
+    cases = tmp_path / "cases.npz"
+    np.savez(cases, token_ids=np.arange(3))
+    before = cases.read_bytes()
+    (tmp_path / "link.npz").symlink_to(cases)
+    argv = ["--coordinator", "127.0.0.1:1", "--num-processes", "1", "--process-id", "0"]
+    with pytest.raises(SystemExit) as stop:
+        jax_processes.main([*argv, "--cases", str(cases), "--out", str(tmp_path / "link.npz")])
+    assert stop.value.code == 2
+    assert f"--out {tmp_path / 'link.npz'} is --cases" in capsys.readouterr().err
+    assert cases.read_bytes() == before
+    with pytest.raises(SystemExit):
+        jax_processes.main([*argv, "--cases", str(cases), "--out", "x", "--timeout", "1e300"])
+    assert "1e+300 seconds: give at most 86400 (a day)" in capsys.readouterr().err

@@ -100,6 +100,42 @@ def test_a_stopped_run_cleans_up_everything(tmp_path, job, number):
     assert not os.path.exists(tmp_path / "out.json") and not os.path.exists(tmp_path / "out.png")
 
 
+@pytest.mark.slow
+def test_more_sigterms_during_cleanup_leave_nothing_behind(tmp_path):
+    """SIGTERM after SIGTERM while the run stops (a supervisor that insists): its cleanup
+    still ends every process it started (a second one cut it short, and left the hanging
+    worker alive)."""
+    words, marker = JOBS["check's worker"]
+    argv = [w.replace("{out}", str(tmp_path / "out")) for w in words]
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": ROOT}
+    process = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "compare.py"), *argv],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    started = set()
+    try:
+        wait_for(lambda: find(str(tmp_path), marker), 90, f"{marker} in the private folder")
+        started = descendants(process.pid)
+        for _ in range(50):  # 0.5 s of them: the cleanup, and past it
+            process.send_signal(signal.SIGTERM)
+            time.sleep(0.01)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+    # 143 and its line, or (a SIGTERM after the cleanup, its handler back) killed by one
+    assert process.returncode in (143, -signal.SIGTERM), (out, err)
+    assert err.strip().splitlines() in (["compare.py check: terminated (SIGTERM)"], []), err
+    wait_for(lambda: not any(alive(pid) for pid in started), 10, "the workers to stop")
+    assert os.listdir(tmp_path) == []
+
+
 KILLED = """
 import sys
 import numpy as np

@@ -15,7 +15,6 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -31,7 +30,6 @@ from embedding_parity.conformance.kinds import KINDS, Case, Outcome, Verdict
 
 ROOT = str(Path(__file__).resolve().parents[2])  # holds backends/ and embedding_parity/
 IMPORT_SECONDS = 180  # the target's own import (transformers takes seconds) and the frameworks'
-PYTHON = (sys.executable, "-P")  # -P: the current folder off the import path (Python 3.11)
 POLL_SECONDS = 0.1  # where no pidfd tells that the worker exited, how often to look
 LOG_BYTES = 1 << 16  # the tail of a worker's printing kept for its last line
 SHOWN_CHARACTERS = 300  # of a target's text in a report: one line, at most this long
@@ -225,9 +223,7 @@ class Worker:
     def _start(self) -> None:
         self.started += 1
         self.process = subprocess.Popen(
-            # -P: the current folder is not on the worker's import path, so that a
-            # traceback.py where the user stands is not imported in place of the library's
-            [*PYTHON, "-m", "embedding_parity.conformance.worker", self.folder, str(os.getpid())],
+            [*scratch.PYTHON, "-m", "embedding_parity.conformance.worker", self.folder, str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

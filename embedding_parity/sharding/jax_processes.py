@@ -31,6 +31,7 @@ import traceback
 import numpy as np
 
 from backends import validation
+from embedding_parity import outputs, scratch
 from embedding_parity.sharding import reference, stopped
 
 # The folder holding backends/ and embedding_parity/: the workers import both from there.
@@ -86,7 +87,7 @@ def embed_many(
             try:
                 for i in range(num_processes):
                     command = [
-                        sys.executable,
+                        *scratch.PYTHON,
                         "-m",
                         "embedding_parity.sharding.jax_processes",
                         "--coordinator",
@@ -151,7 +152,8 @@ def supervise(argv, prog: str, launch, timeout: float) -> int:
     process and what JAX reported, passes on the child's stdout and stderr once it has ended
     (without gloo's connection notices), and returns its exit status. The child is stopped on every
     way out of here."""
-    env = {**os.environ, CHILD: "1"}
+    path = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, CHILD: "1", "PYTHONPATH": path}  # -P: the project from its path
     code = (
         "import sys; from embedding_parity.sharding import die_with_parent; "
         "die_with_parent(int(sys.argv[1])); from embedding_parity.cli import main; "
@@ -161,7 +163,7 @@ def supervise(argv, prog: str, launch, timeout: float) -> int:
     # stdout, and JAX's abort to stderr.
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         child = subprocess.Popen(
-            [sys.executable, "-c", code, str(os.getpid()), prog, *argv],
+            [*scratch.PYTHON, "-c", code, str(os.getpid()), prog, *argv],
             env=env,
             stdout=out,
             stderr=err,
@@ -303,6 +305,8 @@ def embed_launched(cases, strategies, launch, *, timeout: float = 60.0) -> dict:
 
 
 def main(argv=None) -> int:
+    from embedding_parity.jobs.command import seconds
+
     parser = argparse.ArgumentParser(
         prog="python -m embedding_parity.sharding.jax_processes", description=__doc__
     )
@@ -313,9 +317,11 @@ def main(argv=None) -> int:
     add("--strategy", default="rows")
     add("--cases", required=True, help="an .npz written by embed_many")
     add("--out", required=True, help="where process 0 writes the results (.npz)")
-    add("--timeout", type=float, default=120.0, help="seconds to wait for the others to join")
+    add("--timeout", type=seconds, default=120.0, help="seconds to wait for the others to join")
     add("--fail-process", type=int, help=argparse.SUPPRESS)  # tests: this process raises
     args = parser.parse_args(argv)
+    if os.path.exists(args.out) and os.path.samefile(args.out, args.cases):
+        parser.error(f"--out {args.out} is --cases: the results would overwrite the cases")
 
     import jax
 
@@ -361,7 +367,8 @@ def _lookups(args) -> None:
             local = np.asarray(y.addressable_data(0))  # replicated: this process's copy
             results[str(i)] = local.view(f"u{local.dtype.itemsize}")
     if args.process_id == 0:
-        np.savez(args.out, **results)
+        with outputs.replacing(args.out) as out:  # whole or not at all
+            np.savez(out, **results)
 
 
 if __name__ == "__main__":
