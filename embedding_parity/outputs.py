@@ -3,14 +3,17 @@
 Every file the project writes (pictures, JSON, .npz arrays, the page, the benchmarks' records)
 goes through ``replacing``: a temporary file beside the target, renamed over it only when the
 writing finished. A full disk, an exception or Ctrl-C midway leaves the old file as it was, and
-the temporary one is removed.
+the temporary one is removed. A folder written as one (a checkpoint) goes through
+``new_folder`` likewise.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
+import time
 
 
 def _open(folder: str, name: str, mode: str):
@@ -36,6 +39,31 @@ def replacing(path, mode: str = "wb"):
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
+        raise
+
+
+@contextlib.contextmanager
+def new_folder(path):
+    """A temporary folder beside ``path`` (which must not exist) to write its contents into;
+    renamed to ``path`` when the block ends without an exception, and removed with all it
+    holds otherwise: a full disk midway leaves no half-written folder. Yields its path."""
+    path = os.path.abspath(os.fspath(path))
+    if os.path.exists(path):
+        raise ValueError(f"{path} exists: a checkpoint goes into a new folder")
+    name = os.path.basename(path)
+    temporary = tempfile.mkdtemp(dir=os.path.dirname(path), prefix=f".{name}.", suffix=".partial")
+    try:
+        yield temporary
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o777 & ~umask)  # as mkdir would have made it, not mkdtemp's 0700
+        os.rename(temporary, path)
+    except BaseException:
+        for _ in range(10):  # a writer's own threads (TensorStore's) may outlive its error
+            shutil.rmtree(temporary, ignore_errors=True)
+            time.sleep(0.05)
+            if not os.path.exists(temporary):
+                break
         raise
 
 

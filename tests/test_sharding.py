@@ -6,6 +6,8 @@ The NumPy reference runs here; JAX's meshes need N devices, which XLA makes only
 
 import json
 import os
+import pathlib
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -491,11 +493,14 @@ def test_compare_shard_saves_a_checkpoint_and_restores_it_onto_another_count(tmp
     assert other.returncode == 1 and "DIFFERS from this run's token table" in other.stdout
 
 
+RECORD = {"framework": "jax", "format": "orbax", "vocab_size": 100, "dim": 10,
+          "dtype": "float32", "strategy": "rows", "num_shards": 2}  # fmt: skip
+
+
 def test_compare_shard_refuses_a_checkpoint_of_another_shape_before_any_work(tmp_path, capsys):
     folder = tmp_path / "checkpoint" / "jax"
-    folder.mkdir(parents=True)
-    record = {"framework": "jax", "format": "orbax", "vocab_size": 100, "dim": 10}
-    (folder / "table.json").write_text(json.dumps(record))
+    (folder / "orbax").mkdir(parents=True)
+    (folder / "table.json").write_text(json.dumps(RECORD))
     argv = ["shard", "--backends", "numpy", "jax", "--dim", "12"]
     assert compare.main([*argv, "--load-checkpoint", str(tmp_path / "checkpoint")]) == 2
     err = capsys.readouterr().err
@@ -506,6 +511,99 @@ def test_compare_shard_refuses_a_checkpoint_of_another_shape_before_any_work(tmp
     assert err.splitlines() == [expected]
     assert compare.main(["shard", "--save-checkpoint", str(tmp_path)]) == 2
     assert "exists: a checkpoint goes into a new folder" in capsys.readouterr().err
+
+
+def damage_record(table: str):
+    """How a table.json may be damaged, each once the end of a traceback and exit 1 (some
+    after the whole run), or a run that read /dev/zero until memory ran out, or hung."""
+    damages = {
+        "bogus dtype": lambda: table.write_text(json.dumps({**RECORD, "dtype": "bogus"})),
+        "no vocab_size": lambda: table.write_text(json.dumps(
+            {k: v for k, v in RECORD.items() if k != "vocab_size"})),
+        "no num_shards": lambda: table.write_text(json.dumps(
+            {k: v for k, v in RECORD.items() if k != "num_shards"})),
+        "a list": lambda: table.write_text("[]"),
+        "null": lambda: table.write_text("null"),
+        "a string count": lambda: table.write_text(json.dumps({**RECORD, "dim": "10"})),
+        "nested too deep": lambda: table.write_text("[" * 10000),
+        "too big": lambda: table.write_text(" " * 70000 + json.dumps(RECORD)),
+        "/dev/zero": lambda: table.symlink_to("/dev/zero"),
+        "a FIFO": lambda: os.mkfifo(table),
+    }  # fmt: skip
+    return damages
+
+
+@pytest.mark.parametrize("damage", list(damage_record(None)))
+def test_a_damaged_checkpoint_record_is_refused_in_one_line_before_any_work(
+    tmp_path, capsys, damage
+):
+    folder = tmp_path / "checkpoint" / "jax"
+    (folder / "orbax").mkdir(parents=True)
+    damage_record(folder / "table.json")[damage]()
+    out = tmp_path / "shard.png"
+    argv = ["shard", "--backends", "numpy", "jax", "--load-checkpoint", str(folder.parent)]
+    assert compare.main([*argv, "--timeout", "5", "--out", str(out)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("compare.py shard: error: ") and str(folder) in line, line
+    assert not out.exists()  # before any work
+
+
+def dcp_files(folder, token_table, num_shards: int) -> None:
+    """A torch checkpoint as DCP's safetensors writer leaves it (test_sharding_launched.py
+    holds a real one to the same checks): one file per rank, its rows' place in its header."""
+    from safetensors.numpy import save_file
+
+    (folder / "dcp").mkdir(parents=True)
+    rows = reference.per_shard(len(token_table), num_shards)
+    for rank in range(num_shards):
+        info = {"token_table": {"saved_offsets": [rank * rows, 0]}}
+        metadata = {"format": "pt", "DCP_SHARDING_INFO": json.dumps(info), "DCP_VERSION": "1.0"}
+        name = f"shard-{rank + 1:05d}-model-00001-of-00001.safetensors"
+        part = np.ascontiguousarray(token_table[rank * rows : (rank + 1) * rows])
+        save_file({"token_table": part}, str(folder / "dcp" / name), metadata=metadata)
+    record = {**RECORD, "framework": "torch", "format": "dcp", "num_shards": num_shards}
+    (folder / "table.json").write_text(json.dumps(record))
+
+
+def damage_dcp(folder):
+    """How DCP's files may be damaged, each once nested rank tracebacks and exit 1: the
+    damage, and what the one line names."""
+    second = folder / "dcp" / "shard-00002-model-00001-of-00001.safetensors"
+
+    def edit(old: bytes, new: bytes):
+        second.write_bytes(second.read_bytes().replace(old, new, 1))
+
+    return {
+        "truncated": (lambda: os.truncate(second, 1000), f"{second} has 1000 bytes"),
+        "deleted": (second.unlink, "rows 50:100 of the 100 x 10 table are in no file"),
+        "offsets past the table": (
+            lambda: edit(b'saved_offsets\\": [50', b'saved_offsets\\": [70'),
+            f"{second} holds rows 70:120",
+        ),
+        "overlapping offsets": (
+            lambda: edit(b'saved_offsets\\": [50', b'saved_offsets\\": [40'),
+            "both hold rows 40:50",
+        ),
+        "shape": (lambda: edit(b"[50,10]", b"[60,10]"), f"{second} holds a 60 x 10 F32 piece"),
+        "no dcp folder": (lambda: shutil.rmtree(folder / "dcp"), f"{folder / 'dcp'} is missing"),
+    }
+
+
+@pytest.mark.parametrize("damage", list(damage_dcp(pathlib.Path("checkpoint"))))
+def test_a_damaged_dcp_checkpoint_is_refused_in_one_line_before_any_rank_starts(
+    tmp_path, capsys, damage
+):
+    folder = tmp_path / "checkpoint" / "torch"
+    token_table, _ = backends.shared_weights(100, 10, 16, seed=0)
+    dcp_files(folder, token_table, 2)
+    do, named = damage_dcp(folder)[damage]
+    do()
+    out = tmp_path / "shard.png"
+    argv = ["shard", "--backends", "numpy", "torch", "--load-checkpoint", str(folder.parent)]
+    assert compare.main([*argv, "--shards", "2", "--timeout", "5", "--out", str(out)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("compare.py shard: error: ") and named in line, line
+    assert not out.exists()  # before any rank started
 
 
 @pytest.mark.parametrize("strategy", ["rows", "columns"])

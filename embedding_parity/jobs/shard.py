@@ -379,7 +379,10 @@ def main(args) -> int:
     if launch is None or launch.rank == 0:  # one report for the job
         print(launch.describe() if launch else _own_launch(names, done.num_shards))
         _report(args, done)
-    restored_differ = _checkpoints(args, names, done) if launch is None else False
+    try:
+        restored_differ = _checkpoints(args, names, done) if launch is None else False
+    except RuntimeError as error:  # the ranks that save or restore: one line naming the folder
+        raise command.UsageError(f"a distributed run failed: {error}") from None
     return 1 if done.differing or restored_differ else 0
 
 
@@ -399,6 +402,8 @@ def _check_checkpoints(args, names, launch, shape) -> None:
         raise command.UsageError(
             f"--save-checkpoint {args.save_checkpoint} exists: a checkpoint goes into a new folder"
         )
+    if args.save_checkpoint:  # written beside itself and renamed: its folder must take it
+        command.check_folder("--save-checkpoint", args.save_checkpoint)
     if args.load_checkpoint:
         found = [n for n in CHECKPOINTED if os.path.isdir(os.path.join(args.load_checkpoint, n))]
         if not found:
@@ -422,22 +427,26 @@ def _checkpoints(args, names, done) -> bool:
     frameworks = [n for n in names if n in CHECKPOINTED]
     differ = False
     if args.save_checkpoint:
+        with outputs.new_folder(args.save_checkpoint) as partial:  # every framework's or none
+            for name in frameworks:
+                folder = os.path.join(partial, name)
+                if name == "torch":
+                    from embedding_parity.sharding import torch_shards
+
+                    torch_shards.save_checkpoint(
+                        done.token_table, folder, num_shards=done.num_shards
+                    )
+                else:
+                    from embedding_parity.sharding import jax_shards
+
+                    layer = jax_shards.ShardedEmbedding(
+                        done.token_table, done.position_table, num_shards=done.num_shards
+                    )
+                    jax_shards.save_checkpoint(layer, folder)
         for name in frameworks:
-            folder = os.path.join(args.save_checkpoint, name)
-            if name == "torch":
-                from embedding_parity.sharding import torch_shards
-
-                torch_shards.save_checkpoint(done.token_table, folder, num_shards=done.num_shards)
-            else:
-                from embedding_parity.sharding import jax_shards
-
-                layer = jax_shards.ShardedEmbedding(
-                    done.token_table, done.position_table, num_shards=done.num_shards
-                )
-                jax_shards.save_checkpoint(layer, folder)
             print(
-                f"checkpoint: {os.path.abspath(folder)} ({CHECKPOINTED[name]}, "
-                f"{done.num_shards} shards by rows)"
+                f"checkpoint: {os.path.abspath(os.path.join(args.save_checkpoint, name))} "
+                f"({CHECKPOINTED[name]}, {done.num_shards} shards by rows)"
             )
     if args.load_checkpoint:
         vocab_size, dim = done.token_table.shape

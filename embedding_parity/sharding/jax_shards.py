@@ -19,9 +19,14 @@ device sees them (see ``sharding.reference`` for why, and for the exactness argu
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import re
+import sys
+import threading
+import time
 from functools import cache
 
 import jax
@@ -221,24 +226,30 @@ def _columns(local, ids):
 def save_checkpoint(layer: ShardedEmbedding, folder: str) -> None:
     """Write the sharded token table to ``folder`` (which must not exist) with Orbax, each
     device's shard as it lies, padding included: ``folder/orbax`` in Orbax's own format and
-    ``folder/table.json`` with the table's logical sizes, dtype, strategy and shard count."""
+    ``folder/table.json`` with the table's logical sizes, dtype, strategy and shard count.
+    Written into a temporary folder beside it and renamed: a failure (a full disk) leaves no
+    ``folder``, and is one OSError line."""
     import orbax.checkpoint as ocp
 
-    folder = os.path.abspath(folder)
-    if os.path.exists(folder):
-        raise ValueError(f"{folder} exists: a checkpoint goes into a new folder")
-    with ocp.StandardCheckpointer() as checkpointer:
-        checkpointer.save(os.path.join(folder, "orbax"), {"token_table": layer.token_table})
-    record = {
-        "framework": "jax",
-        "format": "orbax",
-        "vocab_size": layer.vocab_size,
-        "dim": layer.dim,
-        "dtype": np.dtype(layer.token_table.dtype).name,
-        "strategy": layer.strategy,
-        "num_shards": layer.num_shards,
-    }
-    outputs.write_text(os.path.join(folder, "table.json"), json.dumps(record, indent=1))
+    with outputs.new_folder(folder) as partial:
+        try:
+            # Orbax's synchronous checkpointer: the asynchronous one (StandardCheckpointer)
+            # leaves a worker idle on a failure, which _orbax_quiet would wait for
+            tree = ocp.args.StandardSave({"token_table": layer.token_table})
+            with _orbax_quiet(), ocp.Checkpointer(ocp.StandardCheckpointHandler()) as checkpointer:
+                checkpointer.save(os.path.join(partial, "orbax"), args=tree)
+        except (ValueError, OSError) as error:  # TensorStore's, a full disk say
+            raise OSError(f"Orbax could not write {folder}: {_orbax_error(error)}") from None
+        record = {
+            "framework": "jax",
+            "format": "orbax",
+            "vocab_size": layer.vocab_size,
+            "dim": layer.dim,
+            "dtype": np.dtype(layer.token_table.dtype).name,
+            "strategy": layer.strategy,
+            "num_shards": layer.num_shards,
+        }
+        outputs.write_text(os.path.join(partial, "table.json"), json.dumps(record, indent=1))
 
 
 def load_checkpoint(
@@ -269,12 +280,56 @@ def load_checkpoint(
     restore = {
         "token_table": ocp.ArrayRestoreArgs(sharding=target, global_shape=padded, strict=False)
     }
-    restored = ocp.PyTreeCheckpointer().restore(
-        os.path.join(folder, "orbax"), args=ocp.args.PyTreeRestore(restore_args=restore)
-    )
+    try:
+        with _orbax_quiet():
+            restored = ocp.PyTreeCheckpointer().restore(
+                os.path.join(folder, "orbax"), args=ocp.args.PyTreeRestore(restore_args=restore)
+            )
+    except Exception as error:  # noqa: BLE001 (a damaged file: Orbax raises Exception itself)
+        raise ValueError(f"Orbax could not restore {folder}: {_orbax_error(error)}") from None
     layer = ShardedEmbedding.__new__(ShardedEmbedding)  # the table is already on its devices
     layer.vocab_size, layer.dim, layer.max_seq_len = vocab_size, dim, len(position_table)
     layer.strategy, layer.num_shards, layer.mesh = strategy, num_shards, mesh
     layer.token_table = restored["token_table"]
     layer.position_table = jax.device_put(position_table, NamedSharding(mesh, P()))
     return layer
+
+
+@contextlib.contextmanager
+def _orbax_quiet(seconds: float = 30.0):
+    """Orbax silent while it runs, and the threads it starts finished (for at most ``seconds``)
+    before the block ends; its errors arrive as the exception it raises, in one line. On a
+    full disk it logs each background thread's error with a traceback to absl's logger (about
+    270 lines), and TensorStore, finishing a write after Orbax closed its event loop, prints
+    another traceback itself (sometimes); those threads go on writing into the folder the
+    caller then removes. (A successful save or restore prints nothing.)"""
+    logger = logging.getLogger("absl")
+    disabled, logger.disabled = logger.disabled, True
+    before = set(threading.enumerate())
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)  # the file, not sys.stderr: TensorStore's own threads print there too
+    os.close(devnull)
+    try:
+        yield
+    except BaseException:
+        # TensorStore's own C++ threads finish the failed save's other writes after Orbax
+        # raised, and nothing says when (half a second: ten full-disk runs, none left a line).
+        time.sleep(0.5)
+        raise
+    finally:
+        deadline = time.monotonic() + seconds
+        for thread in set(threading.enumerate()) - before:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        logger.disabled = disabled
+
+
+def _orbax_error(error: BaseException) -> str:
+    """The first line of the innermost cause: TensorStore's message naming the file (Orbax's
+    own wraps it in a dump of the TensorStore spec)."""
+    while error.__cause__ is not None or error.__context__ is not None:
+        error = error.__cause__ or error.__context__
+    return "".join(str(error).strip().splitlines()[:1]) or type(error).__name__

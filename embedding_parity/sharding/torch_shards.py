@@ -693,34 +693,27 @@ def save_checkpoint(token_table, folder: str, *, num_shards: int, strategy: str 
                     timeout: float = 60.0) -> None:  # fmt: skip
     """Write ``token_table`` split over num_shards ranks (by rows or columns) to ``folder``
     (which must not exist) with ``torch.distributed.checkpoint``: each rank writes its own
-    shard; ``folder/dcp`` in DCP's format and ``folder/table.json`` with the sizes."""
-    folder = os.path.abspath(folder)
-    if os.path.exists(folder):
-        raise ValueError(f"{folder} exists: a checkpoint goes into a new folder")
+    shard; ``folder/dcp`` in DCP's format and ``folder/table.json`` with the sizes. Written
+    into a temporary folder beside it and renamed: a failure leaves no ``folder``."""
     validation.choice(strategy, ("rows", "columns"), "checkpoint strategy")
     token_table = np.asarray(token_table)
     case = (token_table, token_table[:1], np.zeros(0, np.int64), 0)
-    os.makedirs(folder)
-    _spawn(
-        [case],
-        "save",
-        num_shards,
-        strategy,
-        timeout,
-        None,
-        raw=True,
-        checkpoint=os.path.join(folder, "dcp"),
-    )
-    record = {
-        "framework": "torch",
-        "format": "dcp",
-        "vocab_size": token_table.shape[0],
-        "dim": token_table.shape[1],
-        "dtype": token_table.dtype.name,
-        "strategy": strategy,
-        "num_shards": num_shards,
-    }
-    outputs.write_text(os.path.join(folder, "table.json"), json.dumps(record, indent=1))
+    with outputs.new_folder(folder) as partial:
+        where = os.path.join(partial, "dcp")
+        try:
+            _spawn([case], "save", num_shards, strategy, timeout, None, raw=True, checkpoint=where)
+        except RuntimeError as error:
+            raise RuntimeError(f"the ranks could not write {folder}: {_last(error)}") from None
+        record = {
+            "framework": "torch",
+            "format": "dcp",
+            "vocab_size": token_table.shape[0],
+            "dim": token_table.shape[1],
+            "dtype": token_table.dtype.name,
+            "strategy": strategy,
+            "num_shards": num_shards,
+        }
+        outputs.write_text(os.path.join(partial, "table.json"), json.dumps(record, indent=1))
 
 
 def load_checkpoint(folder: str, *, num_shards: int, strategy: str = "rows", vocab_size=None,
@@ -729,27 +722,35 @@ def load_checkpoint(folder: str, *, num_shards: int, strategy: str = "rows", voc
     """The token table restored from ``folder`` onto num_shards ranks split by ``strategy``,
     whatever count wrote it (DCP reshards on load): (the table gathered on rank 0, each
     rank's local shard shape). ValueError when the checkpoint's vocabulary or dim is not
-    vocab_size or dim (when given), or it is not torch's. save_to: a new folder, where the
-    same ranks then save the table as they hold it (a reshard in one run)."""
+    vocab_size or dim (when given), it is not torch's, or its files are damaged (checked
+    before any rank starts, ``read_checkpoint_record``); RuntimeError in one line when the
+    ranks fail to load it all the same. save_to: a new folder, where the same ranks then
+    save the table as they hold it (a reshard in one run), whole or not at all."""
     folder = os.path.abspath(folder)
     record = read_checkpoint_record(folder, "torch", vocab_size, dim)
     shape = (record["vocab_size"], record["dim"])
     empty = np.zeros(shape, validation.DTYPES[record["dtype"]])
     case = (empty, empty[:1], np.zeros(0, np.int64), 0)
-    where = os.path.join(folder, "dcp")
-    if save_to is not None:
-        save_to = os.path.abspath(save_to)
-        if os.path.exists(save_to):
-            raise ValueError(f"{save_to} exists: a checkpoint goes into a new folder")
-        os.makedirs(save_to)
-        where += "\n" + os.path.join(save_to, "dcp")
-    results = _spawn(
-        [case], "load", num_shards, strategy, timeout, None, raw=True, checkpoint=where
-    )
-    if save_to is not None:
-        record = {**record, "strategy": strategy, "num_shards": num_shards}
-        outputs.write_text(os.path.join(save_to, "table.json"), json.dumps(record, indent=1))
+    saving = outputs.new_folder(save_to) if save_to is not None else contextlib.nullcontext()
+    with saving as partial:
+        where = os.path.join(folder, "dcp")
+        if partial is not None:
+            where += "\n" + os.path.join(partial, "dcp")
+        try:
+            results = _spawn(
+                [case], "load", num_shards, strategy, timeout, None, raw=True, checkpoint=where
+            )
+        except RuntimeError as error:
+            raise RuntimeError(f"the ranks could not restore {folder}: {_last(error)}") from None
+        if partial is not None:
+            record = {**record, "strategy": strategy, "num_shards": num_shards}
+            outputs.write_text(os.path.join(partial, "table.json"), json.dumps(record, indent=1))
     return results["0"].view(empty.dtype), results["local shapes"]
+
+
+def _last(error: RuntimeError) -> str:
+    """A rank's error's last line: DCP's own error holds every rank's traceback."""
+    return "".join(str(error).strip().splitlines()[-1:])
 
 
 def embed_launched(cases, strategies, launch, *, timeout: float = 60.0) -> dict[str, tuple]:
