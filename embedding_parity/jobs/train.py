@@ -284,6 +284,8 @@ def main(args) -> int:
 
     names = command.chosen_backends(args.backends)
     command.check_picture(args.out)
+    if not args.extrapolate and "learned" in args.scheme:  # its second picture, beside --out
+        command.check_folder("the positions picture of --out", _positions_picture(args.out))
     command.check_file("--json", args.json, ".json")
     command.check_file("--save", args.save, ".safetensors")
     job = extrapolate if args.extrapolate else sys.modules[__name__]
@@ -312,9 +314,8 @@ def _report(args, done: Training) -> int:
     pictures.curves(done, args.out, show=show)
     print(f"picture: {os.path.abspath(args.out)}")
     if "learned" in done.drift:
-        stem, extension = os.path.splitext(args.out)
-        pictures.positions(done, f"{stem}-positions{extension}", show=show)
-        print(f"picture: {os.path.abspath(f'{stem}-positions{extension}')}")
+        pictures.positions(done, _positions_picture(args.out), show=show)
+        print(f"picture: {os.path.abspath(_positions_picture(args.out))}")
     if args.json:
         save_json(done, args.json)
         print(f"curves: {os.path.abspath(args.json)}")
@@ -323,6 +324,12 @@ def _report(args, done: Training) -> int:
         note = "" if scheme == "learned" else "; token_table only: no learned positions"
         print(f"tables ({scheme}, {backend}{note}): {os.path.abspath(args.save)}")
     return 1 if done.beyond() else 0
+
+
+def _positions_picture(out: str) -> str:
+    """The learned position table's picture, written beside --out: OUT-positions.png."""
+    stem, extension = os.path.splitext(out)
+    return f"{stem}-positions{extension}"
 
 
 def _report_extrapolation(args, names, schemes, settings) -> int:
