@@ -4,6 +4,7 @@ midway (a full disk) leaves the previous file as it was, for every kind of outpu
 import errno
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -166,3 +167,59 @@ def test_a_check_report_cannot_overwrite_the_target(tmp_path, capsys):
     assert compare.main(argv) == 2
     assert "is the same file as TARGET" in capsys.readouterr().err
     assert json.loads(target.read_text()) == {"keep": True}
+
+
+def test_train_checks_its_second_picture_before_training(tmp_path, capsys):
+    """With the learned scheme train also draws OUT-positions.png: a name it cannot take is
+    refused before any step, not after the whole run."""
+    (tmp_path / "t-positions.png").mkdir()
+    argv = ["train", "--backends", "numpy", "--scheme", "learned", "--steps", "2"]
+    assert compare.main([*argv, "--out", str(tmp_path / "t.png")]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "t-positions.png' is a folder: give a file name" in line
+    assert not (tmp_path / "t.png").exists()  # before training
+
+
+def test_a_full_disk_leaves_no_half_written_checkpoint(tmp_path, capsys, full_disk):
+    """Orbax writes its files, then table.json meets a full disk: one line, and nothing at
+    --save-checkpoint's path or beside it (it was written in a temporary sibling)."""
+    pytest.importorskip("orbax.checkpoint")
+    full_disk("table.json")
+    argv = [
+        "shard",
+        "--backends",
+        "numpy",
+        "jax",
+        "--shards",
+        "1",
+        "--out",
+        str(tmp_path / "s.png"),
+    ]
+    assert compare.main([*argv, "--save-checkpoint", str(tmp_path / "ckpt")]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "No space left on device" in line
+    assert sorted(os.listdir(tmp_path)) == ["s.png"]
+
+
+def test_a_failed_dcp_save_leaves_no_folder_and_says_it_in_one_line(tmp_path, monkeypatch):
+    """A rank that cannot write (its error DCP's, every rank's traceback in it)."""
+    pytest.importorskip("torch")
+    from embedding_parity.sharding import torch_shards
+
+    def full(*args, checkpoint, **kwargs):
+        os.makedirs(checkpoint)  # a rank's file, half written
+        (Path(checkpoint) / "shard-00001-model-00001-of-00001.safetensors").write_bytes(OLD)
+        raise RuntimeError(
+            "rank 0: CheckpointException ranks:dict_keys([0, 1])\nTraceback (most recent call "
+            "last): (RANK 0)\n  File ...\nOSError: [Errno 28] No space left on device\n"
+        )
+
+    monkeypatch.setattr(torch_shards, "_spawn", full)
+    token_table, _ = backends.shared_weights(100, 10, 16)
+    with pytest.raises(RuntimeError) as failed:
+        torch_shards.save_checkpoint(token_table, tmp_path / "ckpt", num_shards=2)
+    assert str(failed.value) == (
+        f"the ranks could not write {tmp_path / 'ckpt'}: OSError: [Errno 28] No space left on "
+        "device"
+    )
+    assert os.listdir(tmp_path) == []

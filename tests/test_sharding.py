@@ -235,6 +235,32 @@ JAX_CHECKS = textwrap.dedent(
         jax_shards.load_checkpoint(folder, positions32, num_shards=2, vocab_size=100, dim=10)
     except ValueError as error:
         errors["checkpoint"] = ["ValueError", str(error)]
+    # A data file cut short: Orbax raises Exception, the cause TensorStore's, in one line.
+    import glob
+    data = max(glob.glob(os.path.join(folder, "orbax", "ocdbt.process_0", "d", "*")),
+               key=os.path.getsize)
+    os.truncate(data, 100)
+    try:
+        jax_shards.load_checkpoint(folder, positions32, num_shards=1)
+    except ValueError as error:
+        errors["truncated"] = ["ValueError", str(error)]
+    # A full disk (files limited to 1000 bytes; the table is 4 kB): nothing left, nothing
+    # on stderr (Orbax logged about 270 lines), one error.
+    import resource, signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails, EFBIG
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    sys.stderr.write("full disk from here\\n")
+    sys.stderr.flush()
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1000, limits[1]))
+    try:
+        jax_shards.save_checkpoint(saved, os.path.join(sys.argv[1], "full"))
+    except OSError as error:
+        errors["full disk"] = ["OSError", str(error)]
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+    sys.stderr.write("full disk to here\\n")
+    sys.stderr.flush()
+    left = [name for name in os.listdir(sys.argv[1]) if "full" in name]
     # A table left in its file: each device's shard read through make_array_from_callback
     # (one process holds every device here, so it reads every shard, each once).
     from safetensors.numpy import save_file
@@ -265,6 +291,7 @@ JAX_CHECKS = textwrap.dedent(
         "restored": restored,
         "from_file": from_file,
         "errors": errors,
+        "left": left,
         "bytes": [rows.bytes_per_device(), columns.bytes_per_device()],
     }))
     """
@@ -300,6 +327,15 @@ def test_jax_shards_over_four_devices_are_the_unsharded_layer_and_gradient_bit_f
     errors = report["errors"]
     assert errors["checkpoint"][0] == "ValueError"
     assert "has vocab_size 103, this table 100" in errors["checkpoint"][1]
+    [_, truncated] = errors["truncated"]
+    assert truncated.startswith("Orbax could not restore ") and "\n" not in truncated
+    assert "OUT_OF_RANGE" in truncated and "checkpoint-3-1-rows" in truncated, truncated
+    [_, full] = errors["full disk"]
+    assert full.startswith(f"Orbax could not write {tmp_path / 'full'}: ") and "\n" not in full
+    assert "File too large" in full, full
+    assert report["left"] == []  # nor its temporary sibling
+    during = done.stderr.split("full disk from here\n")[1].split("full disk to here\n")[0]
+    assert during == "", during[-3000:]
     assert errors["id"][0] == "IndexError" and "token id 103 at token_ids[1]" in errors["id"][1]
     assert errors["start"][0] == "ValueError" and "exceeds max_seq_len 16" in errors["start"][1]
     assert errors["devices"][0] == "ValueError"
