@@ -4,6 +4,7 @@ table onto another number of ranks. The helpers that run launched jobs (here and
 test_sharding_jax.py) hold every listening socket to loopback."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -181,7 +182,7 @@ def test_torchrun_on_two_nodes_over_loopback(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_dcp_checkpoint_is_restored_onto_another_number_of_ranks(tmp_path):
+def test_a_dcp_checkpoint_is_restored_onto_another_number_of_ranks(tmp_path, monkeypatch):
     """torch.distributed.checkpoint reshards on load: saved by 2 ranks by rows, restored by 3
     by columns (more ranks, uneven parts; and saved again), by 1 by rows (fewer); every step
     bit-identical. (4 ranks: the tests above; each rank here costs a process with torch.)"""
@@ -189,6 +190,7 @@ def test_a_dcp_checkpoint_is_restored_onto_another_number_of_ranks(tmp_path):
     import json
     import pickle
 
+    from embedding_parity import sharding
     from embedding_parity.sharding import torch_shards
 
     token_table, _ = backends.shared_weights(103, 10, 16, seed=3)
@@ -215,3 +217,22 @@ def test_a_dcp_checkpoint_is_restored_onto_another_number_of_ranks(tmp_path):
     (saved / "table.json").write_text(json.dumps({**record, "framework": "jax"}))
     with pytest.raises(ValueError, match="holds a jax checkpoint .* torch reads only its own"):
         torch_shards.load_checkpoint(saved, num_shards=2)
+    # DCP's real files, damaged: refused from their headers before any rank starts (the
+    # damage that test_sharding.py makes to hand-made ones)
+    second = tmp_path / "n2" / "dcp" / "shard-00002-model-00001-of-00001.safetensors"
+    whole = second.read_bytes()
+    for damaged, named in [
+        (whole[:1000], f"{second} has 1000 bytes, its header says {len(whole)}"),
+        (whole.replace(b"[51,10]", b"[61,10]", 1), f"{second} holds a 61 x 10 F32 piece"),
+        (whole.replace(b'offsets\\": [52', b'offsets\\": [72', 1), f"{second} holds rows 72:"),
+    ]:
+        second.write_bytes(damaged)
+        with pytest.raises(ValueError, match=re.escape(named)):
+            torch_shards.load_checkpoint(tmp_path / "n2", num_shards=2)
+    # and should the ranks find what the headers cannot show, their error is one line
+    monkeypatch.setattr(sharding, "_check_dcp", lambda folder, record: None)
+    second.write_bytes(whole[:1000])
+    with pytest.raises(RuntimeError) as failed:
+        torch_shards.load_checkpoint(tmp_path / "n2", num_shards=2)
+    assert str(failed.value).startswith(f"the ranks could not restore {tmp_path / 'n2'}: ")
+    assert "\n" not in str(failed.value) and "not fully covered" in str(failed.value)
