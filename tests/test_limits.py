@@ -4,6 +4,7 @@ job's flags keeps it so: whatever is typed, exit 0, 1 or 2, on 2 one line and no
 never past a set memory or time."""
 
 import contextlib
+import json
 import os
 import resource
 import signal
@@ -111,6 +112,11 @@ JOBS = {
         ["--shards", "--tokens", "--batch", "--start", "--vocab-size", "--dim", "--max-seq-len",
          "--seed", "--weights", "--save-arrays", "--out", "--dtype"],
     ),
+    "checkpoint": (  # a damaged table.json (RECORDS): refused before any rank starts
+        ["shard", "--backends", "numpy", "torch", "--shards", "2", "--out", "{tmp}/shard.png",
+         "--load-checkpoint", "{tmp}/checkpoint"],
+        ["--vocab-size", "--dim", "--dtype", "--shards"],
+    ),
     "page": (["page", "--backends", "numpy", "--out", "{tmp}/page.html"], ["--train-steps"]),
     "check": (
         ["check", os.path.join(ROOT, "tests/conformance_targets/numpy_targets.py:lookup"),
@@ -120,6 +126,23 @@ JOBS = {
     ),
 }  # fmt: skip
 PATH_FLAGS = {"--out", "--json", "--save", "--save-arrays", "--weights"}
+
+
+# the table.json of a checkpoint --load-checkpoint reads: one field of a good one given a
+# wrong value or left out, or no such object at all
+RECORD = {"framework": "torch", "format": "dcp", "vocab_size": 100, "dim": 10,
+          "dtype": "float32", "strategy": "rows", "num_shards": 2}  # fmt: skip
+JSON_VALUES = st.sampled_from(
+    [None, [], {}, "", "bogus", "float32", "rows", True, -1, 0, 1.5, 2**63, 10**30, 1e308]
+)
+RECORDS = st.one_of(
+    st.builds(lambda key, value: json.dumps({**RECORD, key: value}),
+              st.sampled_from(list(RECORD)), JSON_VALUES),
+    st.builds(lambda key: json.dumps({k: v for k, v in RECORD.items() if k != key}),
+              st.sampled_from(list(RECORD))),
+    st.sampled_from(["[]", "null", "", "{", "[" * 5000, '"table"', "1e400", "\xff"]),
+    st.text(max_size=20),
+)  # fmt: skip
 
 
 class TookTooLong(BaseException):
@@ -168,15 +191,21 @@ def commands(draw):
     derandomize=False,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(argv=commands())
-@example(argv=["train", "--backends", "numpy", "--steps", "1000000000"])
-@example(argv=["seed", "--backends", "numpy", "--scheme", "t5", "--max-seq-len", "20000"])
-@example(argv=["shard", "--backends", "numpy", "--tokens", str(10**30)])
-@example(argv=["page", "--backends", "numpy", "--train-steps", "1000000000"])
-@example(argv=["train", "--backends", "numpy", "--steps", "2", "--save", "/proc/out.safetensors"])
-def test_any_flags_end_in_a_status_and_at_most_one_line(tmp_path_factory, capsys, argv):
+@given(argv=commands(), record=RECORDS)
+@example(argv=["train", "--backends", "numpy", "--steps", "1000000000"], record="")
+@example(
+    argv=["seed", "--backends", "numpy", "--scheme", "t5", "--max-seq-len", "20000"], record=""
+)
+@example(argv=["shard", "--backends", "numpy", "--tokens", str(10**30)], record="")
+@example(argv=["page", "--backends", "numpy", "--train-steps", "1000000000"], record="")
+@example(argv=["train", "--backends", "numpy", "--steps", "2", "--save", "/proc/out.safetensors"],
+         record="")  # fmt: skip
+@example(argv=[*JOBS["checkpoint"][0], "--dim", "10"], record=json.dumps({**RECORD, "dtype": "x"}))
+def test_any_flags_end_in_a_status_and_at_most_one_line(tmp_path_factory, capsys, argv, record):
     tmp = tmp_path_factory.mktemp("fuzz")
     (tmp / "in").write_bytes(b"not a table")
+    (tmp / "checkpoint" / "torch" / "dcp").mkdir(parents=True)  # no files: not even a good one
+    (tmp / "checkpoint" / "torch" / "table.json").write_text(record)
     argv = [word.replace("{tmp}", str(tmp)) for word in argv]
     cwd = os.getcwd()
     os.chdir(tmp)  # default outputs land here
