@@ -360,7 +360,7 @@ def header(args, names, shapes=None) -> dict:
         if name != "numpy":  # from the package's metadata: importing torch costs 1.4 s
             versions[name] = importlib.metadata.version(name)
     return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "cpu": _cpu_model(), "cpus": os.cpu_count()},
         "versions": versions,
         "settings": {

@@ -236,3 +236,22 @@ def test_a_dcp_checkpoint_is_restored_onto_another_number_of_ranks(tmp_path, mon
         torch_shards.load_checkpoint(tmp_path / "n2", num_shards=2)
     assert str(failed.value).startswith(f"the ranks could not restore {tmp_path / 'n2'}: ")
     assert "\n" not in str(failed.value) and "not fully covered" in str(failed.value)
+
+
+@pytest.mark.slow
+def test_ranks_launched_by_the_variables_listen_on_loopback_alone(tmp_path):
+    """Two ranks started by RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT, as a
+    scheduler's script would start them, with no torchrun: rank 0 hosts the store, and it
+    listens on 127.0.0.1 alone (env://'s own store listened on every interface)."""
+    pytest.importorskip("torch")
+    from embedding_parity.sharding import free_port
+
+    port = str(free_port())
+    command = shard_command([sys.executable], "torch")
+    variables = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
+    ranks = [(command, {**variables, "RANK": str(rank)}) for rank in (0, 1)]
+    (status0, out0, err0), (status1, out1, _) = run_all(ranks, base_env(tmp_path), tmp_path)
+    assert (status0, status1) == (0, 0), err0[-3000:]
+    launch = f"launch: RANK/WORLD_SIZE variables, torch rank 0 of 2, rendezvous at 127.0.0.1:{port}"
+    check_report(out0, launch, "torch", ["rows", "columns", "dtensor"], tmp_path, 2)
+    assert "bit-identical" not in out1

@@ -223,7 +223,13 @@ class Worker:
     def _start(self) -> None:
         self.started += 1
         self.process = subprocess.Popen(
-            [*scratch.PYTHON, "-m", "embedding_parity.conformance.worker", self.folder, str(os.getpid())],
+            [
+                *scratch.PYTHON,
+                "-m",
+                "embedding_parity.conformance.worker",
+                self.folder,
+                str(os.getpid()),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

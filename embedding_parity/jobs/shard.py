@@ -309,7 +309,7 @@ def add_arguments(parser) -> None:
     )
     add(
         "--timeout",
-        type=command.positive_finite,
+        type=command.seconds,
         default=60.0,
         metavar="SECONDS",
         help="how long ranks wait for each other, at the rendezvous and in each collective "

@@ -113,6 +113,34 @@ def _numbers(environ, names, what: str, rank_name: str, world_name: str) -> tupl
     return rank, world
 
 
+def torch_store(launch: Launch, timeout: float):
+    """The ``torch.distributed`` store this rank joins its group through, or None for
+    ``env://``'s own. Rank 0 of a launch on a loopback address that no torchrun agent serves
+    listens on that address alone: the store ``env://`` makes listens on every interface.
+    (torchrun's agent holds the store of its ranks, where torchrun puts it.)"""
+    if not launch.loopback or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        return None
+    import datetime
+    import socket
+
+    import torch.distributed as dist
+
+    host, port = launch.address.rsplit(":", 1)
+    host, listening = host.strip("[]"), None
+    if launch.rank == 0:  # bound here, to this address alone; the store's server takes it
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listening = socket.create_server((host, int(port)), family=family).detach()
+    return dist.TCPStore(
+        host,
+        int(port),
+        launch.world,
+        is_master=launch.rank == 0,
+        timeout=datetime.timedelta(seconds=timeout),
+        wait_for_workers=False,
+        master_listen_fd=listening,
+    )
+
+
 def is_loopback(host: str) -> bool:
     if host.strip("[]") == "localhost":
         return True

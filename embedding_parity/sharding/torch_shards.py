@@ -41,8 +41,9 @@ import torch.distributed as dist
 from torch import nn
 
 from backends import torch_backend, validation
-from embedding_parity import outputs
+from embedding_parity import outputs, scratch
 from embedding_parity.sharding import die_with_parent, read_checkpoint_record, reference, stopped
+from embedding_parity.sharding.launch import torch_store
 
 STRATEGIES = ("rows", "columns", "dtensor")
 # The folder holding backends/ and embedding_parity/: the ranks import both from there.
@@ -217,7 +218,7 @@ class _Ranks:
         self.pipe, report = os.pipe()
         try:
             self.launcher = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(os.getpid()), str(report), self.folder]
+                [*scratch.PYTHON, "-m", __name__, str(os.getpid()), str(report), self.folder]
                 + [str(self.num_shards), *self.args],
                 cwd=ROOT,
                 env=self.env,
@@ -767,13 +768,16 @@ def embed_launched(cases, strategies, launch, *, timeout: float = 60.0) -> dict[
     if launch.loopback:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     try:
+        store = torch_store(launch, timeout)  # on loopback, rank 0 listens there alone
         dist.init_process_group(
             "gloo",
-            init_method="env://",
+            **({"init_method": "env://"} if store is None else {"store": store}),
             rank=launch.rank,
             world_size=launch.world,
             timeout=datetime.timedelta(seconds=timeout),
         )
+    except OSError as error:  # rank 0's address taken, say (torch's own errors are not OSErrors)
+        raise RuntimeError(f"rank 0 cannot listen at {launch.address}: {error}") from None
     except (RuntimeError, dist.DistStoreError) as error:
         raise RuntimeError(
             f"rank {launch.rank}: the rendezvous at {launch.address} did not gather the "
