@@ -118,14 +118,19 @@ JOBS = {
         ["--vocab-size", "--dim", "--dtype", "--shards"],
     ),
     "page": (["page", "--backends", "numpy", "--out", "{tmp}/page.html"], ["--train-steps"]),
-    "check": (
-        ["check", os.path.join(ROOT, "tests/conformance_targets/numpy_targets.py:lookup"),
-         "--kind", "lookup",
-         "--only", "bad id"],
+    "check": (  # a target drawn from TARGETS
+        ["check", "{target}", "--kind", "lookup", "--only", "bad id"],
         ["--base", "--padding-idx", "--timeout", "--only", "--json"],
     ),
 }  # fmt: skip
 PATH_FLAGS = {"--out", "--json", "--save", "--save-arrays", "--weights"}
+# the check's targets: a correct one, and hostile ones (tests/test_hostile_targets.py)
+TARGETS = [
+    os.path.join(ROOT, "tests", "conformance_targets", target)
+    for target in ("numpy_targets.py:lookup", "hostile.py:returns_none",
+                   "hostile.py:raises_escapes", "hostile.py:returns_gigabytes",
+                   "hostile.py:forks_and_returns", "hostile.py:prints_latin1_and_dies")
+]  # fmt: skip
 
 
 # the table.json of a checkpoint --load-checkpoint reads: one field of a good one given a
@@ -176,7 +181,7 @@ def commands(draw):
     job = draw(st.sampled_from(list(JOBS)))
     base, flags = JOBS[job]
     chosen = draw(st.lists(st.sampled_from(flags), min_size=1, max_size=2, unique=True))
-    argv = list(base)
+    argv = [word.replace("{target}", draw(st.sampled_from(TARGETS))) for word in base]
     for flag in chosen:
         value = draw(PATHS if flag in PATH_FLAGS else VALUES)
         extra = draw(st.lists(NUMBERS, max_size=2)) if flag == "--tokens" else []
@@ -201,6 +206,8 @@ def commands(draw):
 @example(argv=["train", "--backends", "numpy", "--steps", "2", "--save", "/proc/out.safetensors"],
          record="")  # fmt: skip
 @example(argv=[*JOBS["checkpoint"][0], "--dim", "10"], record=json.dumps({**RECORD, "dtype": "x"}))
+@example(argv=["check", TARGETS[2], "--kind", "lookup", "--only", "bad id", "--timeout", "9"],
+         record="")  # fmt: skip
 def test_any_flags_end_in_a_status_and_at_most_one_line(tmp_path_factory, capsys, argv, record):
     tmp = tmp_path_factory.mktemp("fuzz")
     (tmp / "in").write_bytes(b"not a table")
@@ -223,3 +230,5 @@ def test_any_flags_end_in_a_status_and_at_most_one_line(tmp_path_factory, capsys
         assert "allocate" not in err and "Traceback" not in err, (argv, err)
     else:
         assert "Traceback" not in out + err, (argv, out, err)
+    if argv[0] == "check":  # nothing a target printed or raised, raw
+        assert all(line.isprintable() for line in (out + err).splitlines()), (argv, out, err)
