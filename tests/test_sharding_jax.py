@@ -153,7 +153,9 @@ def test_ctrl_c_on_a_jax_process_ends_it_and_its_peer_in_one_line_each(tmp_path,
     from embedding_parity.sharding import free_port, stopped
 
     address = f"127.0.0.1:{free_port()}"
-    command = [*shard_command([sys.executable], "jax")[:-1], "3"]  # --timeout 3
+    # --timeout 5: short, yet past the watcher's /proc scans on a loaded machine (at 3 s, once,
+    # process 0's heartbeat wait ended before the Ctrl-C came)
+    command = [*shard_command([sys.executable], "jax")[:-1], "5"]
     variables = {
         "JAX_COORDINATOR_ADDRESS": address,
         "JAX_NUM_PROCESSES": "2",
