@@ -297,10 +297,11 @@ class Worker:
             line, newline, rest = self.buffer.partition(b"\n")
             if newline:
                 self.buffer = rest
-                reply = json.loads(line)
-                if reply.get("id") == self.asked:
-                    return reply, None
-                continue  # an answer to an earlier request (one that timed out): stale
+                with contextlib.suppress(ValueError):  # not JSON: no answer (a target's write)
+                    reply = json.loads(line)
+                    if isinstance(reply, dict) and reply.get("id") == self.asked:
+                        return reply, None
+                continue  # else stale: an answer to an earlier request (one that timed out)
             left = deadline - time.monotonic()
             if left <= 0:
                 return None, f"timed out after {timeout:g} s"
