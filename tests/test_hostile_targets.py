@@ -231,7 +231,5 @@ def test_a_timeout_past_a_day_is_refused_at_once(capsys, argv):
     code = compare.main([*argv, "--timeout", "1e300"])
     err = capsys.readouterr().err
     assert code == 2
-    assert err.strip().splitlines() == [
-        f"compare.py {argv[0]}: error: argument --timeout: 1e+300 seconds: give at most 86400 "
-        "(a day)"
-    ]
+    said = "argument --timeout: 1e+300 seconds: give at most 86400 (a day)"
+    assert err.strip().splitlines() == [f"compare.py {argv[0]}: error: {said}"]
