@@ -233,3 +233,15 @@ def test_a_timeout_past_a_day_is_refused_at_once(capsys, argv):
     assert code == 2
     said = "argument --timeout: 1e+300 seconds: give at most 86400 (a day)"
     assert err.strip().splitlines() == [f"compare.py {argv[0]}: error: {said}"]
+
+
+def test_a_closed_stderr_is_waited_on_not_spun_on(capsys):
+    """Its stderr closed, a hanging target's timeout is slept through: the kit used a whole
+    core, reading the closed pipe's end again and again."""
+    began = time.process_time()
+    code = compare.main(
+        ["check", f"{HOSTILE}:closes_its_stderr", "--kind", "lookup", "--only", "bad id: -1",
+         "--timeout", "2"]
+    )  # fmt: skip
+    assert code == 1 and "the call timed out after 2 s" in capsys.readouterr().out
+    assert time.process_time() - began < 1.0  # of this process's CPU, over the 2 s wait

@@ -307,7 +307,10 @@ class Worker:
                 return None, f"timed out after {timeout:g} s"
             ready, _, _ = select.select(watched, [], [], min(left, POLL_SECONDS))
             if err in ready:
-                self.log.add(os.read(err, 65536))
+                printed = os.read(err, 65536)
+                self.log.add(printed)
+                if not printed:  # its stderr closed (by the target, say): no more to read
+                    watched.remove(err)
             if out in ready:
                 chunk = os.read(out, 65536)
                 if not chunk:

@@ -135,3 +135,13 @@ def rope(x, positions):
     from numpy_targets import rope as correct
 
     return correct(x, positions)
+
+
+def closes_its_stderr(token_table, position_table, token_ids, start):
+    """Closes the worker's stderr (and stdout, which the worker points at it), then hangs on
+    a bad id: the kit waits out the timeout without spinning on the closed pipe."""
+    if _bad(token_ids, len(token_table)):
+        os.close(1)
+        os.close(2)
+        time.sleep(3600)
+    return _lookup(token_table, position_table, token_ids, start)
