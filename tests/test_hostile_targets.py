@@ -206,9 +206,9 @@ def test_jax_results_that_are_no_numbers_are_named():
     kit's failure to read either was taken for the target raising, and it conformed."""
     target = os.path.join(TARGETS, "hostile_jax.py")
     with runner.Worker({}) as worker:
-        leaked, shape, clamped = (
+        leaked, shape, clamped, deleting = (
             runner.run(f"{target}:{name}", "lookup", only=("bad id: -1",), worker=worker)
-            for name in ("leaks_a_tracer", "returns_a_shape", "clamps_in_jit")
+            for name in ("leaks_a_tracer", "returns_a_shape", "clamps_in_jit", "deletes_its_ids")
         )
     assert leaked.checks[0].detail == (
         "token_ids [3, -1, 5]: returns DynamicJaxprTracer (a JAX tracer, leaked from a "
@@ -220,7 +220,11 @@ def test_jax_results_that_are_no_numbers_are_named():
     assert (
         clamped.checks[0].detail == "token_ids [3, -1, 5]: wraps to row 63: a silent wrong answer"
     )
-    assert not (leaked.conforms or shape.conforms or clamped.conforms)
+    assert not (leaked.conforms or shape.conforms or clamped.conforms or deleting.conforms)
+    assert deleting.checks[0].detail == (
+        "token_ids [3, -1, 5]: changes its input in place: token_ids (3 of 3 elements); the "
+        "caller's arrays must be left as they were"
+    )
 
 
 @pytest.mark.parametrize(

@@ -188,8 +188,9 @@ class Worker:
     it imports (Keras writes ~/.keras on import), live in one private temporary folder,
     removed when it closes: use it as a context manager.
 
-    The worker is a session of its own, killed whole when it closes, so that nothing a
-    target starts (a subprocess, a fork) outlives the check; it dies with this process too
+    The worker is a session (and process group) of its own, the group killed when it closes,
+    so that nothing a target starts (a subprocess, a fork) outlives the check (unless it
+    makes a group of its own); the worker dies with this process too
     (PR_SET_PDEATHSIG). What it prints is read as bytes into a bounded tail (``Tail``)."""
 
     def __init__(self, env: dict):
@@ -269,15 +270,23 @@ class Worker:
             return Outcome(raised=shown(reply["raised"]))
         if "returned" in reply:
             return Outcome(returned=shown(reply["returned"]))
-        path, written = reply["path"], os.path.getsize(reply["path"])
-        if written > LARGEST_ITEM * elements + NPY_HEADER:
-            os.remove(path)
-            return Outcome(failed=f"the worker wrote {written} bytes for {elements} elements")
-        array = np.load(path, allow_pickle=False)
-        os.remove(path)
-        if reply["dtype"] == "bfloat16":
+        # the file of this request's id in the kit's folder, whatever the answer names: no
+        # answer can make the kit read, or remove, another file
+        path = os.path.join(self.folder, f"result{self.asked}.npy")
+        try:
+            written = os.path.getsize(path)
+            if written > LARGEST_ITEM * elements + NPY_HEADER:
+                return Outcome(failed=f"the worker wrote {written} bytes for {elements} elements")
+            array = np.load(path, allow_pickle=False)
+            changed = [dict(c, argument=int(c["argument"])) for c in reply.get("changed", [])]
+        except (OSError, ValueError, TypeError, KeyError) as error:  # a forged or cut answer
+            return Outcome(failed=shown(f"the worker's answer could not be read ({error})"))
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+        if reply.get("dtype") == "bfloat16":
             array = array.view(ml_dtypes.bfloat16)
-        return Outcome(array=array, changed=reply.get("changed", []))
+        return Outcome(array=array, changed=changed)
 
     def _exchange(self, message: dict, timeout: float):
         """(reply, None), or (None, why): the worker died or did not answer in time. Its
@@ -339,14 +348,14 @@ class Worker:
         return f"signal {-code}" if code < 0 else f"exit status {code}"
 
     def _kill_session(self) -> None:
-        """SIGKILL the worker and everything in its session (what the target started)."""
+        """SIGKILL the worker and everything in its process group (what the target started)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
 
     def close(self, kill: bool = False) -> None:
         """Stop the worker (at once with ``kill``, else given 5 s to finish) and everything
-        in its session, with SIGINT, SIGTERM and SIGHUP held meanwhile: a second Ctrl-C
-        cannot leave a worker behind. They arrive when it is done."""
+        in its group, with SIGINT, SIGTERM and SIGHUP blocked in this thread meanwhile (a
+        library's own threads may still take one: then a stop signal ends the cleanup)."""
         if self.process is None:
             return
         held = {signal.SIGINT, *scratch.STOP_SIGNALS}
@@ -358,7 +367,7 @@ class Worker:
                 with contextlib.suppress(BrokenPipeError, OSError):
                     self.process.stdin.close()  # the worker's cue to finish
                 _wait_exited(self.process, self.exited, 5)
-            self._kill_session()  # before the worker is reaped: its session id stays its own
+            self._kill_session()  # where it can, before the worker is reaped: its group's id stays its own
             self.process.wait(timeout=10)
             for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
                 with contextlib.suppress(OSError):
@@ -382,7 +391,7 @@ def _exit_watch(pid: int) -> list[int]:
 
 def _wait_exited(process, watch: list[int], seconds: float) -> None:
     """Wait up to ``seconds`` for ``process`` to exit, without reaping it where a pidfd
-    lets (so that its session cannot be another's when it is killed)."""
+    lets (so that its group cannot be another's when it is killed)."""
     if watch:
         select.select(watch, [], [], seconds)
         return
@@ -414,7 +423,7 @@ def shown(text: str, limit: int = SHOWN_CHARACTERS) -> str:
     """A target's text made safe for a report: its first line, every character that is not
     printable escaped (an escape sequence, a carriage return, a lone surrogate, a
     right-to-left override), cut to ``limit`` characters."""
-    first = (text.splitlines() or [""])[0]
+    first = (str(text).splitlines() or [""])[0]
     if len(first) > limit:
         first = f"{first[:limit]}... ({len(first)} characters)"
     return "".join(

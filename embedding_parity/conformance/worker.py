@@ -41,8 +41,9 @@ class Unusable(Exception):
 def load(target: str):
     """(module, its name, callable) of "path/to/file.py:NAME" or "package.module:NAME"; Unusable with
     a one-line reason when it cannot be had. A file is imported under a name of its own, so
-    that a numpy.py cannot become the kit's numpy; its folder, or for a module the current
-    folder, goes first on the import path, as `python FILE` and `python -m` put it."""
+    that a numpy.py cannot become the kit's numpy; its folder goes first on the import path,
+    as `python FILE` puts it. A module not found otherwise is looked for in the current
+    folder, as `python -m` would."""
     where, _, name = target.rpartition(":")
     if not where or not name:
         raise Unusable(
@@ -58,8 +59,14 @@ def load(target: str):
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
     else:
-        sys.path.insert(0, os.getcwd())
-        module, shown = importlib.import_module(where), where
+        try:  # installed (the kit's own adapters, a library): the current folder not needed
+            module = importlib.import_module(where)
+        except ModuleNotFoundError as error:
+            if error.name != where.split(".")[0]:
+                raise
+            sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(where)
+        shown = where
     if not hasattr(module, name):
         raise Unusable(f"TARGET {target!r}: {where} has no {name!r}")
     function = getattr(module, name)
@@ -95,7 +102,11 @@ def _changed(kept: list, native: list) -> list[dict]:
     for index, (before, given) in enumerate(zip(kept, native)):
         if not isinstance(before, np.ndarray):
             continue
-        after = frameworks.to_numpy(given)
+        try:
+            after = frameworks.to_numpy(given)
+        except Exception:  # noqa: BLE001 - deleted, moved to another device: the caller's, lost
+            found.append({"argument": index, "elements": int(before.size)})
+            continue
         if after.shape != before.shape or after.dtype != before.dtype:  # resized, retyped
             found.append({"argument": index, "elements": int(before.size)})
             continue
@@ -156,22 +167,24 @@ def main(folder: str, parent: int) -> None:
 
 
 def _call(function, framework, arguments) -> dict:
-    """The call's outcome: {"raised"}, {"returned": what} or {"array", "changed"}."""
-    try:
-        with frameworks.precision(framework, arguments):
-            with np.errstate(**KIT_ERRORS):
-                native = [frameworks.to_framework(a, framework) for a in arguments]
-                kept = [  # as the target receives them (JAX without x64 holds int64 as int32)
-                    frameworks.to_numpy(n).copy() if isinstance(a, np.ndarray) else None
-                    for a, n in zip(arguments, native)
-                ]
+    """The call's outcome: {"raised"}, {"returned": what} or {"array", "changed"}. Only the
+    call (and the computation it dispatched) is the target's: an exception of the kit's own
+    work around it is never taken for the target raising."""
+    with frameworks.precision(framework, arguments):
+        with np.errstate(**KIT_ERRORS):
+            native = [frameworks.to_framework(a, framework) for a in arguments]
+            kept = [  # as the target receives them (JAX without x64 holds int64 as int32)
+                frameworks.to_numpy(n).copy() if isinstance(a, np.ndarray) else None
+                for a, n in zip(arguments, native)
+            ]
+        try:
             returned = frameworks.settle(function(*native))
-            with np.errstate(**KIT_ERRORS):
-                changed = _changed(kept, native)
-    except Exception as error:  # noqa: BLE001 - the target's exception is the finding
-        traceback.print_exc()
-        first = (str(error).splitlines() or [""])[0]
-        return {"raised": f"{type(error).__name__}: {first}" if first else type(error).__name__}
+        except Exception as error:  # noqa: BLE001 - the target's exception is the finding
+            traceback.print_exc()
+            first = (str(error).splitlines() or [""])[0]
+            return {"raised": f"{type(error).__name__}: {first}" if first else type(error).__name__}
+        with np.errstate(**KIT_ERRORS):
+            changed = _changed(kept, native)
     array, what = _numbers(returned)
     if array is None:
         return {"returned": what}

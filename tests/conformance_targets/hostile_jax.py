@@ -40,3 +40,12 @@ def returns_a_shape(token_table, position_table, token_ids, start):
 def clamps_in_jit(token_table, position_table, token_ids, start):
     """Raw JAX: an out-of-range id reads a clamped row, silently."""
     return jax.jit(_lookup)(token_table, position_table, token_ids, jnp.asarray(start))
+
+
+def deletes_its_ids(token_table, position_table, token_ids, start):
+    """Returns a clamped row for a bad id, having deleted the ids it was given: the kit's
+    reading them back fails, which was taken for the target raising, and it conformed."""
+    result = _lookup(token_table, position_table, token_ids, start)
+    if _bad(token_ids, len(token_table)):
+        token_ids.delete()
+    return result
