@@ -56,6 +56,24 @@ def find(folder: str, name: str) -> str | None:
     return None
 
 
+def start(job: str, tmp_path, temporary):
+    """(process, argv, marker): ``job`` of JOBS run in ``tmp_path`` with TMPDIR
+    ``temporary``, in a session of its own: a signal goes to the run alone, as `kill PID`
+    sends it."""
+    words, marker = JOBS[job]
+    argv = [w.replace("{out}", str(tmp_path / "out")) for w in words]
+    process = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "compare.py"), *argv],
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(temporary), "PYTHONPATH": ROOT},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    return process, argv, marker
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "job, number",
@@ -64,20 +82,9 @@ def find(folder: str, name: str) -> str | None:
     ids=lambda v: signal.Signals(v).name if isinstance(v, int) else v,
 )
 def test_a_stopped_run_cleans_up_everything(tmp_path, job, number):
-    words, marker = JOBS[job]
     temporary = tmp_path / "tmp"
     temporary.mkdir()
-    argv = [w.replace("{out}", str(tmp_path / "out")) for w in words]
-    env = {**os.environ, "TMPDIR": str(temporary), "PYTHONPATH": ROOT}
-    process = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "compare.py"), *argv],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # the signal goes to the run alone, as `kill PID` sends it
-    )
+    process, argv, marker = start(job, tmp_path, temporary)
     started = set()
     try:
         wait_for(lambda: find(str(temporary), marker), 90, f"{marker} in the private folder")
@@ -105,18 +112,7 @@ def test_more_sigterms_during_cleanup_leave_nothing_behind(tmp_path):
     """SIGTERM after SIGTERM while the run stops (a supervisor that insists): its cleanup
     still ends every process it started (a second one cut it short, and left the hanging
     worker alive)."""
-    words, marker = JOBS["check's worker"]
-    argv = [w.replace("{out}", str(tmp_path / "out")) for w in words]
-    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": ROOT}
-    process = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "compare.py"), *argv],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    process, _, marker = start("check's worker", tmp_path, tmp_path)
     started = set()
     try:
         wait_for(lambda: find(str(tmp_path), marker), 90, f"{marker} in the private folder")

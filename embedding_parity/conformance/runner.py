@@ -202,7 +202,6 @@ class Worker:
             **env,
             "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
         }
-        self.started = 0
         self.process = None
         self.asked = 0  # the id of the last request
 
@@ -222,7 +221,6 @@ class Worker:
             self._send_request()
 
     def _start(self) -> None:
-        self.started += 1
         self.process = subprocess.Popen(
             [
                 *scratch.PYTHON,
@@ -400,17 +398,14 @@ def _wait_exited(process, watch: list[int], seconds: float) -> None:
 
 
 class Tail:
-    """The last LOG_BYTES bytes a worker printed (the rest dropped and counted), decoded
+    """The last LOG_BYTES bytes a worker printed (the rest dropped), decoded
     with replacement: a target can print anything, in any amount."""
 
     def __init__(self):
-        self.data, self.dropped = b"", 0
+        self.data = b""
 
     def add(self, chunk: bytes) -> None:
-        self.data += chunk
-        if len(self.data) > LOG_BYTES:
-            self.dropped += len(self.data) - LOG_BYTES
-            self.data = self.data[-LOG_BYTES:]
+        self.data = (self.data + chunk)[-LOG_BYTES:]
 
     def last_line(self) -> str:
         """ ": LINE", the last line printed, shown safely; "" if none."""
