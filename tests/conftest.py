@@ -1,6 +1,8 @@
 """Shared fixtures: every test that takes ``backend`` runs once per installed backend; the
 real models load once per session, and skip (saying how to install them) when missing."""
 
+pytest_plugins = ["pytester"]
+
 import os
 import shutil
 import signal

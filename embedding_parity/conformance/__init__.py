@@ -1,5 +1,9 @@
 """The conformance kit: hold anyone's embedding or positional encoding to the suite's contract.
 
+From Python (``api``, ``testing``): ``check(implementation, kind, ...)`` returns a report,
+``assert_conforms`` raises with the first mismatch, ``parametrize_with_checks`` gives one
+pytest test per check. From the command line:
+
 ``compare.py check TARGET --kind KIND`` imports TARGET (``path/to/file.py:NAME`` or
 ``package.module:NAME``) in a worker process, calls it on a battery of cases and holds every
 result to the suite's float64 reference (``backends.positional``), rounded once to the dtype
@@ -12,5 +16,25 @@ a clamped, wrapped, NaN or zero row is a silent wrong answer.
 - ``frameworks``: NumPy arrays into a framework's arrays and back, the framework detected;
 - ``worker``: the process that imports the target and calls it, one case at a time;
 - ``runner``: starts the worker, runs each case under a time limit, judges and reports;
-- ``known``: the implementations people use, as adapters, and the matrix of their verdicts.
+- ``known``: the implementations people use, as adapters, and the matrix of their verdicts;
+- ``against``: one implementation held to another, case by case;
+- ``cases``: the battery as files any language can read, and results judged from files.
 """
+
+__all__ = ["Report", "assert_conforms", "check", "parametrize_with_checks"]
+
+
+def __getattr__(name):  # the kit is imported on first use: its submodules stay cheap
+    if name in ("check", "assert_conforms"):
+        from embedding_parity.conformance import api
+
+        return getattr(api, name)
+    if name == "parametrize_with_checks":
+        from embedding_parity.conformance.testing import parametrize_with_checks
+
+        return parametrize_with_checks
+    if name == "Report":
+        from embedding_parity.conformance.runner import Report
+
+        return Report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

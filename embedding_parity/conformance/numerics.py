@@ -117,3 +117,47 @@ def rotation_phase_error(x, rotated, positions, w, *, layout: str = "half") -> n
     error = np.abs(wrapped(measured - expected))  # (..., T, pairs)
     error = np.where(np.isnan(error), np.pi, error)
     return error.reshape(-1, *error.shape[-2:]).max(axis=(0, 2))
+
+
+def bits(value, dtype) -> str:
+    """The element's bits in ``dtype``, as hex ("0x3f800000" for float32's 1.0)."""
+    array = np.asarray(value, dtype=validation.resolve_dtype(dtype)).reshape(1)
+    width = array.dtype.itemsize
+    return f"0x{int(array.view(f'u{width}')[0]):0{2 * width}x}"
+
+
+def shown_value(value, dtype) -> str:
+    """A float as a person reads it, its bits beside it, and what the number alone hides: the
+    sign of a zero, a NaN's payload."""
+    value = np.asarray(value, dtype=validation.resolve_dtype(dtype)).reshape(1)[0]
+    wide = float(value)
+    hex_bits = bits(value, dtype)
+    if wide == 0:
+        negative = math.copysign(1.0, wide) < 0
+        return f"{'-' if negative else '+'}0.0 ({hex_bits}, a {'negative' if negative else 'positive'} zero)"
+    if math.isnan(wide):
+        quiet = 1 << (ml_dtypes.finfo(value.dtype).nmant - 1)  # the significand's top bit
+        payload = int(hex_bits, 16) & (quiet - 1)
+        return f"nan ({hex_bits}, {'quiet' if int(hex_bits, 16) & quiet else 'signalling'}, payload 0x{payload:x})"
+    return f"{wide!r} ({hex_bits})"
+
+
+def mismatch(actual: np.ndarray, expected: np.ndarray, dtype, at: tuple | None = None) -> dict:
+    """The first element where ``actual`` and ``expected`` (both in ``dtype``) differ in their
+    bits, or the element ``at``: its index, both values as numbers and bits, the ulps between
+    them (at the expected value's magnitude)."""
+    if at is None:
+        width = actual.dtype.itemsize
+        a = np.ascontiguousarray(actual).view(f"u{width}")
+        e = np.ascontiguousarray(expected).view(f"u{width}")
+        found = np.argwhere(a != e)
+        if not found.size:
+            return {}
+        at = tuple(int(i) for i in found[0])
+    size, _ = ulps(actual[at].reshape(1), np.float64(expected[at]).reshape(1), dtype)
+    return {
+        "index": [int(i) for i in at],
+        "actual": shown_value(actual[at], dtype),
+        "expected": shown_value(expected[at], dtype),
+        "ulps": size,
+    }

@@ -8,6 +8,8 @@ temporary folder, removed on every exit path."""
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import inspect
 import json
 import math
 import os
@@ -18,6 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import types
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -26,7 +29,9 @@ import numpy as np
 
 from embedding_parity import scratch
 from embedding_parity.cli import UsageError
+from embedding_parity.conformance import frameworks
 from embedding_parity.conformance.kinds import KINDS, Case, Outcome, Verdict
+from embedding_parity.conformance.numerics import FLOATS
 
 ROOT = str(Path(__file__).resolve().parents[2])  # holds backends/ and embedding_parity/
 IMPORT_SECONDS = 180  # the target's own import (transformers takes seconds) and the frameworks'
@@ -34,16 +39,25 @@ POLL_SECONDS = 0.1  # where no pidfd tells that the worker exited, how often to 
 LOG_BYTES = 1 << 16  # the tail of a worker's printing kept for its last line
 SHOWN_CHARACTERS = 300  # of a target's text in a report: one line, at most this long
 LARGEST_ITEM, NPY_HEADER = 16, 4096  # bytes of a complex128 element, of a .npy header at most
+
+
+SCHEMA_VERSION = 1  # of Report.record(): docs/conformance.md, "The JSON report"
+# expected: differs or failed as --expect said it would; fixed: an --expect that conforms
 MARK = {"conforms": "ok", "differs": "NO", "rejected": "--", "failed": "FAIL"}
+MARK |= {"expected": "xf", "fixed": "XP"}
+ACCEPTED = ("conforms", "rejected", "expected")
 
 
 @dataclass
 class CheckResult:
     check: str
-    status: str  # conforms | differs | rejected | failed
+    status: str  # conforms | differs | rejected | failed | expected | fixed
     detail: str
     cases: list[dict] = field(default_factory=list)
     phase: dict | None = None
+    ulps: float | None = None  # the largest of its cases'
+    mismatch: dict | None = None  # the first differing element of its first differing case
+    reason: str | None = None  # why it is expected to differ (--expect), if it is
 
 
 @dataclass
@@ -55,12 +69,17 @@ class Report:
     checks: list[CheckResult]
     seconds: float
     contract: str = ""
+    strict: bool = False  # an expected difference that conforms (fixed) fails the report
+    unmatched: list[str] = field(default_factory=list)  # --expect entries that match no check
+    against: dict | None = None  # against.py: the other target and both contract verdicts
 
     @property
     def conforms(self) -> bool:
-        """Every check conforms or was rejected (a dtype refused is not a wrong answer)."""
-        return any(c.status == "conforms" for c in self.checks) and all(
-            c.status in ("conforms", "rejected") for c in self.checks
+        """Every check conforms, was rejected (a dtype refused is not a wrong answer) or
+        differs as expected; a fixed expectation too, unless strict."""
+        accepted = ACCEPTED if self.strict else (*ACCEPTED, "fixed")
+        return any(c.status in ("conforms", "expected", "fixed") for c in self.checks) and all(
+            c.status in accepted for c in self.checks
         )
 
     def lines(self) -> list[str]:
@@ -69,14 +88,32 @@ class Report:
             f"check {self.target} as {self.kind} ({self.framework}, {self.why})",
             f"contract: {self.contract or KINDS[self.kind].contract}",
         ]
-        lines += [f"  {MARK[c.status]:<4} {c.check:<{width}}  {c.detail}" for c in self.checks]
+        if self.against:
+            lines.append(against_line(self.against))
+        for c in self.checks:
+            detail = c.detail
+            if c.reason is not None:
+                said = "expected" if c.status == "expected" else "expected to differ, but conforms"
+                detail = f"{said} ({c.reason}): {detail}"
+            if self.against:
+                from embedding_parity.conformance import against
+
+                detail += against.beside(self.against, c.check)
+            lines.append(f"  {MARK[c.status]:<4} {c.check:<{width}}  {detail}")
+        lines += [f"warning: --expect {entry!r} matches no check" for entry in self.unmatched]
         counts = {s: sum(c.status == s for c in self.checks) for s in MARK}
         summary = f"{counts['conforms']} of {len(self.checks)} checks conform"
         if len(self.checks) == 1:
             summary = f"{counts['conforms']} of 1 check conforms"
         summary += "".join(
             f", {counts[s]} {word if counts[s] > 1 else s}"
-            for s, word in (("differs", "differ"), ("failed", "failed"), ("rejected", "rejected"))
+            for s, word in (
+                ("differs", "differ"),
+                ("failed", "failed"),
+                ("rejected", "rejected"),
+                ("expected", "expected"),
+                ("fixed", "fixed"),
+            )
             if counts[s]
         )
         verdict = "CONFORMS" if self.conforms else "DIFFERS"
@@ -84,7 +121,15 @@ class Report:
 
     def record(self) -> dict:
         """Everything, JSON-ready: an infinite or NaN error as the string "inf" or "nan"."""
-        return _finite({**asdict(self), "conforms": self.conforms})
+        record = {"schema_version": SCHEMA_VERSION, **asdict(self), "conforms": self.conforms}
+        return _finite(record)
+
+
+def against_line(against: dict) -> str:
+    return (
+        f"against {against['target']} ({against['framework']}, {against['why']}): each case "
+        "bit for bit in its dtype; [contract: this target, the other]"
+    )
 
 
 def _finite(value):
@@ -97,8 +142,45 @@ def _finite(value):
     return value
 
 
+def select_cases(
+    kind: str,
+    options: dict | None = None,
+    *,
+    only: str | tuple[str, ...] | None = None,
+    checks=None,
+    dtypes=None,
+) -> list[Case]:
+    """The cases of ``kind``'s battery to run: those of the checks named exactly in
+    ``checks``, or starting with ``only``; of the ``dtypes`` given (every case that names a
+    dtype, but a bad id's, which is about the ids); UsageError where nothing is left."""
+    every = KINDS[kind].cases(options or {})
+    names = list(dict.fromkeys(c.check for c in every))
+    if dtypes is not None:
+        dtypes = [dtypes] if isinstance(dtypes, str) else list(dtypes)
+        for dtype in dtypes:
+            if dtype not in FLOATS:
+                raise UsageError(f"dtype {dtype!r} is not one the kit tries: {', '.join(FLOATS)}")
+    if checks is not None:
+        checks = [checks] if isinstance(checks, str) else list(checks)
+        unknown = [c for c in checks if c not in names]
+        if unknown:
+            raise UsageError(f"{unknown[0]!r} is no check of {kind}: {', '.join(names)}")
+    cases = [
+        c
+        for c in every
+        if (only is None or c.check.startswith(only))
+        and (checks is None or c.check in checks)
+        and (dtypes is None or "dtype" not in c.params or c.params.get("bad") is not None
+             or c.params["dtype"] in dtypes)
+    ]
+    if not cases:
+        chosen = f"--only {only!r}" if only is not None else f"dtypes {dtypes}"
+        raise UsageError(f"{chosen} matches no check of {kind}: {', '.join(names)}")
+    return cases
+
+
 def run(
-    target: str,
+    target,
     kind: str,
     *,
     framework: str | None = None,
@@ -106,32 +188,103 @@ def run(
     env: dict | None = None,
     timeout: float = 60.0,
     only: str | tuple[str, ...] | None = None,
+    checks=None,
+    dtypes=None,
+    expected: dict | None = None,
+    strict: bool = False,
+    against=None,
     worker: Worker | None = None,
 ) -> Report:
-    """The report of ``target`` against ``kind``'s battery. ``only``: the checks whose name
-    starts with it (or with one of them); ``worker``: a Worker to reuse (its env, not ``env``), else a fresh one.
-    UsageError when the target cannot be imported or called."""
+    """The report of ``target`` against ``kind``'s battery.
+
+    ``target``: "path/to/file.py:NAME" or "package.module:NAME", run in a worker process
+    (``worker``: one to reuse, with its env, not ``env``), or a callable, run in this process
+    (``InProcess``: no time limit, no isolation). ``only``: the checks whose name starts with
+    it (or with one of them); ``checks``: those named exactly; ``dtypes``: the dtypes tried;
+    ``expected``: {check name or glob: why it differs}; ``strict``: an expected difference
+    that conforms fails the report; ``against``: another target (or a source of
+    ``adapters.sources``) to hold this one to, case by case. UsageError when a target
+    cannot be imported or called."""
     began = time.monotonic()
+    options = options or {}
     chosen = KINDS[kind]
-    cases = [c for c in chosen.cases(options or {}) if only is None or c.check.startswith(only)]
-    if not cases:
-        names = ", ".join(dict.fromkeys(c.check for c in chosen.cases(options or {})))
-        raise UsageError(f"--only {only!r} matches no check of {kind}: {names}")
+    cases = select_cases(kind, options, only=only, checks=checks, dtypes=dtypes)
     with contextlib.ExitStack() as stack:
+        caller = _caller(stack, target, kind, options, framework, env, worker, cases)
+        outcomes = _outcomes(chosen, cases, caller, timeout)
+        if against is not None:
+            other = _caller(stack, against, kind, options, None, env, None, cases)
+            theirs = _outcomes(chosen, cases, other, timeout)
+    verdicts = [_judged(chosen, case, outcome) for case, outcome in zip(cases, outcomes)]
+    report = Report(
+        name_of(target),
+        kind,
+        caller.framework,
+        caller.why,
+        _checks(list(zip(cases, verdicts))),
+        0.0,
+        chosen.describe(options),
+        strict,
+    )
+    if against is not None:
+        from embedding_parity.conformance import against as held
+
+        held.hold(report, chosen, cases, outcomes, verdicts, theirs, other, name_of(against))
+    if expected:
+        report.unmatched = _expect(report.checks, expected)
+    report.seconds = time.monotonic() - began
+    return report
+
+
+def name_of(target) -> str:
+    """How a report names a target: its string, or the callable's module-level name (a
+    class's name for an instance, an nn.Module say): never a repr with an address."""
+    if isinstance(target, str):
+        return target
+    named = getattr(target, "__qualname__", None) or type(target).__qualname__
+    module = getattr(target, "__module__", None) or type(target).__module__
+    return f"{module}.{named}" if module and module != "__main__" else named
+
+
+def _caller(stack, target, kind, options, framework, env, worker, cases):
+    """What asks the target for each case: a worker for a string, else the callable itself."""
+    if isinstance(target, str):
         if worker is None:
             worker = stack.enter_context(Worker(env or {}))
-        worker.load(target, kind, framework)
-        verdicts = [(case, _judged(chosen, case, worker, timeout)) for case in cases]
-    checks = _checks(verdicts)
-    seconds = time.monotonic() - began
-    contract = chosen.describe(options or {})
-    return Report(target, kind, worker.framework, worker.why, checks, seconds, contract)
+        worker.load(target, kind, framework, options=options)
+        return worker
+    if not callable(target):
+        raise UsageError(
+            f"the implementation must be callable or a 'path/to/file.py:NAME' string, "
+            f"not {type(target).__name__}"
+        )
+    return InProcess(target, kind, framework)
 
 
-def _judged(chosen, case: Case, worker: Worker, timeout: float) -> Verdict:
+def _outcomes(chosen, cases, caller, timeout) -> list[Outcome]:
+    return [caller.ask(case, chosen.most_elements(case.params), timeout) for case in cases]
+
+
+def _expect(checks: list[CheckResult], expected: dict) -> list[str]:
+    """Mark the checks an entry of ``expected`` names (exactly or as a glob): a difference or
+    failure becomes expected, a conforming check fixed. Returns the entries that name none."""
+    used = set()
+    for check in checks:
+        entry = next((e for e in expected if fnmatch.fnmatchcase(check.check, e)), None)
+        if entry is None:
+            continue
+        used.add(entry)
+        check.reason = expected[entry]
+        if check.status in ("differs", "failed"):
+            check.status = "expected"
+        elif check.status == "conforms":
+            check.status = "fixed"
+    return [e for e in expected if e not in used]
+
+
+def _judged(chosen, case: Case, outcome: Outcome) -> Verdict:
     """The verdict on what the target did with ``case``. The kit's own failure to judge it is
     the kit's, said as such, never the target's."""
-    outcome = worker.ask(case, chosen.most_elements(case.params), timeout)
     try:
         with np.errstate(all="ignore"):  # the judge compares NaN and infinities on purpose
             return chosen.judge(case, outcome)
@@ -148,38 +301,71 @@ def _checks(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
         grouped.setdefault(case.check, []).append((case, verdict))
     results = []
     for check, pairs in grouped.items():
-        cases = [
+        cases_ = [
             {
                 "label": c.label,
                 "status": v.status,
                 "detail": v.detail,
                 "ulps": v.ulps,
                 "ratio": v.ratio,  # the largest error over its bound (rope, sinusoidal)
+                "mismatch": v.mismatch,
             }
             for c, v in pairs
         ]
         phases = [v.phase for _, v in pairs if v.phase]
         phase = max(phases, key=lambda p: max(p["positions"]), default=None)
+        sizes = [v.ulps for _, v in pairs if v.ulps is not None]
+        more = {"ulps": max(sizes) if sizes else None}
         statuses = {v.status for _, v in pairs}
         if statuses == {"conforms", "rejected"}:  # refused some cases of a dtype, not the dtype
             case, verdict = next((c, v) for c, v in pairs if v.status == "rejected")
             detail = f"{case.label}: raises on a valid input ({verdict.detail})"
-            results.append(CheckResult(check, "differs", detail, cases, phase))
+            results.append(CheckResult(check, "differs", detail, cases_, phase, **more))
             continue
         for status in ("differs", "failed"):
             first = next(((c, v) for c, v in pairs if v.status == status), None)
             if first:
+                detail = f"{first[0].label}: {first[1].detail}"
+                mismatch = first[1].mismatch and {"case": first[0].label, **first[1].mismatch}
                 results.append(
-                    CheckResult(check, status, f"{first[0].label}: {first[1].detail}", cases, phase)
+                    CheckResult(check, status, detail, cases_, phase, mismatch=mismatch, **more)
                 )
                 break
         else:
             status = "rejected" if statuses == {"rejected"} else "conforms"
-            shown = [v for _, v in pairs if v.status == status]
-            worst = max(shown, key=lambda v: v.ulps or 0.0)
-            more = f" ({len(pairs)} cases)" if len(pairs) > 1 else ""
-            results.append(CheckResult(check, status, worst.detail + more, cases, phase))
+            said = [v for _, v in pairs if v.status == status]
+            worst = max(said, key=lambda v: v.ulps or 0.0)
+            count = f" ({len(pairs)} cases)" if len(pairs) > 1 else ""
+            results.append(CheckResult(check, status, worst.detail + count, cases_, phase, **more))
     return results
+
+
+class InProcess:
+    """The target called in this process, as the worker calls it (the same conversions, the
+    same reading of what it returns), its params through JSON as they reach a worker. What
+    it gives up: no time limit, and a hang, a crash or a change to the process's state
+    (NumPy's error state, JAX's flags, a signal handler) is the caller's."""
+
+    def __init__(self, function, kind: str, framework: str | None):
+        from embedding_parity.conformance import worker
+
+        self.function, self.worker, self.kind = function, worker, KINDS[kind]
+        self.framework, self.why = framework, "given"
+        if framework is None:
+            module = inspect.getmodule(function) or inspect.getmodule(type(function))
+            name = getattr(module, "__name__", "its module")
+            self.framework, self.why = frameworks.detect(module or types.ModuleType(name), function, name)
+
+    def ask(self, case: Case, elements: int, timeout: float) -> Outcome:
+        params = json.loads(json.dumps(case.params))
+        with np.errstate(**self.worker.KIT_ERRORS):
+            arguments = self.kind.arguments(params)
+        reply = self.worker.call(self.function, self.framework, arguments, elements, log=False)
+        if "raised" in reply:
+            return Outcome(raised=shown(reply["raised"]))
+        if "returned" in reply:
+            return Outcome(returned=shown(reply["returned"]))
+        return Outcome(array=reply["array"], changed=reply["changed"])
 
 
 class Worker:
@@ -212,9 +398,13 @@ class Worker:
         self.close(kill=kind is not None)  # on the way out of an error: no grace period
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def load(self, target: str, kind: str, framework: str | None) -> None:
-        """Make ``target`` the one the next cases call; UsageError if it cannot be had."""
+    def load(self, target: str, kind: str, framework: str | None, options=None) -> None:
+        """Make ``target`` the one the next cases call (a source of ``adapters.sources`` built
+        at ``options``), its framework, where not given, told by calling it on one valid case
+        (``frameworks.probe``); UsageError if it cannot be had."""
         self.request = {"target": target, "kind": kind, "framework": framework}
+        self.request["options"] = options or {}
+        self.request["probe"] = frameworks.probe_case(KINDS[kind], options or {})
         if self.process is None:
             self._start()
         else:

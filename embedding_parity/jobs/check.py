@@ -35,13 +35,16 @@ callable).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import stat
 
 from embedding_parity import outputs
 from embedding_parity.cli import UsageError
 from embedding_parity.conformance.frameworks import FRAMEWORKS
 from embedding_parity.conformance.kinds import KINDS, VOCAB
+from embedding_parity.conformance.numerics import FLOATS
 from embedding_parity.jobs import command
 
 COMMAND = "check"
@@ -63,6 +66,53 @@ def add_arguments(parser) -> None:
     add("--config", metavar="CONFIG", help="a model's config.json (or .gguf): the contract it sets")
     add("--model", metavar="NAME", help="a bundled model preset (see --model list)")
     add("--only", metavar="CHECK", help="run only the checks whose name starts with CHECK")
+    add(
+        "--dtypes",
+        type=_dtypes,
+        metavar="DTYPE[,DTYPE...]",
+        help=f"the dtypes tried (default: all of {','.join(FLOATS)}); bad ids are always tried",
+    )
+    add(
+        "--expect",
+        action="append",
+        default=[],
+        type=_expectation,
+        metavar="CHECK=REASON",
+        help="an expected difference: CHECK (a check's name or a glob) differs for REASON; "
+        "reported as expected, exit 0 if only expected ones differ (repeatable)",
+    )
+    add(
+        "--expect-file",
+        metavar="PATH",
+        help="expected differences, one CHECK = REASON a line (# starts a comment)",
+    )
+    add("--strict", action="store_true", help="an expected difference that conforms is exit 1")
+    add(
+        "--against",
+        metavar="TARGET",
+        help="hold TARGET to this one case by case, bit for bit in each dtype: "
+        "path/to/file.py:NAME, package.module:NAME, or a source the kit ships (hf, torchtune)",
+    )
+    add("--head-dim", type=command.at_least(2), help="rope: the head width (default 16)")
+    add("--batched", action="store_true", help="rope: positions (B, T), x (B, H, T, head_dim)")
+    add("--qk", action="store_true", help="rope: f(q, k, positions) -> (q, k) rotated in one call")
+    add(
+        "--table",
+        type=_table,
+        metavar="VOCAB,DIM,MAX_SEQ_LEN",
+        help="lookup: the tables' shape (default 64,8,16)",
+    )
+    add(
+        "--export-cases",
+        metavar="DIR",
+        help="write the battery (inputs, references, tolerances, manifest) into the new folder "
+        "DIR instead of running a target",
+    )
+    add(
+        "--results",
+        metavar="DIR",
+        help="judge the results in DIR/results/ of the cases exported into DIR",
+    )
     add(
         "--timeout",
         type=command.seconds,
@@ -90,8 +140,13 @@ def main(args) -> int:
 
         print(configs.listing())
         return 0
-    if args.target is None or args.kind is None:
-        raise UsageError("give TARGET and --kind (or --known): see compare.py check --help")
+    if args.results is not None:
+        return _results(args)
+    if args.kind is None or (args.target is None) == (args.export_cases is None):
+        raise UsageError(
+            "give TARGET and --kind, --export-cases DIR and --kind, --results DIR, or --known: "
+            "see compare.py check --help"
+        )
     if args.base != DEFAULT_BASE and args.kind not in ("rope", "sinusoidal"):
         raise UsageError(f"--base goes with --kind rope or sinusoidal, not {args.kind}")
     if args.padding_idx is not None:
@@ -102,11 +157,13 @@ def main(args) -> int:
                 f"--padding-idx {args.padding_idx} is past the battery's {VOCAB}-row table: "
                 f"use 0 to {VOCAB - 1}"
             )
-    outputs.check_not_inputs({"--json": args.json}, {"TARGET": args.target.rpartition(":")[0]})
     from embedding_parity.conformance import runner
 
-    options = {"base": args.base, "padding_idx": args.padding_idx}
+    options = {"base": args.base, "padding_idx": args.padding_idx, **_shape(args)}
     options.update(_configured(args))
+    if args.export_cases is not None:
+        return _export(args, options)
+    outputs.check_not_inputs({"--json": args.json}, {"TARGET": args.target.rpartition(":")[0]})
     report = runner.run(
         _absolute(args.target),
         args.kind,
@@ -114,11 +171,125 @@ def main(args) -> int:
         options=options,
         timeout=args.timeout,
         only=args.only,
+        dtypes=args.dtypes,
+        expected=_expected(args),
+        strict=args.strict,
+        against=_absolute(args.against) if args.against is not None else None,
     )
+    return _report(args, report)
+
+
+def _report(args, report) -> int:
     print("\n".join(report.lines()))
     if args.json:
         _write_json(args.json, report.record())
     return 0 if report.conforms else 1
+
+
+def _shape(args) -> dict:
+    """The call's shapes (the kinds' options), each refused with a kind it does not fit."""
+    given = {"head_dim": args.head_dim, "batched": args.batched, "qk": args.qk}
+    for key, value in given.items():
+        if value and args.kind != "rope":
+            raise UsageError(f"--{key.replace('_', '-')} goes with --kind rope, not {args.kind}")
+    if args.table is not None and args.kind != "lookup":
+        raise UsageError(f"--table goes with --kind lookup, not {args.kind}")
+    given["table"] = args.table
+    return {key: value for key, value in given.items() if value}
+
+
+def _expected(args) -> dict:
+    """{check or glob: reason} from --expect and --expect-file."""
+    expected = {}
+    if args.expect_file is not None:
+        for number, line in enumerate(_small_text(args.expect_file).splitlines(), 1):
+            line = line.split("#", 1)[0].strip()
+            if line:
+                try:
+                    check, reason = _expectation(line)
+                except argparse.ArgumentTypeError as error:
+                    raise UsageError(f"--expect-file line {number}: {error}") from None
+                expected[check] = reason
+    expected.update(dict(args.expect))
+    return expected
+
+
+def _small_text(path: str, limit: int = 1 << 16) -> str:
+    """A regular UTF-8 file of at most ``limit`` bytes, or one line saying why not."""
+    try:
+        with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NONBLOCK)) as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise UsageError(f"--expect-file {path}: not a regular file")
+            data = file.read(limit + 1)
+    except OSError as error:
+        raise UsageError(f"--expect-file {path}: {error.strerror}") from None
+    if len(data) > limit:
+        raise UsageError(f"--expect-file {path}: over {limit} bytes; it lists checks, one a line")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UsageError(f"--expect-file {path}: not UTF-8 ({error.reason})") from None
+
+
+def _expectation(text: str) -> tuple[str, str]:
+    check, equals, reason = text.partition("=")
+    if not equals or not check.strip() or not reason.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} must be CHECK=REASON, say 'rotation float64=computes in float32'"
+        )
+    return check.strip(), reason.strip()
+
+
+def _dtypes(text: str) -> list[str]:
+    chosen = [d.strip() for d in text.split(",") if d.strip()]
+    wrong = [d for d in chosen if d not in FLOATS]
+    if wrong or not chosen:
+        raise argparse.ArgumentTypeError(f"{text!r}: choose from {','.join(FLOATS)}, comma-separated")
+    return chosen
+
+
+def _table(text: str) -> tuple[int, int, int]:
+    try:
+        vocab_size, dim, max_seq_len = (int(n) for n in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} must be VOCAB,DIM,MAX_SEQ_LEN, three integers: say 50257,768,1024"
+        ) from None
+    return vocab_size, dim, max_seq_len
+
+
+def _export(args, options) -> int:
+    from embedding_parity.conformance import cases, runner
+
+    for flag in ("against", "json"):
+        if getattr(args, flag) is not None:
+            raise UsageError(f"--{flag} does not go with --export-cases: no target runs")
+    if args.expect or args.expect_file or args.strict:
+        raise UsageError("--expect and --strict go with the judging (--results), not the export")
+    selected = runner.select_cases(args.kind, options, only=args.only, dtypes=args.dtypes)
+    folder = cases.export(args.export_cases, args.kind, options, selected)
+    print(f"{len(selected)} cases of {args.kind}: {os.path.abspath(folder)}")
+    print(f"write each case's result into {os.path.join(folder, 'results')}/ (cases.json says "
+          f"how), then: compare.py check --results {folder}")
+    return 0
+
+
+def _results(args) -> int:
+    from embedding_parity.conformance import cases
+
+    given = {"TARGET": args.target, "--kind": args.kind, "--config": args.config}
+    given.update({"--model": args.model, "--against": args.against, "--only": args.only})
+    given.update({"--export-cases": args.export_cases, "--framework": args.framework})
+    for flag, value in given.items():
+        if value is not None:
+            raise UsageError(f"{flag} does not go with --results: the folder's cases.json says")
+    report = cases.judge(args.results)
+    from embedding_parity.conformance import runner
+
+    if args.expect or args.expect_file:
+        report.unmatched = runner._expect(report.checks, _expected(args))
+    report.strict = args.strict
+    return _report(args, report)
 
 
 def _configured(args) -> dict:
@@ -156,7 +327,12 @@ def _known(args) -> int:
     if args.target is not None or args.kind is not None:
         raise UsageError("--known runs its own targets: leave out TARGET and --kind")
     given = {"--only": args.only, "--framework": args.framework, "--padding-idx": args.padding_idx}
-    given.update({"--config": args.config, "--model": args.model})
+    given.update({"--config": args.config, "--model": args.model, "--dtypes": args.dtypes})
+    given.update({"--against": args.against, "--head-dim": args.head_dim, "--table": args.table})
+    given.update({"--export-cases": args.export_cases, "--results": args.results})
+    given.update({"--expect-file": args.expect_file, "--expect": args.expect or None})
+    given.update({"--strict": args.strict or None, "--batched": args.batched or None})
+    given["--qk"] = args.qk or None
     given["--base"] = None if args.base == DEFAULT_BASE else args.base
     for flag, value in given.items():
         if value is not None:

@@ -51,6 +51,7 @@ class Verdict:
     ulps: float | None = None
     phase: dict | None = None  # {"positions": [...], "radians": [...]}: rope and sinusoidal
     ratio: float | None = None  # largest error / bound: rope and sinusoidal
+    mismatch: dict | None = None  # the first differing element (numerics.mismatch)
 
 
 def conforms(detail, **more) -> Verdict:
@@ -59,6 +60,12 @@ def conforms(detail, **more) -> Verdict:
 
 def differs(detail, **more) -> Verdict:
     return Verdict("differs", detail, **more)
+
+
+def integer_mismatch(actual: np.ndarray, expected: np.ndarray, wrong: np.ndarray) -> dict:
+    """The first wrong integer: its index and both values."""
+    at = tuple(int(i) for i in np.argwhere(wrong)[0])
+    return {"index": list(at), "actual": str(actual[at]), "expected": str(expected[at])}
 
 
 def exact_integers(actual: np.ndarray, expected: np.ndarray):
@@ -183,7 +190,13 @@ class Kind:
         else:
             found = f"{at:.2g} > {bound:.2g} at {list(worst)} ({ratio:.3g} times the bound)"
         diagnosis = self.diagnose(params, actual, dtype, tolerance, error)
-        return differs(f"{found}{'; ' + diagnosis if diagnosis else ''}", ulps=size, phase=phase)
+        first = numerics.mismatch(actual, expected, dtype, None if self.exact else worst or None)
+        return differs(
+            f"{found}{'; ' + diagnosis if diagnosis else ''}",
+            ulps=size,
+            phase=phase,
+            mismatch=first or None,
+        )
 
     def diagnose(self, params, actual, dtype, tolerance, error) -> str:
         """The mistake the result matches, or the one it is far closest to; "" if none.

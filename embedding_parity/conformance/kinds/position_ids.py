@@ -12,7 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 from backends import positional
-from embedding_parity.conformance.kinds.base import Case, Kind, differs, exact_integers
+from embedding_parity.conformance.kinds.base import (
+    Case,
+    Kind,
+    differs,
+    exact_integers,
+    integer_mismatch,
+)
 
 # (label, left pads per row, right pads per row, past_length)
 BATCHES = (
@@ -97,6 +103,7 @@ class PositionIds(Kind):
         verdict, wrong = exact_integers(actual, expected)
         if verdict:
             return verdict
+        first = integer_mismatch(actual, expected, wrong)
         wrong = np.argwhere(wrong)
         row, col = (int(i) for i in wrong[0])
         detail = (
@@ -105,5 +112,5 @@ class PositionIds(Kind):
         )
         for name, result in self.mistakes(params):
             if np.array_equal(actual, result):
-                return differs(f"{detail}; {name}")
-        return differs(detail)
+                return differs(f"{detail}; {name}", mismatch=first)
+        return differs(detail, mismatch=first)

@@ -7,7 +7,13 @@ import math
 import numpy as np
 
 from backends import numpy_backend, positional
-from embedding_parity.conformance.kinds.base import Case, Kind, differs, exact_integers
+from embedding_parity.conformance.kinds.base import (
+    Case,
+    Kind,
+    differs,
+    exact_integers,
+    integer_mismatch,
+)
 
 
 class T5(Kind):
@@ -47,6 +53,7 @@ class T5(Kind):
         verdict, wrong = exact_integers(actual, reference)
         if verdict:
             return verdict
+        first = integer_mismatch(actual, reference, wrong)
         wrong = np.flatnonzero(wrong)
         relative = self.arguments(params)[0]
         shown = ", ".join(str(int(r)) for r in relative[wrong][:6]) + (
@@ -55,7 +62,7 @@ class T5(Kind):
         detail = f"{wrong.size} buckets differ, at relative positions {shown}"
         for name, result in self.mistakes(params):
             if np.array_equal(actual, result):
-                return differs(f"{detail}; {name}")
+                return differs(f"{detail}; {name}", mismatch=first)
         starts = positional.t5_bucket_starts(
             params["num_buckets"], params["max_distance"], bidirectional=params["bidirectional"]
         )
@@ -66,7 +73,7 @@ class T5(Kind):
         ):
             listed = ", ".join(map(str, starts[:8])) + (", ..." if len(starts) > 8 else "")
             detail += f"; off by one at bucket boundaries (buckets start at distances {listed})"
-        return differs(detail)
+        return differs(detail, mismatch=first)
 
     def mistakes(self, params):
         relative, bidirectional, n, d = self.arguments(params)

@@ -1,0 +1,100 @@
+"""One implementation held to another, case by case: a port to the implementation it comes
+from, in the dtype it runs in.
+
+Each valid case's two results are compared bit for bit in the case's dtype: bit-identical,
+or how many elements differ, by how many ulps at most (at the other's value) and where. A
+bad id's case has no result to match: there the target is held to the contract, as without
+``--against``. Both targets' verdicts against the contract (the float64 reference) are kept
+beside the comparison, and a difference still names the mistake the kit recognises in the
+target's result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+
+from embedding_parity.conformance import numerics
+from embedding_parity.conformance.kinds import Case, Outcome, Verdict
+from embedding_parity.conformance.kinds.base import conforms, differs, integer_mismatch
+
+
+def hold(report, kind, cases, outcomes, verdicts, theirs, other, name: str) -> None:
+    """Make ``report`` (of the target against the contract) the report against ``name``:
+    its checks become the case-by-case comparison, the contract's verdicts of both go
+    beside them (``report.against``)."""
+    from embedding_parity.conformance import runner
+
+    other_verdicts = [runner._judged(kind, c, o) for c, o in zip(cases, theirs)]
+    held = [
+        versus(case, mine, yours, own, name)
+        for case, mine, yours, own in zip(cases, outcomes, theirs, verdicts)
+    ]
+    own_checks = report.checks
+    other_checks = runner._checks(list(zip(cases, other_verdicts)))
+    report.checks = runner._checks(list(zip(cases, held)))
+    report.against = {
+        "target": name,
+        "framework": other.framework,
+        "why": other.why,
+        "own": [asdict(c) for c in own_checks],
+        "other": [asdict(c) for c in other_checks],
+    }
+
+
+def beside(against: dict, check: str) -> str:
+    """ "  [contract: ok, NO]": the two targets' verdicts of ``check`` against the contract."""
+    from embedding_parity.conformance.runner import MARK
+
+    marks = [
+        next((MARK[c["status"]] for c in against[side] if c["check"] == check), "")
+        for side in ("own", "other")
+    ]
+    return f"  [contract: {marks[0]}, {marks[1]}]"
+
+
+def versus(case: Case, mine: Outcome, theirs: Outcome, own: Verdict, name: str) -> Verdict:
+    """The verdict of one case: the target's result against the other's."""
+    if case.params.get("bad") is not None:
+        return own  # no result to match: a bad id must raise, whatever the other does
+    if mine.failed:
+        return Verdict("failed", mine.failed)
+    if theirs.failed:
+        return Verdict("failed", f"{name}: {theirs.failed}")
+    if theirs.array is None:
+        why = f"raises {theirs.raised}" if theirs.raised else f"returns {theirs.returned}"
+        return Verdict("rejected", f"{name} {why}: no result to hold it to")
+    if mine.array is None or mine.changed:
+        return own  # raised, returned no numbers, changed its input: the contract says which
+    return _compared(mine.array, theirs.array, own, name)
+
+
+def _compared(actual: np.ndarray, other: np.ndarray, own: Verdict, name: str) -> Verdict:
+    if actual.shape != other.shape:
+        return differs(f"shape {actual.shape} where {name} gives {other.shape}")
+    if actual.dtype != other.dtype:
+        return differs(f"returns {actual.dtype.name} where {name} returns {other.dtype.name}")
+    if numerics.same_bits(actual, other):
+        return conforms(f"bit-identical to {name}", ulps=0.0)
+    named = f"; against the contract: {own.detail}" if own.status == "differs" else ""
+    width = actual.dtype.itemsize
+    count = int((actual.view(f"V{width}") != other.view(f"V{width}")).sum())
+    if actual.dtype.kind in "iub":
+        first = integer_mismatch(actual, other, actual != other)
+        return differs(
+            f"{count} of {actual.size} elements differ from {name}, first at {first['index']}: "
+            f"{first['actual']} where {name} gives {first['expected']}{named}",
+            mismatch=first,
+        )
+    dtype = actual.dtype.name
+    same = actual.view(f"V{width}") == other.view(f"V{width}")  # NaN alike too: not counted
+    mine, yours = np.where(same, 0.0, actual), np.where(same, 0.0, other.astype(np.float64))
+    size, where = numerics.ulps(mine, yours, dtype)
+    first = numerics.mismatch(actual, other, dtype, where)
+    return differs(
+        f"{count} of {actual.size} elements differ from {name}, at most {size:.3g} ulp at "
+        f"{list(where)}: {first['actual']} where {name} gives {first['expected']}{named}",
+        ulps=size,
+        mismatch=first,
+    )

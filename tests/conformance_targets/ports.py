@@ -1,0 +1,70 @@
+"""Ports for the kit's Python API, plugin and --against: NumPy RoPEs of the half layout that
+compute in float32 (a float64 case is then "computed in float32"), one of them a float32
+element one ulp off, and lookups whose float32 results differ by a sign of zero or a NaN."""
+
+import numpy as np
+
+
+def rope(x, positions):
+    """Hugging Face's recipe in NumPy: inv_freq and angles in float32, cos and sin in float32."""
+    dim = x.shape[-1]
+    inv_freq = (1.0 / 10000.0 ** (np.arange(0, dim, 2, dtype=np.int64) / dim)).astype(np.float32)
+    angles = positions.astype(np.float32)[:, None] * inv_freq
+    cos, sin = np.cos(angles), np.sin(angles)
+    a, b = np.split(x.astype(np.float32), 2, axis=-1)
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1).astype(x.dtype)
+
+
+def rope_same(x, positions):
+    """The same arithmetic, said another way: bit-identical to rope."""
+    half = x.shape[-1] // 2
+    inv_freq = (1.0 / 10000.0 ** (np.arange(half, dtype=np.int64) * 2 / x.shape[-1])).astype(
+        np.float32
+    )
+    turn = np.float32(1) * np.outer(positions.astype(np.float32), inv_freq)
+    cos, sin = np.cos(turn), np.sin(turn)
+    a, b = x[..., :half].astype(np.float32), x[..., half:].astype(np.float32)
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1).astype(x.dtype)
+
+
+def rope_one_ulp(x, positions):
+    """rope, with one float32 element one ulp up: at [1, 2, 3] of x (3, 16, head_dim)."""
+    rotated = rope(x, positions)
+    if rotated.dtype == np.float32 and rotated.shape[-2] == 16:
+        rotated[1, 2, 3] = np.nextafter(rotated[1, 2, 3], np.float32(np.inf))
+    return rotated
+
+
+def lookup(token_table, position_table, token_ids, start):
+    if ((token_ids < 0) | (token_ids >= len(token_table))).any():
+        raise IndexError(f"token id out of range [0, {len(token_table)})")
+    return token_table[token_ids] + position_table[start : start + token_ids.shape[-1]]
+
+
+def lookup_negative_zero(token_table, position_table, token_ids, start):
+    """A float32 element of the result replaced by -0.0."""
+    x = lookup(token_table, position_table, token_ids, start)
+    if x.dtype == np.float32:
+        x[..., 0, 0] = -0.0
+    return x
+
+
+def lookup_nan(token_table, position_table, token_ids, start):
+    """A float32 element of the result replaced by a NaN of payload 0x123."""
+    x = lookup(token_table, position_table, token_ids, start)
+    if x.dtype == np.float32:
+        x[..., 0, 0] = np.uint32(0x7FC00123).view(np.float32)
+    return x
+
+
+def lookup_one_ulp(token_table, position_table, token_ids, start):
+    """lookup, with a float32 element of the result one ulp up: at [1, 2] of 2-D ids."""
+    x = lookup(token_table, position_table, token_ids, start)
+    if x.dtype == np.float32 and x.ndim == 3:
+        x[1, 2, 3] = np.nextafter(x[1, 2, 3], np.float32(np.inf))
+    return x
+
+
+def rope_off_by_one(x, positions):
+    """rope, turned by positions + 1: wrong in every dtype."""
+    return rope(x, positions + 1)

@@ -1,0 +1,242 @@
+"""The kit where porting happens: check() and assert_conforms() on a callable, what is
+expected, one port held to another (--against), and the pytest plugin in a throwaway project."""
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import compare
+from embedding_parity.conformance import assert_conforms, check, runner
+from embedding_parity.conformance.api import UnmatchedExpectation
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.join(ROOT, "tests", "conformance_targets")
+sys.path.insert(0, HERE)
+import ports  # noqa: E402 - the targets' folder, put on the path above
+
+PORTS = os.path.join(HERE, "ports.py")
+FLOAT64 = {"rotation float64": "computes in float32", "long positions float64": "float32 too"}
+
+
+def test_a_callable_is_checked_in_process_and_the_report_is_data():
+    report = check(ports.rope, "rope", dtypes=["float32", "bfloat16"])
+    assert report.conforms
+    assert [c.check for c in report.checks] == [
+        "rotation float32",
+        "long positions float32",
+        "rotation bfloat16",
+        "long positions bfloat16",
+    ]
+    assert report.target == "ports.rope" and report.framework == "numpy"
+    record = json.loads(json.dumps(report.record(), allow_nan=False))
+    assert record["schema_version"] == runner.SCHEMA_VERSION
+    assert {"check", "status", "detail", "ulps", "mismatch", "reason"} <= set(record["checks"][0])
+
+
+def test_a_float32_port_differs_in_float64_unless_that_is_expected():
+    report = check(ports.rope, "rope")
+    assert not report.conforms
+    assert {c.check for c in report.checks if c.status == "differs"} == set(FLOAT64)
+    assert "computed in float32" in report.checks[0].detail
+    report = check(ports.rope, "rope", expected=FLOAT64)
+    assert report.conforms
+    assert [c.status for c in report.checks[:2]] == ["expected", "expected"]
+    assert report.checks[0].reason == "computes in float32"
+
+
+def test_a_stale_expectation_is_reported_and_fails_under_strict():
+    stale = {**FLOAT64, "rotation float32": "once off by one"}
+    report = check(ports.rope, "rope", expected=stale)
+    fixed = next(c for c in report.checks if c.check == "rotation float32")
+    assert fixed.status == "fixed" and report.conforms
+    assert "expected to differ, but conforms (once off by one)" in "\n".join(report.lines())
+    assert not check(ports.rope, "rope", expected=stale, strict=True).conforms
+
+
+def test_an_expectation_that_names_no_check_is_a_warning():
+    with pytest.warns(UnmatchedExpectation, match="'rotation float128' matches no check"):
+        report = check(ports.rope, "rope", expected={**FLOAT64, "rotation float128": "typo"})
+    assert report.unmatched == ["rotation float128"]
+    assert "warning: --expect 'rotation float128' matches no check" in report.lines()
+
+
+def test_assert_conforms_names_the_first_mismatch_in_numbers_and_bits():
+    with pytest.raises(AssertionError) as raised:
+        assert_conforms(ports.lookup_one_ulp, "lookup", dtypes=["float32"])
+    message = str(raised.value)
+    cases = runner.select_cases("lookup", dtypes=["float32"])
+    case = next(c for c in cases if c.params["shape"] == (3, 5) and not c.params["start"])
+    expected = ports.lookup(*runner.KINDS["lookup"].arguments(case.params))[1, 2, 3]
+    up = np.nextafter(expected, np.float32(np.inf))
+    assert "forward float32 (differs): 2-D ids, start 0: " in message
+    assert "ulp at [1, 2, 3]" in message  # from the float64 reference: 1 ulp of the rounded one
+    assert (
+        f"first mismatch at [1, 2, 3]: {float(up)!r} (0x{int(up.view(np.uint32)):08x}) where "
+        f"{float(expected)!r} (0x{int(expected.view(np.uint32)):08x}) is expected, 1 ulp"
+    ) in message
+    assert (
+        f"reproduce: python -m embedding_parity check {PORTS}:lookup_one_ulp --kind lookup "
+        "--only 'forward float32'"
+    ) in message
+
+
+@pytest.mark.parametrize(
+    "target, shown",
+    [
+        (ports.lookup_negative_zero, "-0.0 (0x80000000, a negative zero)"),
+        (ports.lookup_nan, "nan (0x7fc00123, quiet, payload 0x123)"),
+    ],
+)
+def test_the_sign_of_a_zero_and_a_nan_payload_are_named(target, shown):
+    with pytest.raises(AssertionError, match="first mismatch at \\[0, 0\\]: ") as raised:
+        assert_conforms(target, "lookup", dtypes=["float32"])
+    assert shown in str(raised.value)
+
+
+def test_a_port_held_to_its_source_is_bit_identical_or_one_ulp_at_its_index():
+    same = check(ports.rope_same, "rope", against=ports.rope)
+    assert same.conforms
+    assert all(c.detail.startswith("bit-identical to ports.rope") for c in same.checks)
+    # both compute in float32: their float64 cases differ from the contract, not each other
+    assert [c["status"] for c in same.against["own"]][:2] == ["differs", "differs"]
+    off = check(ports.rope_one_ulp, "rope", against=ports.rope, dtypes=["float32"])
+    first = off.checks[0]
+    assert first.status == "differs" and off.checks[1].status == "conforms"
+    assert first.detail.endswith(
+        first.mismatch["actual"] + " where ports.rope gives " + first.mismatch["expected"]
+    )
+    assert "1 of 768 elements differ from ports.rope, at most 1 ulp at [1, 2, 3]" in first.detail
+    assert first.mismatch["index"] == [1, 2, 3] and first.mismatch["ulps"] == 1.0
+
+
+def test_a_bad_id_is_held_to_the_contract_against_another():
+    report = check(ports.lookup, "lookup", against=ports.lookup_negative_zero)
+    bad = [c for c in report.checks if c.check.startswith("bad id")]
+    assert bad and all(c.status == "conforms" for c in bad)
+    forward = next(c for c in report.checks if c.check == "forward float32")
+    assert forward.status == "differs" and "0x80000000" in forward.detail
+
+
+def test_isolate_runs_an_importable_callable_in_the_worker():
+    report = check(ports.rope, "rope", isolate=True, checks=["rotation float32"])
+    assert report.conforms and report.target == f"{PORTS}:rope"
+    with pytest.raises(ValueError, match="isolate=True runs the target in a worker"):
+        check(lambda x, p: x, "rope", isolate=True)
+
+
+def run_check(capsys, *flags):
+    code = compare.main(["check", *flags])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_the_command_line_says_what_is_expected(capsys, tmp_path):
+    target = f"{PORTS}:rope"
+    code, out = run_check(capsys, target, "--kind", "rope", "--dtypes", "float64,float32")
+    assert code == 1 and "DIFFERS" in out
+    expect = ["--expect", "rotation float64=computes in float32", "--expect", "long*64=same"]
+    code, out = run_check(capsys, target, "--kind", "rope", "--dtypes", "float64,float32", *expect)
+    assert code == 0, out
+    assert "  xf   rotation float64  " in out and "expected (computes in float32)" in out
+    listed = tmp_path / "expected.txt"
+    listed.write_text("# float32 inside\n* float64 = computes in float32\nrotation float32=stale\n")
+    flags = [target, "--kind", "rope", "--dtypes", "float64,float32", "--expect-file", str(listed)]
+    code, out = run_check(capsys, *flags)
+    assert code == 0 and "  XP   rotation float32" in out
+    code, out = run_check(capsys, *flags, "--strict", "--json", str(tmp_path / "r.json"))
+    assert code == 1
+    record = json.loads((tmp_path / "r.json").read_text())
+    assert record["schema_version"] == 1 and record["strict"] is True
+    assert [c["status"] for c in record["checks"]] == ["expected", "expected", "fixed", "conforms"]
+    code, out = run_check(capsys, target, "--kind", "rope", "--expect", "no equals sign")
+    assert code == 2 and "must be CHECK=REASON" in out
+
+
+def test_the_command_line_holds_one_port_to_another(capsys):
+    flags = ["--kind", "rope", "--dtypes", "float32", "--against", f"{PORTS}:rope"]
+    code, out = run_check(capsys, f"{PORTS}:rope_same", *flags)
+    assert code == 0, out
+    assert "bit-identical to" in out and "[contract: ok, ok]" in out
+    code, out = run_check(capsys, f"{PORTS}:rope_one_ulp", *flags)
+    assert code == 1 and "at most 1 ulp at [1, 2, 3]" in out
+
+
+def test_the_plugin_imports_no_framework_and_is_registered():
+    code = (
+        "import sys, importlib.metadata as m; import embedding_parity.pytest_plugin; "
+        "print(sorted(n for n in ('numpy', 'torch', 'jax', 'embedding_parity.conformance') "
+        "if n in sys.modules)); "
+        "print([e.value for e in m.entry_points(group='pytest11') if e.name == 'embedding_parity'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "['embedding_parity.pytest_plugin']"]
+
+
+THROWAWAY = '''
+from embedding_parity.conformance import parametrize_with_checks
+from ports import rope, rope_off_by_one
+
+EXPECTED = {{
+    "rotation float64": "computes in float32",
+    "long positions float64": "computes in float32",
+    "long positions float32": "fixed long ago",
+    "rotation float128": "a typo",
+}}
+
+
+@parametrize_with_checks([rope, rope_off_by_one], kind="rope", dtypes=["float64", "float32"],
+                         expected_failed_checks=EXPECTED{strict})
+def test_rope(implementation, check):
+    check(implementation)
+'''
+
+
+def throwaway(pytester, strict: str) -> None:
+    """A project of its own: the ports module and a test file that checks two of them."""
+    with open(PORTS, encoding="utf-8") as file:
+        pytester.makepyfile(ports=file.read(), test_port=THROWAWAY.format(strict=strict))
+    pytester.syspathinsert()
+
+
+def test_the_decorator_gives_one_test_per_check_in_a_throwaway_project(pytester):
+    throwaway(pytester, "")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rxX", "--junitxml=junit.xml")
+    # rope: float64 as expected, rotation float32 conforms, long positions float32 XPASS;
+    # rope_off_by_one: every check differs, rotation float32 unexpectedly
+    result.assert_outcomes(passed=1, failed=1, xfailed=5, xpassed=1, warnings=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*rotation float32 (differs): *positions off by +1*",
+            "*first mismatch at *",
+            "*reproduce: python -m embedding_parity check *ports.py:rope_off_by_one --kind rope*",
+            "*'rotation float128' matches no check of rope*",
+            "XPASS test_port.py::test_rope?rope-long_positions_float32? - fixed long ago",
+        ]
+    )
+    assert 'name="test_rope[rope-rotation_float64]"' in (pytester.path / "junit.xml").read_text()
+    collected = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider")
+    ids = [line for line in collected.stdout.lines if "::" in line]
+    assert ids[:4] == [
+        "test_port.py::test_rope[rope-rotation_float64]",
+        "test_port.py::test_rope[rope-long_positions_float64]",
+        "test_port.py::test_rope[rope-rotation_float32]",
+        "test_port.py::test_rope[rope-long_positions_float32]",
+    ]
+
+
+def test_strict_makes_a_stale_expectation_a_failure(pytester):
+    throwaway(pytester, ", strict=True")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-k", "rope-")
+    result.assert_outcomes(passed=1, failed=1, xfailed=2, warnings=2)
+    result.stdout.fnmatch_lines(["*XPASS(strict)*fixed long ago*"])
+
+
+def test_the_ids_are_the_same_under_xdist(pytester):
+    throwaway(pytester, "")
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "-q")
+    result.assert_outcomes(passed=1, failed=1, xfailed=5, xpassed=1)
