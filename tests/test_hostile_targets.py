@@ -196,7 +196,8 @@ def test_the_current_folder_and_a_numpy_py_shadow_nothing(hostile):
     records, _, _, marker = hostile
     assert not marker.exists()
     assert records["numpy.py"]["conforms"]
-    assert records["numpy.py"]["why"] == "detected: numpy imports neither torch nor jax"
+    why = "detected: returns numpy.ndarray for NumPy arrays (a probe call)"
+    assert records["numpy.py"]["why"] == why
     assert checks(records["returns_none"])["forward float16"]["status"] == "conforms"
     assert records["rope"]["conforms"], records["rope"]
 

@@ -240,3 +240,30 @@ def test_the_ids_are_the_same_under_xdist(pytester):
     throwaway(pytester, "")
     result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "-q")
     result.assert_outcomes(passed=1, failed=1, xfailed=5, xpassed=1)
+
+
+def test_the_shapes_ports_call_with():
+    batched = check(ports.rope_batched, "rope", batched=True, head_dim=64, dtypes=["float32"])
+    assert batched.conforms, batched.lines()
+    assert [c.check for c in batched.checks] == [
+        "packed batch float32",
+        "left-padded batch float32",
+        "long positions float32",
+    ]
+    assert "(2, 3, 16, 64)" in batched.checks[0].detail or "64" in batched.contract
+    both = check(ports.rope_qk, "rope", batched=True, qk=True, dtypes=["float32"])
+    assert both.conforms, both.lines()
+    wrong = check(ports.rope, "rope", batched=True, dtypes=["float32"])  # (T,) positions only
+    assert not wrong.conforms
+
+
+def test_the_command_line_takes_the_shapes_and_a_pair_comes_back_from_the_worker(capsys):
+    flags = ["--kind", "rope", "--batched", "--qk", "--head-dim", "8", "--dtypes", "bfloat16"]
+    code, out = run_check(capsys, f"{PORTS}:rope_qk", *flags)
+    assert code == 0, out
+    assert "f(q, k, positions)" in out
+    code, out = run_check(capsys, f"{PORTS}:lookup", "--kind", "rope", "--table", "5,4,8")
+    assert code == 2 and "--table goes with --kind lookup" in out
+    code, out = run_check(capsys, f"{PORTS}:lookup", "--kind", "lookup", "--table", "50,4,8")
+    assert code == 0, out
+    assert "bad id: vocab_size" in out

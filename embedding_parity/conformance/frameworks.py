@@ -1,5 +1,15 @@
 """NumPy arrays into a framework's own arrays and back, and which framework a target speaks.
 
+A target's framework is what it takes and returns, so the kit asks the target (``probe``):
+it calls it on one valid case as NumPy arrays, and as torch's and JAX's where the target has
+imported them (no target returns a torch tensor without torch imported). The framework whose
+arrays it returns for its own arrays is the one. A function that works on every framework's
+arrays (plain indexing) is taken as the one its module imports, else as NumPy's; a target
+that takes one framework's arrays and returns another's is refused in one line, for
+--framework to settle, never guessed. Only where no probe call returns an array (a target
+that raises on every valid input) does what its module imports decide (``detect``), the
+battery then reporting the raising. Keras (and keras-hub) is the framework of its backend.
+
 Each framework is imported only when a target of it runs (in the worker process)."""
 
 from __future__ import annotations
@@ -10,21 +20,116 @@ import sys
 import ml_dtypes
 import numpy as np
 
+from embedding_parity.cli import UsageError
+
 FRAMEWORKS = ("numpy", "torch", "jax")
+GIVEN = {"numpy": "NumPy arrays", "torch": "torch tensors", "jax": "jax arrays"}
+ARRAY = {"numpy": "numpy.ndarray", "torch": "torch.Tensor", "jax": "jax.Array"}
+FAMILIES = {"torch": "torch", "jax": "jax", "flax": "jax", "equinox": "jax"}  # by import name
+KERAS = ("keras", "keras_hub")  # their framework is the backend KERAS_BACKEND named
+SETTLE = "give --framework numpy|torch|jax"
+
+
+def probe_case(kind, options: dict) -> dict | None:
+    """The params of the case a probe calls the target on: the first valid float32 case of
+    ``kind``'s battery (a Kind) at ``options`` (a case that names no dtype counts as one);
+    None if it has none."""
+    valid = (
+        c.params
+        for c in kind.cases(options)
+        if c.params.get("dtype", "float32") == "float32" and c.params.get("bad") is None
+    )
+    return next(valid, None)
+
+
+def probe(function, arguments: list, module, name: str) -> tuple[str, str]:
+    """(framework, why) from what ``function`` takes and returns. It is called on
+    ``arguments`` (one valid case's, as NumPy arrays) converted to each framework's arrays in
+    turn: NumPy's, then torch's and JAX's where imported by then. The framework whose arrays
+    it returns when given its own is the one; of several, the first that ``module`` (called
+    ``name`` in the why) imports, else NumPy. UsageError, in one line, where the calls return
+    arrays but cannot settle it: none of a framework given its own (it takes one
+    framework's arrays and returns another's), or several, none of them NumPy or imported.
+    ``detect`` where no call returns an array. What the target raises stays in here, named
+    by its type only (a probe's exception is no finding)."""
+    said, matches, spoken = {}, [], False  # said: framework given -> "returns jax.Array"
+    for framework in FRAMEWORKS:
+        if framework != "numpy" and framework not in sys.modules:
+            continue
+        fresh = [a.copy() if isinstance(a, np.ndarray) else a for a in arguments]
+        with precision(framework, fresh):
+            native = [to_framework(a, framework) for a in fresh]
+            try:
+                result = settle(function(*native))
+            except Exception as error:  # noqa: BLE001 - the target's: what it does not take
+                said[framework] = f"raises {type(error).__name__}"
+                continue
+        speaks = _speaks(result)
+        said[framework] = f"returns {ARRAY[speaks] if speaks else type(result).__name__}"
+        matches += [framework] if speaks == framework else []
+        spoken = spoken or speaks is not None
+    seen = "; ".join(f"given {GIVEN[f]} it {what}" for f, what in said.items())
+    if len(matches) == 1:
+        found = matches[0]
+        return found, f"detected: returns {ARRAY[found]} for {GIVEN[found]} (a probe call)"
+    if matches:
+        found, reason = _imported_of(matches, module, name, seen)
+        given = " and ".join(GIVEN[f] for f in matches)
+        return found, f"detected: returns the arrays it is given, {given} (probe calls); {reason}"
+    if spoken:
+        raise UsageError(f"{seen}: it takes one framework's arrays and returns another's; {SETTLE}")
+    framework, why = detect(module, function, name)
+    return framework, f"{why} (no probe call returned an array: {seen})"
+
+
+def _imported_of(matches: list, module, name: str, seen: str) -> tuple[str, str]:
+    """(framework, why) of a target that takes several frameworks' arrays (``matches``): the
+    first its module imports, else NumPy; UsageError if it imports none and NumPy is not one."""
+    imported = [(f, what) for f, what in _imports(module) if f in matches]
+    if imported:
+        framework, what = imported[0]
+        return framework, f"{name} imports {what}"
+    if "numpy" not in matches:
+        raise UsageError(f"{seen}: it takes several frameworks' arrays and imports none; {SETTLE}")
+    return "numpy", f"{name} imports no {' or '.join(f for f in matches if f != 'numpy')}"
 
 
 def detect(module, function, name: str) -> tuple[str, str]:
-    """(framework, why): the first of torch and jax that the target's module (called ``name``
-    in the why) imports (flax and equinox count as jax), else numpy. Keras can run on any of
-    them: give --framework."""
+    """(framework, why) from imports alone: the first of torch and jax that the target's
+    module (called ``name`` in the why) imports, else numpy."""
+    for framework, what in _imports(module)[:1]:
+        return framework, f"detected: {name} imports {what}"
+    return "numpy", f"detected: {name} imports neither torch nor jax"
+
+
+def _imports(module) -> list[tuple[str, str]]:
+    """(framework, what is imported) for each import of torch or jax in ``module``, torch's
+    first: flax and equinox are JAX's; Keras and keras-hub are their backend's."""
     names = {getattr(value, "__name__", "") for value in vars(module).values()}
     names |= {type(value).__module__ for value in vars(module).values()}
-    roots = {name.split(".")[0] for name in names if name}
-    for framework, families in (("torch", {"torch"}), ("jax", {"jax", "flax", "equinox"})):
-        found = sorted(roots & families)
-        if found:
-            return framework, f"detected: {name} imports {found[0]}"
-    return "numpy", f"detected: {name} imports neither torch nor jax"
+    roots = sorted({name.split(".")[0] for name in names if name})
+    found = [(FAMILIES[root], root) for root in roots if root in FAMILIES]
+    keras = sys.modules.get("keras")
+    if keras is not None:
+        backend = keras.backend.backend()
+        found += [(backend, f"{root} (on {backend})") for root in roots if root in KERAS]
+    order = ("torch", "jax")
+    return sorted((pair for pair in found if pair[0] in order), key=lambda p: order.index(p[0]))
+
+
+def _speaks(value) -> str | None:
+    """The framework whose array ``value`` is (a tuple's or list's: its first element's);
+    None for anything else, a JAX tracer included (it stands for no numbers)."""
+    if isinstance(value, (tuple, list)) and value:
+        value = value[0]
+    if isinstance(value, np.ndarray):
+        return "numpy"
+    torch, jax = sys.modules.get("torch"), sys.modules.get("jax")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return "torch"
+    if jax is not None and isinstance(value, jax.Array) and not is_tracer(value):
+        return "jax"
+    return None
 
 
 def to_framework(value, framework: str):
@@ -77,3 +182,13 @@ def settle(result):
     if jax is not None and isinstance(result, jax.Array) and not is_tracer(result):
         result.block_until_ready()
     return result
+
+
+def is_array(value) -> bool:
+    """Whether ``value`` is an array of NumPy, torch or JAX (a tracer too)."""
+    if isinstance(value, np.ndarray):
+        return True
+    torch, jax = sys.modules.get("torch"), sys.modules.get("jax")
+    return (torch is not None and isinstance(value, torch.Tensor)) or (
+        jax is not None and isinstance(value, jax.Array)
+    )

@@ -2,12 +2,14 @@
 
     python -P -m embedding_parity.conformance.worker FOLDER PARENT_PID
 
-Reads JSON lines on stdin: {"id", "target", "framework", "kind"}, then one line per case,
-{"id", "case": its params, "elements": the most a result of it may hold}; another target
-later switches to it, so a matrix's rows can share one process. Answers one JSON line per
-request, with the request's id, on the file descriptor that was stdout; the target's own
-printing goes to stderr, so that it cannot garble the answers. Results are written as .npy
-files into FOLDER (never pickled; bfloat16 as its uint16 bits).
+Reads JSON lines on stdin: {"id", "target", "framework", "kind", "probe"} ("probe": a case's
+params, the target called on it to tell its framework where none is given; without it, its
+imports tell), then one line per case, {"id", "case": its params, "elements": the most a
+result of it may hold}; another target later switches to it, so a matrix's rows can share
+one process. Answers one JSON line per request, with the request's id, on the file
+descriptor that was stdout; the target's own printing goes to stderr, so that it cannot
+garble the answers. Results are written as .npy files into FOLDER (never pickled; bfloat16
+as its uint16 bits).
 
 What the target did and what the kit did are kept apart: only an exception from the call
 (or from the computation it dispatched, for JAX) is the target's raising; a result the kit
@@ -26,6 +28,7 @@ import traceback
 import ml_dtypes
 import numpy as np
 
+from embedding_parity.cli import UsageError
 from embedding_parity.conformance import frameworks
 from embedding_parity.conformance.kinds import KINDS
 from embedding_parity.sharding import die_with_parent
@@ -78,6 +81,16 @@ def load(target: str):
 def _load_answer(request: dict, answer):
     """Load the request's target and answer ready (with the framework) or why not; returns
     (function, framework, kind), or None when the target cannot be had."""
+    from embedding_parity.conformance.adapters import sources  # names only: imports no torch
+
+    if request["target"] in sources.SOURCES:  # a source the kit ships (--against hf)
+        try:
+            function = sources.make(request["target"], request["kind"], request["options"])
+        except Exception as error:  # noqa: BLE001 - a piece the source lacks: one line
+            answer(usage=f"--against {request['target']}: {error}")
+            return None
+        answer(ready=True, framework="torch", why=sources.SOURCES[request["target"]])
+        return function, "torch", KINDS[request["kind"]]
     try:
         module, shown, function = load(request["target"])
     except Unusable as error:
@@ -89,7 +102,20 @@ def _load_answer(request: dict, answer):
         answer(usage=f"TARGET {target!r}: importing it raised {type(error).__name__}: {first}")
         return None
     framework, why = request["framework"], "given with --framework"
-    if framework is None:
+    if framework is None and request.get("probe") is not None:
+        me = os.getpid()
+        with np.errstate(**KIT_ERRORS):
+            arguments = KINDS[request["kind"]].arguments(request["probe"])
+        try:
+            framework, why = frameworks.probe(function, arguments, module, shown)
+        except UsageError as error:  # it takes one framework's arrays and returns another's
+            why = str(error)
+        if os.getpid() != me:  # the target forked in a probe call: only the worker answers
+            os._exit(0)
+        if framework is None:
+            answer(usage=f"TARGET {request['target']!r}: {why}")
+            return None
+    elif framework is None:
         framework, why = frameworks.detect(module, function, shown)
     answer(ready=True, framework=framework, why=why)
     return function, framework, KINDS[request["kind"]]
@@ -118,7 +144,20 @@ def _changed(kept: list, native: list) -> list[dict]:
 
 
 def _numbers(returned):
-    """(array, None) for a result that is an array of numbers, else (None, what it is)."""
+    """(array, None) for a result that is an array of numbers, else (None, what it is). A
+    tuple or list of arrays (q and k rotated in one call) is their stack."""
+    if isinstance(returned, (tuple, list)) and returned and all(
+        frameworks.is_array(r) for r in returned
+    ):
+        parts = [_numbers(r) for r in returned]
+        what = next((w for _, w in parts if w is not None), None)
+        if what is not None:
+            return None, f"a {type(returned).__name__} holding {what}"
+        arrays = [a for a, _ in parts]
+        if len({(a.shape, a.dtype) for a in arrays}) > 1:
+            shapes = ", ".join(f"{a.dtype.name} {a.shape}" for a in arrays)
+            return None, f"a {type(returned).__name__} of arrays that differ ({shapes})"
+        return np.stack(arrays), None
     if frameworks.is_tracer(returned):
         return None, f"{type(returned).__name__} (a JAX tracer, leaked from a transformation)"
     try:
@@ -158,7 +197,7 @@ def main(folder: str, parent: int) -> None:
             continue
         with np.errstate(**KIT_ERRORS):
             arguments = kind.arguments(request["case"])
-        reply = _call(function, framework, arguments)
+        reply = call(function, framework, arguments, request["elements"])
         if os.getpid() != me:  # a fork() in the target returned here: only one may answer
             os._exit(0)
         if "array" in reply:
@@ -166,7 +205,22 @@ def main(folder: str, parent: int) -> None:
         answer(**reply)
 
 
-def _call(function, framework, arguments) -> dict:
+def call(function, framework, arguments, elements: int, *, log: bool = True) -> dict:
+    """What the target did with ``arguments``: {"raised"}, {"returned": what} or {"array",
+    "changed"}; a result of more than ``elements`` elements is only described (a broadcast
+    view of a few bytes can stand for gigabytes). The worker's and ``runner.InProcess``'s
+    (``log``: print a raising target's traceback, into the worker's log)."""
+    reply = _call(function, framework, arguments, log)
+    if "array" in reply and reply["array"].size > elements:
+        shape, size = reply["array"].shape, reply["array"].size
+        return {
+            "returned": f"an array of shape {shape} ({size} elements, "
+            f"where a result of this case has at most {elements})"
+        }
+    return reply
+
+
+def _call(function, framework, arguments, log: bool) -> dict:
     """The call's outcome: {"raised"}, {"returned": what} or {"array", "changed"}. Only the
     call (and the computation it dispatched) is the target's: an exception of the kit's own
     work around it is never taken for the target raising."""
@@ -180,7 +234,8 @@ def _call(function, framework, arguments) -> dict:
         try:
             returned = frameworks.settle(function(*native))
         except Exception as error:  # noqa: BLE001 - the target's exception is the finding
-            traceback.print_exc()
+            if log:
+                traceback.print_exc()
             first = (str(error).splitlines() or [""])[0]
             return {"raised": f"{type(error).__name__}: {first}" if first else type(error).__name__}
         with np.errstate(**KIT_ERRORS):
@@ -192,13 +247,7 @@ def _call(function, framework, arguments) -> dict:
 
 
 def _save(result: np.ndarray, request: dict, folder: str) -> dict:
-    """Write the result for the parent, unless it holds more elements than the case can give
-    (a broadcast view of a few bytes can stand for gigabytes): then only its shape."""
-    if result.size > request["elements"]:
-        return {
-            "returned": f"an array of shape {result.shape} ({result.size} elements, "
-            f"where a result of this case has at most {request['elements']})"
-        }
+    """Write the result for the parent (never pickled; bfloat16 as its uint16 bits)."""
     path = os.path.join(folder, f"result{request['id']}.npy")
     with np.errstate(**KIT_ERRORS):
         bits = result.view(np.uint16) if result.dtype == ml_dtypes.bfloat16 else result

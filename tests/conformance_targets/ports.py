@@ -68,3 +68,19 @@ def lookup_one_ulp(token_table, position_table, token_ids, start):
 def rope_off_by_one(x, positions):
     """rope, turned by positions + 1: wrong in every dtype."""
     return rope(x, positions + 1)
+
+
+def rope_batched(x, positions):
+    """rope for x (B, H, T, head_dim) at positions (B, T), as Hugging Face's
+    apply_rotary_pos_emb takes them: cos and sin (B, T, head_dim) put on every head."""
+    dim = x.shape[-1]
+    inv_freq = (1.0 / 10000.0 ** (np.arange(0, dim, 2, dtype=np.int64) / dim)).astype(np.float32)
+    angles = positions.astype(np.float32)[..., None] * inv_freq  # (B, T, dim/2)
+    cos, sin = np.cos(angles)[:, None], np.sin(angles)[:, None]  # (B, 1, T, dim/2)
+    a, b = np.split(x.astype(np.float32), 2, axis=-1)
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1).astype(x.dtype)
+
+
+def rope_qk(q, k, positions):
+    """q and k rotated in one call."""
+    return rope_batched(q, positions), rope_batched(k, positions)

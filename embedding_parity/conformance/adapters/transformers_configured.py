@@ -1,7 +1,8 @@
-"""Hugging Face transformers at the configurations models ship: each model's own rotary
-embedding built from its config class at a bundled preset (``embedding_parity.configs``),
-Gemma's scaled embedding, OPT's, RoBERTa's and BART's position ids and BERT's embeddings
-module (built from MiniLM's packaged config.json). Nothing is downloaded."""
+"""Hugging Face transformers at the configurations models ship: the models' own rotary
+embedding built from a config class at any rope configuration (``rotary``; the bundled
+presets' below), Gemma's scaled embedding, GPT-2's, OPT's, RoBERTa's and BART's position ids
+and BERT's embeddings module (built from MiniLM's packaged config.json). Nothing is
+downloaded."""
 
 import os
 
@@ -10,6 +11,7 @@ from transformers import BertConfig, LlamaConfig
 from transformers.models.bert.modeling_bert import BertEmbeddings
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import apply_rotary_pos_emb_interleave
 from transformers.models.gemma.modeling_gemma import GemmaTextScaledWordEmbedding
+from transformers.models.glm.modeling_glm import apply_rotary_pos_emb as apply_glm_rotary_pos_emb
 from transformers.models.gpt_neox.modeling_gpt_neox import (
     GPTNeoXRotaryEmbedding,
     apply_rotary_pos_emb,
@@ -22,36 +24,65 @@ from backends import pretrained
 from embedding_parity import configs
 
 
-def _rotary_at(preset: str):
-    """f(x, positions) with the preset's rotary embedding: LlamaRotaryEmbedding (every rope
-    type, through ROPE_INIT_FUNCTIONS and dynamic_rope_update), GPTNeoXRotaryEmbedding for a
-    partial rotation (Llama's makes cos and sin for the whole head); a fresh module per call
-    so that no call depends on the ones before it; GPT-NeoX's apply, DeepSeek-V3's for its
-    interleaved pairs."""
-    config = configs.preset(preset)
-    rotary = config.rotary_dim or config.head_dim
-    rope = {"rope_type": "default", **(config.scaling or {}), "rope_theta": config.rope_theta}
-    rope.pop("max_position_embeddings", None)
-    rope["partial_rotary_factor"] = rotary / config.head_dim
+def rotary(rope: dict, *, qk: bool = False):
+    """f(x, positions) with transformers' rotation at ``rope`` (the rope kind's rotation:
+    head_dim, base, layout, scaling, rotary_dim, max_position_embeddings), or with ``qk``
+    f(q, k, positions) -> (q_rotated, k_rotated), one cos and sin for both as the models do.
+    LlamaRotaryEmbedding (every rope type, through ROPE_INIT_FUNCTIONS and
+    dynamic_rope_update), GPTNeoXRotaryEmbedding for a partial rotation (Llama's makes cos and
+    sin for the whole head); a fresh module per call so that no call depends on the ones
+    before it. Applied as GPT-NeoX does for the half layout, as DeepSeek-V3 does for
+    interleaved pairs over the whole head, and as GLM does for a partial interleaved rotation
+    (GPT-J's, ChatGLM's).
+
+    x (..., T, head_dim) with positions (T,), or x (B, H, T, head_dim) with positions (B, T)
+    as the models call it."""
+    head_dim = rope["head_dim"]
+    rotary_dim = rope.get("rotary_dim") or head_dim
+    parameters = {"rope_type": "default", **(rope.get("scaling") or {})}
+    # the config's own length, as the models read it; the scaling dict's where it has none
+    longest = parameters.pop("max_position_embeddings", None)
+    longest = rope.get("max_position_embeddings") or longest
+    parameters |= {"rope_theta": rope["base"], "partial_rotary_factor": rotary_dim / head_dim}
+    # as a config.json gives them (transformers warns otherwise): LongRoPE's lists, int lengths
+    parameters |= {k: list(v) for k, v in parameters.items() if isinstance(v, tuple)}
+    if "original_max_position_embeddings" in parameters:
+        parameters["original_max_position_embeddings"] = int(
+            parameters["original_max_position_embeddings"]
+        )
     hf = LlamaConfig(
-        hidden_size=config.head_dim,
+        hidden_size=head_dim,
         num_attention_heads=1,
-        head_dim=config.head_dim,
-        max_position_embeddings=config.max_position_embeddings,
-        rope_parameters=rope,
+        head_dim=head_dim,
+        rope_parameters=parameters,
+        **({"max_position_embeddings": longest} if longest else {}),
     )
+    module = GPTNeoXRotaryEmbedding if rotary_dim < head_dim else LlamaRotaryEmbedding
+    if rope.get("layout", "half") == "half":  # GPT-NeoX's: the first cos.shape[-1] dims turned
+        apply = apply_rotary_pos_emb
+    elif rotary_dim == head_dim:
+        apply = apply_rotary_pos_emb_interleave
+    else:
+        apply = apply_glm_rotary_pos_emb
+
+    def rotated(q, k, positions):
+        if positions.ndim == 2:  # (B, T) with q (B, H, T, head_dim): the models' own call
+            cos, sin = module(config=hf)(q, positions)
+            return apply(q, k, cos, sin)
+        q4, k4 = (x.reshape(-1, 1, *x.shape[-2:]) for x in (q, k))  # (batch, heads, T, d)
+        cos, sin = module(config=hf)(q4, positions[None])
+        q4, k4 = apply(q4, k4, cos, sin)
+        return q4.reshape(q.shape), k4.reshape(k.shape)
 
     def f(x, positions):
-        q = x.reshape(-1, 1, *x.shape[-2:])  # (batch, heads, T, head_dim)
-        module = GPTNeoXRotaryEmbedding if rotary < config.head_dim else LlamaRotaryEmbedding
-        cos, sin = module(config=hf)(q, positions[None])
-        if config.layout == "interleaved":
-            rotated, _ = apply_rotary_pos_emb_interleave(q, q, cos, sin)
-        else:  # GPT-NeoX's: the first cos.shape[-1] dims rotated, the rest passed through
-            rotated, _ = apply_rotary_pos_emb(q, q, cos, sin)
-        return rotated.reshape(x.shape)
+        return rotated(x, x, positions)[0]
 
-    return f
+    return rotated if qk else f
+
+
+def _rotary_at(preset: str):
+    """f(x, positions) with the rotation of the bundled ``preset``."""
+    return rotary(configs.preset(preset).options("rope")["rope"])
 
 
 llama_3_1_8b = _rotary_at("llama-3.1-8b")
@@ -74,6 +105,12 @@ def gemma_embedding(token_table, token_ids):
         return layer(token_ids)
 
 
+def arange_positions(input_ids, attention_mask, past_length):
+    # GPT2Model.forward's: one row of past_length + t, which the model broadcasts over the batch
+    positions = torch.arange(input_ids.shape[1]) + past_length
+    return positions.unsqueeze(0).expand(input_ids.shape)
+
+
 def opt_positions(input_ids, attention_mask, past_length):
     # the layer returns rows of its table: a table whose row i holds i gives the ids back
     layer = OPTLearnedPositionalEmbedding(4096, 1)
@@ -81,9 +118,18 @@ def opt_positions(input_ids, attention_mask, past_length):
     return layer(attention_mask, past_length).squeeze(-1).long()
 
 
-def roberta_positions(input_ids, attention_mask, past_length):
-    padding_idx = configs.preset("roberta-base").pad_token_id
-    return RobertaEmbeddings.create_position_ids_from_input_ids(input_ids, padding_idx, past_length)
+def roberta_positions_at(padding_idx: int):
+    """f(input_ids, attention_mask, past_length) by RoBERTa's rule, counting from padding_idx."""
+
+    def f(input_ids, attention_mask, past_length):
+        return RobertaEmbeddings.create_position_ids_from_input_ids(
+            input_ids, padding_idx, past_length
+        )
+
+    return f
+
+
+roberta_positions = roberta_positions_at(configs.preset("roberta-base").pad_token_id)
 
 
 def bart_positions(input_ids, attention_mask, past_length):

@@ -119,6 +119,10 @@ class Kind:
         """The bound on |result - reference|: a number, or one per element."""
         return 0.0
 
+    def exact_for(self, params: dict) -> bool:
+        """Whether this case's result must be bit-identical (else within ``tolerance``)."""
+        return self.exact
+
     def judge(self, case: Case, outcome: Outcome) -> Verdict:
         if outcome.failed:
             return Verdict("failed", outcome.failed)

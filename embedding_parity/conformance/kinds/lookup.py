@@ -1,5 +1,10 @@
 """lookup: f(token_table, position_table, token_ids, start) -> x, token rows plus position rows;
-bit for bit, and every bad id must raise."""
+bit for bit, and every bad id must raise.
+
+The option ``table``, (vocab_size, dim, max_seq_len), sets the battery's tables to a port's own
+shapes (a module built for its vocabulary), in place of the kit's (64, 8, 16); the bad ids then
+count from that vocab_size, and Gemma's scaled lookup takes its vocab_size too.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import numpy as np
 
 import backends
 from backends import positional, validation
+from embedding_parity.cli import UsageError
 from embedding_parity.conformance import numerics
 from embedding_parity.conformance.kinds.base import (
     BAD_IDS,
@@ -22,23 +28,76 @@ from embedding_parity.conformance.kinds.base import (
 )
 from embedding_parity.conformance.numerics import FLOATS
 
+# The most values a ``table`` option's two tables may hold together (512 MiB in float64): they
+# are built for every case, in the worker and again in the judge. GPT-2's are 39 million.
+MOST_TABLE_VALUES = 2**26
+
+
+def table_of(params: dict) -> tuple[int, int, int]:
+    """(vocab_size, dim, max_seq_len) of the case's tables: the option's, else the kit's."""
+    vocab, dim, length = params.get("table") or (VOCAB, DIM, MAX_SEQ_LEN)
+    return vocab, dim, length
+
 
 def battery_tables(params: dict):
-    return backends.shared_weights(
-        VOCAB, DIM, MAX_SEQ_LEN, seed=params["seed"], dtype=params["dtype"]
-    )
+    return backends.shared_weights(*table_of(params), seed=params["seed"], dtype=params["dtype"])
+
+
+def neighbours(vocab: int) -> tuple[int, int]:
+    """The valid ids on either side of a bad one: 3 and 5, or the last rows of a smaller table."""
+    return min(3, vocab - 2), min(5, vocab - 1)
 
 
 def battery_ids(params: dict) -> np.ndarray:
+    vocab = table_of(params)[0]
     if params.get("bad") is not None:
-        bad = params["bad"]
-        return (
-            np.array([3, 1.5, 5], np.float32) if bad == "1.5" else np.array([3, bad, 5], np.int64)
-        )
+        bad, (before, after) = params["bad"], neighbours(vocab)
+        if bad == "1.5":
+            return np.array([before, 1.5, after], np.float32)
+        return np.array([before, bad, after], np.int64)
     rng = np.random.default_rng(params["seed"] + 1)
-    # at most two of each id, so that the gradient's rows sum at most two terms
-    ids = rng.permutation(np.repeat(np.arange(VOCAB), 2))[: math.prod(params["shape"])]
+    # at most two of each id, so that the gradient's rows sum at most two terms (taken again
+    # in turn where a small vocabulary has fewer than the ids asked for)
+    ids = np.resize(rng.permutation(np.repeat(np.arange(vocab), 2)), math.prod(params["shape"]))
     return ids.reshape(params["shape"]).astype(np.int64)
+
+
+def bad_ids(vocab: int) -> dict:
+    """BAD_IDS for a table of ``vocab`` rows."""
+    return {**BAD_IDS, "vocab_size": vocab}
+
+
+def checked_table(options: dict) -> list[int] | None:
+    """The option ``table`` as [vocab_size, dim, max_seq_len] (JSON keeps lists), or None; a
+    UsageError names a shape the battery cannot use, the limit and the fix."""
+    table = options.get("table")
+    if table is None:
+        return None
+    shaped = isinstance(table, list | tuple) and len(table) == 3
+    if not shaped or any(isinstance(n, bool) or not isinstance(n, int | np.integer) for n in table):
+        raise UsageError(
+            f"table {table!r} is not (vocab_size, dim, max_seq_len): give three integers"
+        )
+    vocab, dim, length = (int(n) for n in table)
+    if vocab < 3:
+        raise UsageError(
+            f"vocab_size {vocab} is under 3: a bad id's case looks up two valid ids beside it "
+            "(and 1.5 truncates or rounds to rows 1 and 2); give at least 3 rows"
+        )
+    if dim < 1:
+        raise UsageError(f"dim {dim} is under 1: give rows of at least one value")
+    if length < T:
+        raise UsageError(
+            f"max_seq_len {length} is under {T}: the cases add {T} consecutive position rows; "
+            f"give at least {T}"
+        )
+    if (vocab + length) * dim > MOST_TABLE_VALUES:
+        raise UsageError(
+            f"tables of (vocab_size {vocab} + max_seq_len {length}) * dim {dim} = "
+            f"{(vocab + length) * dim} values are over the limit of {MOST_TABLE_VALUES}: the "
+            "kit builds them again for every case; give a smaller vocab_size or dim"
+        )
+    return [vocab, dim, length]
 
 
 class Lookup(Kind):
@@ -49,29 +108,35 @@ class Lookup(Kind):
     )
 
     def cases(self, options):
+        table = checked_table(options)
+        given = {"table": table} if table else {}
         if options.get("embed_scale"):
-            return _scaled_cases(options["embed_scale"])
+            return _scaled_cases(options["embed_scale"], given)
+        vocab, _, length = table_of(given)
         found = []
         for dtype in FLOATS:
             for shape in ((T,), (3, T)):
-                for start in (0, MAX_SEQ_LEN - T):
-                    found.append(
-                        Case(
-                            f"forward {dtype}",
-                            f"{len(shape)}-D ids, start {start}",
-                            {"dtype": dtype, "shape": shape, "start": start, "seed": len(found)},
-                        )
-                    )
-        for label, bad in {**BAD_IDS, "non-integer (1.5)": "1.5"}.items():
+                for start in dict.fromkeys((0, length - T)):  # one start if T fills the table
+                    params = {"dtype": dtype, "shape": shape, "start": start, "seed": len(found)}
+                    label = f"{len(shape)}-D ids, start {start}"
+                    found.append(Case(f"forward {dtype}", label, params | given))
+        for label, bad in {**bad_ids(vocab), "non-integer (1.5)": "1.5"}.items():
             params = {"dtype": "float32", "shape": (3,), "start": 0, "seed": 0, "bad": bad}
-            found.append(Case(f"bad id: {label}", f"token_ids [3, {bad}, 5]", params))
+            found.append(Case(f"bad id: {label}", _bad_label(vocab, bad), params | given))
         return found
 
     def describe(self, options):
+        table = checked_table(options)
         if options.get("embed_scale"):
-            return (
+            said = (
                 "f(token_table, token_ids) -> token_table[token_ids] * s, s = sqrt(hidden_size) "
                 "rounded to the table's dtype first (Gemma)"
+            )
+            return f"{said}; token_table ({table[0]}, {table[1]})" if table else said
+        if table:
+            vocab, dim, length = table
+            return (
+                f"{self.contract}; token_table ({vocab}, {dim}), position_table ({length}, {dim})"
             )
         return self.contract
 
@@ -82,38 +147,31 @@ class Lookup(Kind):
 
     def arguments(self, params):
         if params.get("scaled"):
-            table = np.random.default_rng(params["seed"]).standard_normal((VOCAB, params["scaled"]))
+            shape = (table_of(params)[0], params["scaled"])  # (vocab_size, hidden_size)
+            table = np.random.default_rng(params["seed"]).standard_normal(shape)
             return [table.astype(validation.resolve_dtype(params["dtype"])), battery_ids(params)]
         token_table, position_table = battery_tables(params)
         return [token_table, position_table, battery_ids(params), params["start"]]
 
-    def reference(self, params, *, start=None, positions=True):
+    def reference(self, params):
         if params.get("scaled"):
             return positional.scaled_embedding(*self.arguments(params)).astype(np.float64)
-        token_table, position_table, ids, given = self.arguments(params)
-        start = given if start is None else start
-        x = token_table.astype(np.float64)[ids]
-        if positions:
-            x += position_table.astype(np.float64)[start : start + ids.shape[-1]]
-        return x
+        return _summed(*self.arguments(params))
 
     def mistakes(self, params):
         if params.get("scaled"):
             return _scale_mistakes(*self.arguments(params))
-        start = params["start"]
-        found = [("positions not added (token rows only)", self.reference(params, positions=False))]
+        token_table, position_table, ids, start = self.arguments(params)
+
+        def summed(at=start, positions=True):
+            return _summed(token_table, position_table, ids, at, positions=positions)
+
+        found = [("positions not added (token rows only)", summed(positions=False))]
         if start:
-            found.append(
-                (f"start ignored (positions from 0, not {start})", self.reference(params, start=0))
-            )
+            found.append((f"start ignored (positions from 0, not {start})", summed(0)))
         for k in (-1, 1):
-            if 0 <= start + k <= MAX_SEQ_LEN - params["shape"][-1]:
-                found.append(
-                    (
-                        f"position off by {k:+d} (start + {k})",
-                        self.reference(params, start=start + k),
-                    )
-                )
+            if 0 <= start + k <= len(position_table) - ids.shape[-1]:
+                found.append((f"position off by {k:+d} (start + {k})", summed(start + k)))
         return found
 
     def classify_bad(self, params, actual):
@@ -122,10 +180,23 @@ class Lookup(Kind):
                 f"returns {actual.dtype.name} {actual.shape} for a bad id without raising"
             )
         token_table, position_table, _, start = self.arguments(params)
-        if actual.shape != (3, DIM) or actual.dtype.name not in FLOATS:
+        if actual.shape != (3, token_table.shape[1]) or actual.dtype.name not in FLOATS:
             return differs(f"returns {actual.dtype.name} {actual.shape} without raising")
         row = actual[1]
         return differs(_bad_row(params["bad"], row, token_table, position_table[start + 1]))
+
+
+def _summed(token_table, position_table, ids, start, *, positions=True) -> np.ndarray:
+    """float64 (..., T, dim): the token rows of ids, plus the position rows from start."""
+    x = token_table.astype(np.float64)[ids]
+    if positions:
+        x += position_table.astype(np.float64)[start : start + ids.shape[-1]]
+    return x
+
+
+def _bad_label(vocab: int, bad) -> str:
+    before, after = neighbours(vocab)
+    return f"token_ids [{before}, {bad}, {after}]"
 
 
 def _bad_row(bad, row, token_table, position_row) -> str:
@@ -133,13 +204,14 @@ def _bad_row(bad, row, token_table, position_row) -> str:
     (each candidate rounded to the row's dtype, as the implementation adds)."""
     if np.isnan(np.asarray(row, np.float64)).any():
         return "fills NaN: a NaN row instead of an error"
+    vocab = len(token_table)
     if bad == "1.5":
         candidates = {"truncates 1.5 to 1": 1, "rounds 1.5 to 2": 2}
     else:
-        candidates = {
-            f"clamps to row {min(max(bad, 0), VOCAB - 1)}": min(max(bad, 0), VOCAB - 1),
-            f"wraps to row {bad % VOCAB}": bad % VOCAB,
-        }
+        clamped, wrapped = min(max(bad, 0), vocab - 1), bad % vocab
+        candidates = {f"clamps to row {clamped}": clamped, f"wraps to row {wrapped}": wrapped}
+        if clamped == wrapped:  # 2**31 - 33 where vocab_size divides 2**31 - 32 (32, say)
+            candidates = {f"clamps or wraps to row {clamped} (the same row here)": clamped}
     position = position_row.astype(np.float64)
     for name, index in candidates.items():
         expected = numerics.rounded(
@@ -155,17 +227,24 @@ def _bad_row(bad, row, token_table, position_row) -> str:
 # --- with a scaled configuration: Gemma's f(token_table, token_ids) ------------------------
 
 
-def _scaled_cases(hidden: int) -> list[Case]:
+def _scaled_cases(hidden: int, given: dict) -> list[Case]:
     """Gemma's lookup f(token_table, token_ids) -> rows * sqrt(hidden), the scale rounded to
-    the dtype first, over tables of the config's width."""
+    the dtype first, over tables of the config's width (and ``given``'s vocab_size)."""
+    vocab, dim, _ = table_of(given)
+    if given and dim != hidden:
+        raise UsageError(
+            f"table dim {dim} where the config's hidden_size is {hidden}: Gemma's table is "
+            f"that wide; give a table of dim {hidden}, or leave the table out"
+        )
+    width = f"table ({vocab}, {hidden})" if given else f"width {hidden}"
     found = []
     for dtype in FLOATS:
         for shape in ((T,), (3, T)):
             params = {"dtype": dtype, "shape": shape, "seed": len(found), "scaled": hidden}
-            found.append(Case(f"scaled {dtype}", f"{len(shape)}-D ids, width {hidden}", params))
-    for label, bad in BAD_IDS.items():
+            found.append(Case(f"scaled {dtype}", f"{len(shape)}-D ids, {width}", params | given))
+    for label, bad in bad_ids(vocab).items():
         params = {"dtype": "float32", "shape": (3,), "seed": 0, "bad": bad, "scaled": hidden}
-        found.append(Case(f"bad id: {label}", f"token_ids [3, {bad}, 5]", params))
+        found.append(Case(f"bad id: {label}", _bad_label(vocab, bad), params | given))
     return found
 
 

@@ -5,6 +5,13 @@ whole head of 16 dims. With one (``--config``, ``--model``) it is the model's ro
 head_dim, the first rotary_dim dims rotated (the rest passed through, bit for bit), its
 layout, base and scaling rule with the rule's attention factor on cos and sin. The length
 rules (dynamic, longrope) take the length max(positions) + 1 of each call, Hugging Face's rule.
+
+Options shape the call as ports make it: ``head_dim`` (the textbook's head width, 16 unless
+given), ``batched`` (x (B, H, T, head_dim) at positions (B, T): packed and left-padded batches,
+Hugging Face's apply_rotary_pos_emb) and ``qk`` (f(q, k, positions) -> (q_rotated, k_rotated),
+read back stacked as (2, *q.shape)). The judge rotates a batch as its rows side by side, x
+(..., H, B*T, head_dim) at positions (B*T,): the rotation is per token, and the length rules
+see max(positions) + 1 of the whole batch, as Hugging Face's dynamic_rope_update does.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import math
 import numpy as np
 
 from backends import positional, validation
+from embedding_parity.cli import UsageError
 from embedding_parity.conformance import numerics
 from embedding_parity.conformance.kinds.base import (
     LONG,
@@ -28,12 +36,40 @@ from embedding_parity.conformance.kinds.base import (
 from embedding_parity.conformance.numerics import FLOATS
 
 TEXTBOOK = {"head_dim": ROPE_DIM, "base": 10000.0, "layout": "half", "scaling": None}
+BATCH, HEADS = 2, 3  # x (BATCH, HEADS, T, head_dim) in a batched case; (HEADS, T, head_dim) else
+
+
+def left_padded(mask: np.ndarray) -> np.ndarray:
+    """(B, T) position ids of a left-padded batch as Hugging Face's generate makes them:
+    cumsum(mask) - 1, the padded slots set to 1."""
+    return np.where(mask == 1, np.cumsum(mask, axis=-1) - 1, 1)
+
+
+# The batched cases' positions (BATCH, T): batches a port is called with.
+BATCHES = {
+    # two sequences packed in row 0, each counting from 0; one sequence in row 1
+    "packed": np.stack([np.tile(np.arange(8), 2), np.arange(16)]),
+    # row 0 padded on the left by 3 slots ([1, 1, 1, 0, 1, .., 12]), row 1 not padded
+    "left-padded": left_padded(np.array([[0] * 3 + [1] * 13, [1] * 16])),
+    # a long sequence beside a short one: the length rules read the long one for both rows
+    "long": np.stack([LONG, np.arange(len(LONG))]),
+}
+# (check, params, where) of each batched case, in the order of the report
+BATCHED_CHECKS = (
+    ("packed batch", {"long": False, "batch": "packed"}, "positions 0..7 0..7 and 0..15"),
+    (
+        "left-padded batch",
+        {"long": False, "batch": "left-padded"},
+        "positions 1 1 1 0 1 .. 12 (3 pads) and 0..15",
+    ),
+    ("long positions", {"long": True, "batch": "long"}, "positions to 131071 and 0..13"),
+)
 
 
 def rotate(x, positions, w, attention, *, layout="half", scale_rest=1.0) -> np.ndarray:
     """float64: the first 2 * len(w) dims of x turned by positions * w, cos and sin times
     ``attention``; the rest passed through (times ``scale_rest``, for a mistake)."""
-    angles = np.asarray(positions, np.float64)[:, None] * w
+    angles = np.asarray(positions, np.float64)[:, None] * w  # (T, pairs); w (pairs,) or (T, pairs)
     return rotate_by(x, angles, attention, layout=layout, scale_rest=scale_rest)
 
 
@@ -62,59 +98,68 @@ class Rope(Kind):
     exact = False
 
     def cases(self, options):
-        rope = {**TEXTBOOK, "base": options.get("base", 10000.0), **options.get("rope", {})}
+        rope = _rope(options)
         head = rope["head_dim"]
+        operand, qk = ("q, k", {"qk": True}) if options.get("qk") else ("x", {})
         found = []
         for dtype in FLOATS:
-            for long, label in ((False, "rotation"), (True, "long positions")):
-                shape = f"x (3, {len(LONG) if long else 16}, {head})"
-                where = "positions to 131071" if long else "positions 0..15"
-                params = {"dtype": dtype, "long": long, "seed": len(found), "rope": rope}
-                found.append(Case(f"{label} {dtype}", f"{shape}, {where}", params))
+            for check, call, where in _checks(options):
+                params = {"dtype": dtype, **call, "seed": len(found), "rope": rope, **qk}
+                positions = positions_of(params)
+                shape = (*positions.shape[:-1], HEADS, positions.shape[-1], head)
+                found.append(Case(f"{check} {dtype}", f"{operand} {shape}, {where}", params))
         return found
 
     def describe(self, options):
-        rope = options.get("rope")
-        if not rope:
+        if not options.get("rope") and not _shaped_call(options):
             return self.contract
-        rotary = rope.get("rotary_dim") or rope["head_dim"]
-        pairs = "(2i, 2i+1)" if rope["layout"] == "interleaved" else f"(i, i + {rotary // 2})"
-        rule = (
-            "no scaling" if rope["scaling"] is None else f"the {rope['scaling']['rope_type']} rule"
-        )
-        rest = f", dims {rotary}.. passed through" if rotary < rope["head_dim"] else ""
-        return (
-            f"f(x, positions) -> rotated, x (..., T, {rope['head_dim']}); the first {rotary} dims "
-            f"in pairs {pairs} turned by positions * w_i, w from base {rope['base']:g} and "
-            f"{rule} (cos and sin times its attention factor){rest}"
-        )
+        rope = _rope(options)
+        said = _signature(options, rope["head_dim"])
+        return f"{said}; {_rotation(rope) if options.get('rope') else _textbook(rope)}"
+
+    def argument_names(self, params):
+        if params.get("qk"):
+            return ["q", "k", "positions"]
+        return super().argument_names(params)
 
     def arguments(self, params):
-        positions = LONG if params["long"] else np.arange(16)
+        positions = positions_of(params)
         rng = np.random.default_rng(params["seed"])
-        shape = (3, len(positions), params["rope"]["head_dim"])
-        x = rng.standard_normal(shape).astype(validation.resolve_dtype(params["dtype"]))
-        return [x, positions.astype(np.int64)]
+        # (HEADS, T, head_dim), or (BATCH, HEADS, T, head_dim) at positions (BATCH, T)
+        shape = (*positions.shape[:-1], HEADS, positions.shape[-1], params["rope"]["head_dim"])
+        dtype = validation.resolve_dtype(params["dtype"])
+        xs = [rng.standard_normal(shape).astype(dtype) for _ in range(2 if params.get("qk") else 1)]
+        return [*xs, positions.astype(np.int64)]
+
+    def _inputs(self, params):
+        """(x, positions) in the call's shapes, q and k stacked (2, ...) as the result is."""
+        *xs, positions = self.arguments(params)
+        return (np.stack(xs) if len(xs) > 1 else xs[0]), positions
+
+    def _operands(self, params):
+        """(x, positions) as the judge rotates them: a batch's rows side by side."""
+        x, positions = self._inputs(params)
+        return side_by_side(x, positions), positions.reshape(-1)
 
     def _rule(self, params):
         """(w, attention, rotary_dim) of the contract at this case's positions."""
         rope = params["rope"]
         rotary = rope.get("rotary_dim") or rope["head_dim"]
-        _, positions = self.arguments(params)
         w, attention = positional.rope_parameters(
-            rotary, rope["base"], rope["scaling"], positional.length(positions)
+            rotary, rope["base"], rope["scaling"], positional.length(positions_of(params))
         )
         return w, attention, rotary
 
     def reference(self, params):
-        x, positions = self.arguments(params)
+        x, positions = self._operands(params)
         w, attention, _ = self._rule(params)
-        return rotate(x, positions, w, attention, layout=params["rope"]["layout"])
+        turned = rotate(x, positions, w, attention, layout=params["rope"]["layout"])
+        return in_rows(turned, params)
 
     def tolerance(self, params, dtype):
-        x, positions = self.arguments(params)
+        x, positions = self._operands(params)
         rope = params["rope"]
-        return positional.rope_bound(
+        bound = positional.rope_bound(
             x.astype(np.float64),
             positions,
             base=rope["base"],
@@ -123,9 +168,15 @@ class Rope(Kind):
             rotary_dim=rope.get("rotary_dim"),
             dtype=dtype,
         )
+        return in_rows(bound, params)
 
     def mistakes(self, params):
-        x, positions = self.arguments(params)
+        found = [(name, in_rows(result, params)) for name, result in self._mistakes(params)]
+        return found + self._qk_mistakes(params)
+
+    def _mistakes(self, params):
+        """The mistakes of the rotation, as the judge rotates: a batch's rows side by side."""
+        x, positions = self._operands(params)
         rope = params["rope"]
         base, layout, scaling, head = (
             rope["base"],
@@ -208,21 +259,41 @@ class Rope(Kind):
                 (f"angles computed in {low}", rotate_by(x, angles, attention, layout=layout))
             )
         found.append(("the other way (sin with the wrong sign)", turned(at=-positions)))
+        if params.get("batch"):
+            found += _batch_mistakes(params, turned, rotary)
         return found
 
+    def _qk_mistakes(self, params):
+        """The mistakes of f(q, k, positions) -> (q_rotated, k_rotated), read back stacked."""
+        if not params.get("qk"):
+            return []
+        expected = self.reference(params)
+        k = self.arguments(params)[1].astype(np.float64)
+        return [
+            ("q and k swapped: (k_rotated, q_rotated) returned", expected[::-1]),
+            ("k returned as given: only q rotated", np.stack([expected[0], k])),
+        ]
+
     def phase(self, params, actual):
-        x, positions = self.arguments(params)
+        x, positions = self._inputs(params)
         if actual.shape != x.shape:
             return None
         w, _, _ = self._rule(params)
         error = numerics.rotation_phase_error(
-            x, actual, positions, w, layout=params["rope"]["layout"]
-        )
+            side_by_side(x, positions),
+            side_by_side(actual, positions),
+            positions.reshape(-1),
+            w,
+            layout=params["rope"]["layout"],
+        ).reshape(positions.shape)  # (T,), or (BATCH, T)
+        if error.ndim == 2:  # a batch: its worst row
+            worst = int(np.argmax(error.max(axis=-1)))
+            positions, error = positions[worst], error[worst]
         return _phase_record(positions, error)
 
     def diagnose(self, params, actual, dtype, tolerance, error):
         found = super().diagnose(params, actual, dtype, tolerance, error)
-        x, _ = self.arguments(params)
+        x, _ = self._inputs(params)
         rotary = params["rope"].get("rotary_dim") or params["rope"]["head_dim"]
         rest, passed = x[..., rotary:], actual[..., rotary:]
         if rest.size and not numerics.same_bits(passed, rest.astype(passed.dtype)):
@@ -245,6 +316,134 @@ class Rope(Kind):
         ):
             found = "computed in float32: within float32's tolerance, not float64's"
         return _with_phase(found, self.phase(params, actual))
+
+
+# --- the call's shapes: the options, the positions and the batch's rows side by side --------
+
+
+def _rope(options) -> dict:
+    """The rotation of the cases: the config's (its head_dim wins), else the textbook's at the
+    options' base and head_dim. UsageError for a head_dim that no rotation or the config has."""
+    head = options.get("head_dim")
+    config = options.get("rope") or {}
+    if head is not None:
+        if isinstance(head, bool) or not isinstance(head, int | np.integer) or head < 2 or head % 2:
+            raise UsageError(
+                f"head_dim {head!r} is not an even integer of at least 2: RoPE turns pairs of "
+                "dims; give an even head_dim (the textbook's is 16)"
+            )
+        if config.get("head_dim", head) != head:
+            raise UsageError(
+                f"head_dim {head} where the config's is {config['head_dim']}: the config sets "
+                "it; leave head_dim out"
+            )
+    given = {"head_dim": int(head)} if head is not None else {}
+    return {**TEXTBOOK, "base": options.get("base", 10000.0), **given, **config}
+
+
+def _shaped_call(options) -> bool:
+    """Whether the options ask for a call other than the textbook's f(x (..., T, 16), positions)."""
+    return any(options.get(key) for key in ("head_dim", "batched", "qk"))
+
+
+def _checks(options):
+    """(check, params, where) of each case, per dtype."""
+    if options.get("batched"):
+        return BATCHED_CHECKS
+    return (
+        ("rotation", {"long": False}, "positions 0..15"),
+        ("long positions", {"long": True}, "positions to 131071"),
+    )
+
+
+def positions_of(params) -> np.ndarray:
+    """The case's positions: (T,), or (BATCH, T) for a batched case."""
+    if params.get("batch"):
+        return BATCHES[params["batch"]]
+    return LONG if params["long"] else np.arange(16)
+
+
+def side_by_side(x, positions) -> np.ndarray:
+    """x (..., B, H, T, d) at positions (B, T) as x (..., H, B*T, d), rows side by side; x as
+    it is at positions (T,)."""
+    if np.ndim(positions) == 1:
+        return x
+    *lead, b, h, t, d = x.shape
+    return np.moveaxis(x, -4, -3).reshape(*lead, h, b * t, d)
+
+
+def in_rows(y, params) -> np.ndarray:
+    """side_by_side undone: y (..., H, B*T, d) as (..., B, H, T, d) for a batched case."""
+    if not params.get("batch"):
+        return y
+    *lead, h, bt, d = y.shape
+    return np.moveaxis(y.reshape(*lead, h, BATCH, bt // BATCH, d), -3, -4)
+
+
+def _signature(options, head) -> str:
+    """The call the cases make, in words."""
+    shape = f"(B, H, T, {head})" if options.get("batched") else f"(..., T, {head})"
+    if options.get("qk"):
+        said = (
+            f"f(q, k, positions) -> (q_rotated, k_rotated), q and k {shape} (each rotated as x; "
+            "the pair read back stacked, (2, *q.shape))"
+        )
+    else:
+        said = f"f(x, positions) -> rotated, x {shape}"
+    if options.get("batched"):
+        return (
+            f"{said}, positions (B, T) integers (cos and sin (B, T, d) unsqueezed at the head "
+            "axis, as Hugging Face's apply_rotary_pos_emb)"
+        )
+    return f"{said}, positions (T,) integers" if _shaped_call(options) else said
+
+
+def _textbook(rope) -> str:
+    return (
+        f"pairs (i, i + {rope['head_dim'] // 2}) turned by positions * "
+        f"{rope['base']:g}**(-2i/{rope['head_dim']}) (the half layout)"
+    )
+
+
+def _rotation(rope) -> str:
+    """A config's rotation, in words."""
+    rotary = rope.get("rotary_dim") or rope["head_dim"]
+    pairs = "(2i, 2i+1)" if rope["layout"] == "interleaved" else f"(i, i + {rotary // 2})"
+    rule = "no scaling" if rope["scaling"] is None else f"the {rope['scaling']['rope_type']} rule"
+    rest = f", dims {rotary}.. passed through" if rotary < rope["head_dim"] else ""
+    return (
+        f"the first {rotary} dims in pairs {pairs} turned by positions * w_i, w from base "
+        f"{rope['base']:g} and {rule} (cos and sin times its attention factor){rest}"
+    )
+
+
+def _batch_mistakes(params, turned, rotary):
+    """The mistakes of a batched call, at positions (B, T) side by side as (B*T,)."""
+    rows = positions_of(params)
+    b, t = rows.shape
+    found = [
+        ("row 0's positions used for every batch row", turned(at=np.tile(rows[0], b))),
+        (
+            f"the positions ignored: 0..{t - 1} in every batch row",
+            turned(at=np.tile(np.arange(t), b)),
+        ),
+    ]
+    rope = params["rope"]
+    scaling = rope["scaling"]
+    if scaling and scaling["rope_type"] in positional.LENGTH_RULES:
+        own = [
+            positional.rope_parameters(rotary, rope["base"], scaling, positional.length(row))[0]
+            for row in rows
+        ]
+        w = np.repeat(np.stack(own), t, axis=0)  # (B*T, pairs): each row's own length
+        found.append(
+            (
+                f"{scaling['rope_type']} from each batch row's max(positions) + 1, not the "
+                f"batch's {positional.length(rows)} (Hugging Face's over all position_ids)",
+                turned(w),
+            )
+        )
+    return [(name, result) for name, result in found if not np.array_equal(result, turned())]
 
 
 def _first_rounded(positions, rounded) -> str:
@@ -376,11 +575,12 @@ def _rule_mistakes(params, x, positions, turned, w, attention, rotary):
         )
     if kind == "longrope":
         original = scaling["original_max_position_embeddings"]
-        by_chunk = positional.ROPE_INIT_FUNCTIONS[kind](rotary, base, scaling, len(positions))
+        chunk = positions_of(params).shape[-1]  # positions per call (per batch row)
+        by_chunk = positional.ROPE_INIT_FUNCTIONS[kind](rotary, base, scaling, chunk)
         always_long = positional.ROPE_INIT_FUNCTIONS[kind](rotary, base, scaling, original + 1)
         found.append(
             (
-                f"LongRoPE switched by the chunk length ({len(positions)} positions), not max(positions) + 1 = {seq_len}",
+                f"LongRoPE switched by the chunk length ({chunk} positions), not max(positions) + 1 = {seq_len}",
                 turned(*by_chunk),
             )
         )
