@@ -210,10 +210,10 @@ def run(
     chosen = KINDS[kind]
     cases = select_cases(kind, options, only=only, checks=checks, dtypes=dtypes)
     with contextlib.ExitStack() as stack:
-        caller = _caller(stack, target, kind, options, framework, env, worker, cases)
+        caller = _caller(stack, target, kind, options, framework, env, worker, timeout)
         outcomes = _outcomes(chosen, cases, caller, timeout)
         if against is not None:
-            other = _caller(stack, against, kind, options, None, env, None, cases)
+            other = _caller(stack, against, kind, options, None, env, None, timeout)
             theirs = _outcomes(chosen, cases, other, timeout)
     verdicts = [_judged(chosen, case, outcome) for case, outcome in zip(cases, outcomes)]
     report = Report(
@@ -246,19 +246,19 @@ def name_of(target) -> str:
     return f"{module}.{named}" if module and module != "__main__" else named
 
 
-def _caller(stack, target, kind, options, framework, env, worker, cases):
+def _caller(stack, target, kind, options, framework, env, worker, timeout):
     """What asks the target for each case: a worker for a string, else the callable itself."""
     if isinstance(target, str):
         if worker is None:
             worker = stack.enter_context(Worker(env or {}))
-        worker.load(target, kind, framework, options=options)
+        worker.load(target, kind, framework, options=options, timeout=timeout)
         return worker
     if not callable(target):
         raise UsageError(
             f"the implementation must be callable or a 'path/to/file.py:NAME' string, "
             f"not {type(target).__name__}"
         )
-    return InProcess(target, kind, framework)
+    return InProcess(target, kind, framework, options)
 
 
 def _outcomes(chosen, cases, caller, timeout) -> list[Outcome]:
@@ -346,15 +346,22 @@ class InProcess:
     it gives up: no time limit, and a hang, a crash or a change to the process's state
     (NumPy's error state, JAX's flags, a signal handler) is the caller's."""
 
-    def __init__(self, function, kind: str, framework: str | None):
+    def __init__(self, function, kind: str, framework: str | None, options: dict):
         from embedding_parity.conformance import worker
 
         self.function, self.worker, self.kind = function, worker, KINDS[kind]
         self.framework, self.why = framework, "given"
-        if framework is None:
+        if framework is None:  # as the worker tells it: a probe call, else the imports
             module = inspect.getmodule(function) or inspect.getmodule(type(function))
             name = getattr(module, "__name__", "its module")
-            self.framework, self.why = frameworks.detect(module or types.ModuleType(name), function, name)
+            module = module or types.ModuleType(name)
+            probe = frameworks.probe_case(self.kind, options)
+            if probe is None:
+                self.framework, self.why = frameworks.detect(module, function, name)
+                return
+            with np.errstate(**worker.KIT_ERRORS):
+                arguments = self.kind.arguments(json.loads(json.dumps(probe)))
+            self.framework, self.why = frameworks.probe(function, arguments, module, name)
 
     def ask(self, case: Case, elements: int, timeout: float) -> Outcome:
         params = json.loads(json.dumps(case.params))
@@ -398,17 +405,41 @@ class Worker:
         self.close(kill=kind is not None)  # on the way out of an error: no grace period
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def load(self, target: str, kind: str, framework: str | None, options=None) -> None:
+    def load(
+        self, target: str, kind: str, framework: str | None, options=None, timeout=60.0
+    ) -> None:
         """Make ``target`` the one the next cases call (a source of ``adapters.sources`` built
         at ``options``), its framework, where not given, told by calling it on one valid case
-        (``frameworks.probe``); UsageError if it cannot be had."""
+        (``frameworks.probe``) under ``timeout``; UsageError if it cannot be had."""
+        from embedding_parity.conformance.adapters import sources
+
+        options = options or {}
         self.request = {"target": target, "kind": kind, "framework": framework}
-        self.request["options"] = options or {}
-        self.request["probe"] = frameworks.probe_case(KINDS[kind], options or {})
+        self.request["options"] = options
         if self.process is None:
             self._start()
         else:
             self._send_request()
+        probe = frameworks.probe_case(KINDS[kind], options)
+        if framework is None and target not in sources.SOURCES and probe is not None:
+            self._probe(probe, timeout)
+
+    def _probe(self, params: dict, timeout: float) -> None:
+        """Tell the target's framework from a call on ``params``; where that call hangs or
+        kills the worker, its imports tell (the cases then show what it does)."""
+        reply, why = self._exchange({"target": self.request["target"], "probe": params}, timeout)
+        if reply is None:
+            last = self.log.last_line()
+            self.close(kill=True)
+            self._start()
+            self.why = f"{self.why} (the probe call {why}{last})"
+        elif "usage" in reply:
+            self.close()
+            raise UsageError(shown(reply["usage"]))
+        else:
+            self.framework, self.why = reply["framework"], shown(reply["why"])
+        # a worker restarted after a case that hangs or crashes keeps what the probe told
+        self.request |= {"framework": self.framework, "why": self.why}
 
     def _start(self) -> None:
         self.process = subprocess.Popen(

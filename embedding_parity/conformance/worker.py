@@ -2,9 +2,10 @@
 
     python -P -m embedding_parity.conformance.worker FOLDER PARENT_PID
 
-Reads JSON lines on stdin: {"id", "target", "framework", "kind", "probe"} ("probe": a case's
-params, the target called on it to tell its framework where none is given; without it, its
-imports tell), then one line per case, {"id", "case": its params, "elements": the most a
+Reads JSON lines on stdin: {"id", "target", "framework", "why", "kind", "options"} (no
+framework: its imports tell, until a probe says), then {"id", "target", "probe": a case's
+params} where the framework is to be told by calling the target on that case, then one line
+per case, {"id", "case": its params, "elements": the most a
 result of it may hold}; another target later switches to it, so a matrix's rows can share
 one process. Answers one JSON line per request, with the request's id, on the file
 descriptor that was stdout; the target's own printing goes to stderr, so that it cannot
@@ -90,7 +91,7 @@ def _load_answer(request: dict, answer):
             answer(usage=f"--against {request['target']}: {error}")
             return None
         answer(ready=True, framework="torch", why=sources.SOURCES[request["target"]])
-        return function, "torch", KINDS[request["kind"]]
+        return function, "torch", KINDS[request["kind"]], None, request["target"]
     try:
         module, shown, function = load(request["target"])
     except Unusable as error:
@@ -101,24 +102,23 @@ def _load_answer(request: dict, answer):
         target = request["target"]
         answer(usage=f"TARGET {target!r}: importing it raised {type(error).__name__}: {first}")
         return None
-    framework, why = request["framework"], "given with --framework"
-    if framework is None and request.get("probe") is not None:
-        me = os.getpid()
-        with np.errstate(**KIT_ERRORS):
-            arguments = KINDS[request["kind"]].arguments(request["probe"])
-        try:
-            framework, why = frameworks.probe(function, arguments, module, shown)
-        except UsageError as error:  # it takes one framework's arrays and returns another's
-            why = str(error)
-        if os.getpid() != me:  # the target forked in a probe call: only the worker answers
-            os._exit(0)
-        if framework is None:
-            answer(usage=f"TARGET {request['target']!r}: {why}")
-            return None
-    elif framework is None:
+    framework, why = request["framework"], request.get("why") or "given with --framework"
+    if framework is None:
         framework, why = frameworks.detect(module, function, shown)
     answer(ready=True, framework=framework, why=why)
-    return function, framework, KINDS[request["kind"]]
+    return function, framework, KINDS[request["kind"]], module, shown
+
+
+def _probed(request: dict, function, kind, module, shown: str) -> dict:
+    """The answer to a probe request: the framework the target speaks, told by calling it
+    on one valid case ({"framework", "why"}), or why it cannot be told ({"usage"})."""
+    with np.errstate(**KIT_ERRORS):
+        arguments = kind.arguments(request["probe"])
+    try:
+        framework, why = frameworks.probe(function, arguments, module, shown)
+    except UsageError as error:  # it takes one framework's arrays and returns another's
+        return {"usage": f"TARGET {request['target']!r}: {error}"}
+    return {"framework": framework, "why": why}
 
 
 def _changed(kept: list, native: list) -> list[dict]:
@@ -184,16 +184,23 @@ def main(folder: str, parent: int) -> None:
     def answer(**reply):
         answers.write(json.dumps({"id": request["id"], **reply}) + "\n")
 
-    function = framework = kind = None
+    function = framework = kind = module = shown = None
     for line in sys.stdin:
         request = json.loads(line)
+        if "probe" in request:
+            reply = _probed(request, function, kind, module, shown)
+            if os.getpid() != me:  # the target forked in a probe call: only the worker answers
+                os._exit(0)
+            framework = reply.get("framework", framework)
+            answer(**reply)
+            continue
         if "target" in request:  # a (new) target: later rows of a matrix reuse this process
             found = _load_answer(request, answer)
             if os.getpid() != me:  # the import forked a copy of the worker: it stops here
                 os._exit(0)
             if found is None:
                 return
-            function, framework, kind = found
+            function, framework, kind, module, shown = found
             continue
         with np.errstate(**KIT_ERRORS):
             arguments = kind.arguments(request["case"])

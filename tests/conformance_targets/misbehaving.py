@@ -21,6 +21,10 @@ def hangs_on_bad_ids(token_table, position_table, token_ids, start):
     return _lookup(token_table, position_table, token_ids, start)
 
 
+def hangs_always(token_table, position_table, token_ids, start):
+    time.sleep(3600)
+
+
 def dies_on_bad_ids(token_table, position_table, token_ids, start):
     if np.asarray(token_ids).min() < 0 or np.asarray(token_ids).max() >= len(token_table):
         os._exit(7)
