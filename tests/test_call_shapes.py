@@ -175,7 +175,7 @@ def test_without_the_options_gemmas_scaled_lookup_is_as_before():
 @pytest.mark.parametrize("head_dim", [2, 8, 64])
 def test_a_rotation_of_its_own_head_dim_conforms(head_dim):
     options = {"head_dim": head_dim}
-    x, positions = ROPE.arguments(ROPE.cases(options)[0].params)
+    x, _positions = ROPE.arguments(ROPE.cases(options)[0].params)
     assert x.shape == (3, 16, head_dim)
     assert all_conform(judged(ROPE, hf_rope, options))
     assert f"x (..., T, {head_dim}), positions (T,) integers" in ROPE.describe(options)
@@ -332,7 +332,7 @@ def test_a_qk_mistake_is_named(wrong, named):
 def test_a_lookup_over_tables_of_its_own_shape_conforms(table):
     vocab, dim, length = table
     cases = LOOKUP.cases({"table": table})
-    token_table, position_table, ids, start = LOOKUP.arguments(cases[0].params)
+    token_table, position_table, _ids, _start = LOOKUP.arguments(cases[0].params)
     assert (token_table.shape, position_table.shape) == ((vocab, dim), (length, dim))
     assert {c.params["start"] for c in cases} == {0, length - 5}
     assert [c.label for c in cases if c.check == "bad id: vocab_size"] == [
@@ -342,7 +342,7 @@ def test_a_lookup_over_tables_of_its_own_shape_conforms(table):
 
 
 def test_a_clamped_bad_id_is_named_at_the_tables_vocab_size():
-    verdicts = dict((c, d) for c, _, d in judged(LOOKUP, clamped_lookup, {"table": (1000, 32, 64)}))
+    verdicts = {c: d for c, _, d in judged(LOOKUP, clamped_lookup, {"table": (1000, 32, 64)})}
     assert verdicts["bad id: vocab_size"] == "clamps to row 999: a silent wrong answer"
     assert verdicts["bad id: far out of range"] == "clamps to row 999: a silent wrong answer"
     assert verdicts["bad id: -1"] == "clamps to row 0: a silent wrong answer"
@@ -390,7 +390,7 @@ def test_gemmas_scaled_lookup_takes_the_tables_vocab_size():
     options = {"embed_scale": 48, "table": (100, 48, 5)}
     cases = LOOKUP.cases(options)
     assert LOOKUP.arguments(cases[0].params)[0].shape == (100, 48)
-    assert [c.label for c in cases if c.check.startswith("bad id")][0] == "token_ids [3, 100, 5]"
+    assert next(c.label for c in cases if c.check.startswith("bad id")) == "token_ids [3, 100, 5]"
     assert all_conform(judged(LOOKUP, gemma_lookup, options))
     verdicts = judged(LOOKUP, lambda t, i: gemma_lookup(t, i, rounded=False), options, "scaled")
     assert any("sqrt(48) unrounded" in detail for _, _, detail in verdicts)

@@ -17,7 +17,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGETS = os.path.join(ROOT, "tests", "conformance_targets")
 KERAS = os.path.join(TARGETS, "keras_targets.py")
 PROBED = os.path.join(TARGETS, "probed.py")
-ONLY = {"rope": ("rotation float64", "rotation float32"), "lookup": ("forward float64", "bad id: -1")}
+ONLY = {
+    "rope": ("rotation float64", "rotation float32"),
+    "lookup": ("forward float64", "bad id: -1"),
+}
 
 
 def statuses(report) -> dict:

@@ -3,6 +3,7 @@ expected, one port held to another (--against), and the pytest plugin in a throw
 
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -11,13 +12,13 @@ import numpy as np
 import pytest
 
 import compare
-from embedding_parity.conformance import assert_conforms, check, runner
+from embedding_parity.conformance import api, assert_conforms, check, runner
 from embedding_parity.conformance.api import UnmatchedExpectation
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(ROOT, "tests", "conformance_targets")
 sys.path.insert(0, HERE)
-import ports  # noqa: E402 - the targets' folder, put on the path above
+import ports
 
 PORTS = os.path.join(HERE, "ports.py")
 FLOAT64 = {"rotation float64": "computes in float32", "long positions float64": "float32 too"}
@@ -177,7 +178,7 @@ def test_the_plugin_imports_no_framework_and_is_registered():
     assert out.stdout.split("\n")[:2] == ["[]", "['embedding_parity.pytest_plugin']"]
 
 
-THROWAWAY = '''
+THROWAWAY = """
 from embedding_parity.conformance import parametrize_with_checks
 from ports import rope, rope_off_by_one
 
@@ -193,7 +194,7 @@ EXPECTED = {{
                          expected_failed_checks=EXPECTED{strict})
 def test_rope(implementation, check):
     check(implementation)
-'''
+"""
 
 
 def throwaway(pytester, strict: str) -> None:
@@ -238,8 +239,14 @@ def test_strict_makes_a_stale_expectation_a_failure(pytester):
 
 def test_the_ids_are_the_same_under_xdist(pytester):
     throwaway(pytester, "")
-    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "-q")
-    result.assert_outcomes(passed=1, failed=1, xfailed=5, xpassed=1)
+    one = pytester.runpytest("-p", "no:cacheprovider", "-rA", "-q")
+    two = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "-rA", "-q")
+    two.assert_outcomes(passed=1, failed=1, xfailed=5, xpassed=1)
+
+    def ids(result):
+        return sorted(line.split(" ")[1] for line in result.outlines if "test_port.py::" in line)
+
+    assert len(ids(one)) == 8 and ids(two) == ids(one)
 
 
 def test_the_shapes_ports_call_with():
@@ -250,7 +257,7 @@ def test_the_shapes_ports_call_with():
         "left-padded batch float32",
         "long positions float32",
     ]
-    assert "(2, 3, 16, 64)" in batched.checks[0].detail or "64" in batched.contract
+    assert "x (2, 3, 16, 64)" in batched.checks[0].cases[0]["label"]
     both = check(ports.rope_qk, "rope", batched=True, qk=True, dtypes=["float32"])
     assert both.conforms, both.lines()
     wrong = check(ports.rope, "rope", batched=True, dtypes=["float32"])  # (T,) positions only
@@ -263,7 +270,7 @@ def test_the_command_line_takes_the_shapes_and_a_pair_comes_back_from_the_worker
     assert code == 0, out
     assert "f(q, k, positions)" in out
     code, out = run_check(capsys, f"{PORTS}:lookup", "--kind", "rope", "--table", "5,4,8")
-    assert code == 2 and "--table goes with --kind lookup" in out
+    assert code == 2 and "--table goes with --kind lookup, not rope" in out
     code, out = run_check(capsys, f"{PORTS}:lookup", "--kind", "lookup", "--table", "50,4,8")
     assert code == 0, out
     assert "bad id: vocab_size" in out
@@ -277,3 +284,86 @@ def test_a_port_is_held_to_hugging_face_at_a_config_in_one_line(capsys):
     assert "against hf (torch, Hugging Face transformers" in out
     assert "elements differ from hf, at most" in out and "[contract: NO, ok]" in out
     assert "against the contract: " in out and "llama3 scaling ignored" in out
+
+
+def test_where_the_other_gives_no_result_the_contract_judges():
+    report = check(
+        ports.rope_wrong_in_float16,
+        "rope",
+        dtypes=["float32", "float16"],
+        against=ports.rope_float32_only,
+    )
+    assert not report.conforms
+    float16 = next(c for c in report.checks if c.check == "rotation float16")
+    assert float16.status == "differs"
+    assert "ports.rope_float32_only raises TypeError: only float32" in float16.detail
+    assert "positions off by +1" in float16.detail
+
+
+def test_a_check_of_a_refused_dtype_is_skipped_not_failed(pytester):
+    with open(PORTS, encoding="utf-8") as file:
+        pytester.makepyfile(
+            ports=file.read(),
+            test_port="""
+from embedding_parity.conformance import parametrize_with_checks
+from ports import rope_float32_only
+
+@parametrize_with_checks([rope_float32_only], kind="rope", checks=["rotation float32", "rotation float16"])
+def test_rope(implementation, check):
+    check(implementation)
+""",
+        )
+    pytester.syspathinsert()
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*rotation float16: rejects float16: TypeError: only float32*"])
+
+
+@pytest.mark.parametrize(
+    "kwargs, said",
+    [
+        ({"head_dim": 0}, "head_dim 0 is not an even integer of at least 2"),
+        ({"table": (3, 8, 16)}, "table= goes with kind lookup, not rope"),
+        ({"padding_idx": 0}, "padding_idx= goes with kind gradient, not rope"),
+        ({"framework": "tf"}, "framework='tf': choose from numpy, torch, jax"),
+        ({"timeout": 0}, "timeout=0: seconds per case"),
+        ({"expected": ["rotation float64"]}, "expected differences must be a dict"),
+        ({"config": 123}, "config=123: a config.json or .gguf path"),
+        ({"dtypes": ["float8"]}, "dtype 'float8' is not one the kit tries"),
+    ],
+)
+def test_bad_arguments_to_check_are_one_line(kwargs, said):
+    with pytest.raises(ValueError, match=re.escape(said)):
+        check(ports.rope, "rope", **kwargs)
+
+
+def test_check_takes_the_settings_a_contract_has():
+    gradient = check(ports.lookup, "lookup", table=(100, 4, 8), dtypes=["float32"])
+    assert gradient.conforms
+    with pytest.raises(TypeError):
+        check(ports.rope, "rope", dtype=["float32"])  # a typo is no silent default
+    with pytest.raises(ValueError, match="kind 'ropee' is not one of"):
+        check(ports.rope, "ropee")
+
+
+def test_an_expected_entry_names_a_check_by_its_test_id_and_is_not_stale_when_filtered():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = check(ports.rope, "rope", dtypes=["float64"], expected={"rotation_float64": "f32"})
+        filtered = check(ports.rope, "rope", dtypes=["float32"], expected=FLOAT64)
+    assert report.checks[0].status == "expected" and filtered.unmatched == []
+
+
+def test_reproduce_says_every_setting_of_the_call():
+    line = api.reproduce(
+        ports.rope,
+        "rope",
+        "rotation float32",
+        {"base": 500000.0, "against": ports.rope_same, "head_dim": 32, "batched": True},
+    )
+    assert line == (
+        f"python -m embedding_parity check {PORTS}:rope --kind rope --only 'rotation float32' "
+        f"--against {PORTS}:rope_same --base 500000.0 --head-dim 32 --batched"
+    )
+    inline = api.reproduce(lambda x, p: x, "rope", "rotation float32", {"against": ports.rope})
+    assert inline == "check(<lambda>, 'rope', checks=['rotation float32'], against=rope)"

@@ -4,14 +4,15 @@ from, in the dtype it runs in.
 Each valid case's two results are compared bit for bit in the case's dtype: bit-identical,
 or how many elements differ, by how many ulps at most (at the other's value) and where. A
 bad id's case has no result to match: there the target is held to the contract, as without
-``--against``. Both targets' verdicts against the contract (the float64 reference) are kept
+``--against``, and so is it where the other gives no result (raises: a dtype it refuses).
+Both targets' verdicts against the contract (the float64 reference) are kept
 beside the comparison, and a difference still names the mistake the kit recognises in the
 target's result.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 
@@ -26,14 +27,14 @@ def hold(report, kind, cases, outcomes, verdicts, theirs, other, name: str) -> N
     beside them (``report.against``)."""
     from embedding_parity.conformance import runner
 
-    other_verdicts = [runner._judged(kind, c, o) for c, o in zip(cases, theirs)]
+    other_verdicts = [runner.judged(kind, c, o) for c, o in zip(cases, theirs)]
     held = [
         versus(case, mine, yours, own, name)
         for case, mine, yours, own in zip(cases, outcomes, theirs, verdicts)
     ]
     own_checks = report.checks
-    other_checks = runner._checks(list(zip(cases, other_verdicts)))
-    report.checks = runner._checks(list(zip(cases, held)))
+    other_checks = runner.check_results(list(zip(cases, other_verdicts)))
+    report.checks = runner.check_results(list(zip(cases, held)))
     report.against = {
         "target": name,
         "framework": other.framework,
@@ -62,9 +63,9 @@ def versus(case: Case, mine: Outcome, theirs: Outcome, own: Verdict, name: str) 
         return Verdict("failed", mine.failed)
     if theirs.failed:
         return Verdict("failed", f"{name}: {theirs.failed}")
-    if theirs.array is None:
+    if theirs.array is None:  # nothing to match: the contract judges it alone
         why = f"raises {theirs.raised}" if theirs.raised else f"returns {theirs.returned}"
-        return Verdict("rejected", f"{name} {why}: no result to hold it to")
+        return replace(own, detail=f"{name} {why}, so against the contract: {own.detail}")
     if mine.array is None or mine.changed:
         return own  # raised, returned no numbers, changed its input: the contract says which
     return _compared(mine.array, theirs.array, own, name)

@@ -14,12 +14,17 @@ name, runs in the kit's worker process, each case under ``timeout`` seconds.
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import shlex
 import warnings
 
 from embedding_parity.cli import UsageError
 from embedding_parity.conformance import runner
+from embedding_parity.conformance.frameworks import FRAMEWORKS
+from embedding_parity.conformance.kinds import VOCAB
+
+DEFAULT_BASE = 10000.0
 
 
 class UnmatchedExpectation(UserWarning):
@@ -35,34 +40,44 @@ def check(
     framework: str | None = None,
     isolate: bool = False,
     against=None,
+    against_framework: str | None = None,
     expected: dict | None = None,
     strict: bool = False,
     checks=None,
     timeout: float = 60.0,
-    **shape,
+    base: float | None = None,
+    padding_idx: int | None = None,
+    head_dim: int | None = None,
+    batched: bool = False,
+    qk: bool = False,
+    table: tuple[int, int, int] | None = None,
 ) -> runner.Report:
     """The report of ``implementation`` against ``kind``'s contract (``compare.py check``).
 
     ``config``: a model's config.json or .gguf path, a bundled preset's name, or a
     ``configs.Configuration``: the contract it sets. ``dtypes``: the dtypes tried (default
-    all four). ``against``: another implementation, or a source the kit ships ("hf",
-    "torchtune"), to hold this one to case by case. ``expected``: {check name or glob: why it
-    differs}; ``strict``: such a check that conforms fails the report. ``checks``: only these
-    checks, by exact name. ``shape``: the call's shapes (the kinds' options: ``head_dim``,
-    ``batched``, ``qk`` for rope, ``table`` for lookup). An entry of ``expected`` that matches
-    no check is an ``UnmatchedExpectation`` warning."""
-    if kind not in runner.KINDS:
-        raise UsageError(f"kind {kind!r} is not one of {', '.join(runner.KINDS)}")
-    if isolate and not isinstance(implementation, str):
-        implementation = importable(implementation)
-        if implementation is None:
-            raise UsageError(
-                "isolate=True runs the target in a worker process, which imports it by name: "
-                "give a function defined at a module's top level, or a 'file.py:NAME' string"
-            )
-    options = {**configured(config, kind), **{k: v for k, v in shape.items() if v}}
+    all four; a bad id is always tried). ``framework``: what it takes and returns (default:
+    told by a probe call). ``against``: another implementation, or a source the kit ships
+    ("hf", "torchtune"), to hold this one to case by case (``against_framework``: its
+    framework). ``expected``: {check name, test id or glob: why it differs}; ``strict``: such
+    a check that conforms fails the report. ``checks``: only these checks, by exact name.
+    ``timeout``: seconds per case in the worker. The call: ``base`` (rope, sinusoidal),
+    ``padding_idx`` (gradient), ``head_dim``, ``batched``, ``qk`` (rope), ``table`` (lookup:
+    vocab_size, dim, max_seq_len). An entry of ``expected`` that names no check of the
+    battery is an ``UnmatchedExpectation`` warning; bad arguments are a UsageError (a
+    ValueError) in one line."""
+    call = {"base": base, "padding_idx": padding_idx, "head_dim": head_dim}
+    call |= {"batched": batched, "qk": qk, "table": table}
+    options = {**options_for(kind, **call), **configured(config, kind, base)}
+    for name, value in (("framework", framework), ("against_framework", against_framework)):
+        if value is not None and value not in FRAMEWORKS:
+            raise UsageError(f"{name}={value!r}: choose from {', '.join(FRAMEWORKS)}")
+    if not (isinstance(timeout, (int, float)) and 0 < timeout <= 86400):
+        raise UsageError(f"timeout={timeout!r}: seconds per case, more than 0, at most a day")
+    if isolate:
+        implementation, against = isolated(implementation), isolated(against)
     report = runner.run(
-        _absolute(implementation),
+        absolute(implementation),
         kind,
         framework=framework,
         options=options,
@@ -71,16 +86,52 @@ def check(
         dtypes=dtypes,
         expected=expected,
         strict=strict,
-        against=_absolute(against) if against is not None else None,
+        against=absolute(against),
+        against_framework=against_framework,
     )
     for entry in report.unmatched:
-        names = ", ".join(c.check for c in report.checks)
         warnings.warn(
-            f"expected difference {entry!r} matches no check of {kind}: {names}",
+            f"expected difference {entry!r} matches no check of {kind}: "
+            f"{', '.join(dict.fromkeys(c.check for c in runner.KINDS[kind].cases(options)))}",
             UnmatchedExpectation,
             stacklevel=2,
         )
     return report
+
+
+def options_for(
+    kind: str,
+    *,
+    base=None,
+    padding_idx=None,
+    head_dim=None,
+    batched=False,
+    qk=False,
+    table=None,
+    spell=lambda name: f"{name}=",
+    spell_kind=lambda kinds: f"kind {kinds}",
+) -> dict:
+    """The kind's options for the call's settings, each refused (UsageError, one line) with a
+    kind it does not fit; ``spell`` names a setting as the caller wrote it (``--head-dim``)."""
+    if kind not in runner.KINDS:
+        raise UsageError(f"kind {kind!r} is not one of {', '.join(runner.KINDS)}")
+    fits = {"base": ("rope", "sinusoidal"), "padding_idx": ("gradient",), "table": ("lookup",)}
+    fits |= {"head_dim": ("rope",), "batched": ("rope",), "qk": ("rope",)}
+    given = {"base": base, "padding_idx": padding_idx, "head_dim": head_dim}
+    given |= {"batched": batched or None, "qk": qk or None, "table": table}
+    for name, value in given.items():
+        if value is not None and kind not in fits[name]:
+            kinds = " or ".join(fits[name])
+            raise UsageError(f"{spell(name)} goes with {spell_kind(kinds)}, not {kind}")
+    if base is not None and not (isinstance(base, (int, float)) and 0 < base < math.inf):
+        raise UsageError(f"{spell('base')} {base!r}: must be positive and finite")
+    if padding_idx is not None and not (isinstance(padding_idx, int) and 0 <= padding_idx < VOCAB):
+        raise UsageError(
+            f"{spell('padding_idx')} {padding_idx!r} is past the battery's {VOCAB}-row table: "
+            f"use 0 to {VOCAB - 1}"
+        )
+    options = {"base": DEFAULT_BASE if base is None else float(base), "padding_idx": padding_idx}
+    return options | {k: v for k, v in given.items() if k not in options and v is not None}
 
 
 def assert_conforms(implementation, kind: str, **kwargs) -> runner.Report:
@@ -98,9 +149,14 @@ def failure_message(report: runner.Report, implementation, kind: str, kwargs: di
     failing = [c for c in report.checks if c.status not in runner.ACCEPTED]
     if report.strict:
         failing += [c for c in report.checks if c.status == "fixed"]
+    if not failing:  # nothing conformed: every check's dtype refused
+        refused = "; ".join(f"{c.check}: {c.detail}" for c in report.checks)
+        return f"{report.target} does not conform to {kind}: no check conforms ({refused})"
     lines = [
-        f"{report.target} does not conform to {kind}: {len(failing)} of "
-        f"{len(report.checks)} checks fail"
+        (
+            f"{report.target} does not conform to {kind}: {len(failing)} of "
+            f"{len(report.checks)} checks fail"
+        )
     ]
     for c in failing:
         if c.status == "fixed":
@@ -119,69 +175,96 @@ def failure_message(report: runner.Report, implementation, kind: str, kwargs: di
 
 
 def reproduce(implementation, kind: str, name: str, kwargs: dict) -> str:
-    """One line that runs the check again: the command line for a target importable by
-    name, else the Python call."""
-    target = implementation if isinstance(implementation, str) else importable(implementation)
-    config, against = kwargs.get("config"), kwargs.get("against")
-    plain = all(
-        isinstance(v, (str, int, float, bool, type(None)))
-        for k, v in kwargs.items()
-        if k not in ("dtypes", "checks", "expected")
+    """One line that runs the check again: the command line for targets importable by name,
+    else the Python call."""
+    from embedding_parity import configs
+
+    target, against = (
+        t if t is None or isinstance(t, str) else importable(t)
+        for t in (implementation, kwargs.get("against"))
     )
-    if target is None or not plain or (against is not None and not isinstance(against, str)):
+    config = kwargs.get("config")
+    if (
+        target is None
+        or (against is None and kwargs.get("against") is not None)
+        or isinstance(config, configs.Configuration)
+    ):
         extra = "".join(
-            f", {k}={v!r}" for k, v in kwargs.items() if k not in ("checks", "expected")
+            f", {key}={_shown(value)}"
+            for key, value in kwargs.items()
+            if key not in ("checks", "expected", "strict")
         )
-        named = getattr(implementation, "__name__", type(implementation).__name__)
-        return f"embedding_parity.conformance.check({named}, {kind!r}, checks=[{name!r}]{extra})"
-    words = ["python", "-m", "embedding_parity", "check", _absolute(target), "--kind", kind]
+        return f"check({_shown(implementation)}, {kind!r}, checks=[{name!r}]{extra})"
+    words = ["python", "-m", "embedding_parity", "check", absolute(target), "--kind", kind]
     words += ["--only", name]
     if config is not None:
-        flag = "--config" if os.path.exists(str(config)) else "--model"
-        words += [flag, str(config)]
+        words += ["--config" if os.path.exists(str(config)) else "--model", str(config)]
     if against is not None:
-        words += ["--against", _absolute(against)]
-    if kwargs.get("framework"):
-        words += ["--framework", kwargs["framework"]]
-    for key in ("head_dim", "table"):
-        if kwargs.get(key):
-            value = kwargs[key]
-            words += [f"--{key.replace('_', '-')}", ",".join(map(str, value))
-                      if isinstance(value, (list, tuple)) else str(value)]
-    for key in ("batched", "qk"):
-        if kwargs.get(key):
-            words.append(f"--{key}")
+        words += ["--against", absolute(against)]
+    for key in ("framework", "against_framework", "base", "padding_idx", "head_dim", "timeout"):
+        if kwargs.get(key) is not None:
+            words += [f"--{key.replace('_', '-')}", str(kwargs[key])]
+    if kwargs.get("table") is not None:
+        words += ["--table", ",".join(str(n) for n in kwargs["table"])]
+    words += [f"--{key}" for key in ("batched", "qk") if kwargs.get(key)]
     return shlex.join(words)
 
 
+def _shown(value) -> str:
+    """A value of the call as it would be written: a callable by its name."""
+    if callable(value):
+        return getattr(value, "__name__", type(value).__name__)
+    return repr(value)
+
+
+def isolated(implementation):
+    """A callable as the "path/to/file.py:NAME" a worker imports; a string as it is."""
+    if implementation is None or isinstance(implementation, str):
+        return implementation
+    found = importable(implementation)
+    if found is None:
+        raise UsageError(
+            "isolate=True runs the target in a worker process, which imports it by name: "
+            "give a function defined at the top level of an imported module (not a script's "
+            "__main__, whose import would run the script again), or a 'file.py:NAME' string"
+        )
+    return found
+
+
 def importable(function) -> str | None:
-    """"path/to/file.py:NAME" for a function or class a worker can import by name (defined
-    at its module's top level, in a file), else None."""
+    """ "path/to/file.py:NAME" for a function or class a worker can import by name (defined
+    at the top level of a module in a file, not ``__main__``), else None."""
     name = getattr(function, "__qualname__", "")
     module = inspect.getmodule(function)
     path = getattr(module, "__file__", None)
-    if not name or "<" in name or "." in name or path is None:
+    if not name or "<" in name or "." in name or path is None or module.__name__ == "__main__":
         return None
     if getattr(module, name, None) is not function:
         return None
     return f"{os.path.abspath(path)}:{name}"
 
 
-def configured(config, kind: str) -> dict:
+def configured(config, kind: str, base=None) -> dict:
     """The options a configuration sets for ``kind``: {} for None."""
     if config is None:
         return {}
     from embedding_parity import configs
 
+    if base is not None:
+        raise UsageError("base comes from the config (rope_theta): leave it out with a config")
     if isinstance(config, configs.Configuration):
         return config.options(kind, "config")
+    if not isinstance(config, (str, os.PathLike)):
+        raise UsageError(
+            f"config={config!r}: a config.json or .gguf path, a preset's name, or a Configuration"
+        )
     text = os.fspath(config)
     if os.path.exists(text) or text.endswith((".json", ".gguf")):
         return configs.read(text).options(kind, "config")
     return configs.preset(text).options(kind, "config")
 
 
-def _absolute(target):
+def absolute(target):
     """A file target made absolute, so that the worker finds it from any folder."""
     if not isinstance(target, str):
         return target

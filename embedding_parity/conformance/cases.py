@@ -14,7 +14,7 @@ exception's message) for each case, as the manifest's own "results" and "rules" 
 The judge takes no number from the folder but the results: it rebuilds every case from the
 manifest's kind and options, refuses a battery whose fingerprint is not the kit's (the kit
 changed, or the folder was edited), and judges each result with the code of a direct run
-(``runner._judged``, ``runner._checks``), so the verdicts are the same. A result file is
+(``runner.judged``, ``runner.check_results``), so the verdicts are the same. A result file is
 checked before it is read: a regular file, no larger than the case's result can be, its header
 read first, never unpickled; one that fails is that case's failure, not the run's.
 """
@@ -51,7 +51,7 @@ RULES = {
     "it has (expected and tolerance are given at float32); 'any integer': any integer dtype",
     "raising": "a valid case that raises differs, but in a dtype other than float32, where it "
     "is reported as rejected (the dtype is not supported)",
-    "bfloat16": f"arrays whose dtype is bfloat16 are stored as their {BITS} (\"stored\")",
+    "bfloat16": f'arrays whose dtype is bfloat16 are stored as their {BITS} ("stored")',
 }
 
 
@@ -105,13 +105,13 @@ def judge(folder: str) -> runner.Report:
         _outcome(chosen, case, os.path.join(folder, RESULTS), _id(number))
         for number, case in enumerate(cases)
     ]
-    verdicts = [runner._judged(chosen, case, outcome) for case, outcome in zip(cases, outcomes)]
+    verdicts = [runner.judged(chosen, case, outcome) for case, outcome in zip(cases, outcomes)]
     return runner.Report(
         folder,
         kind,
         "files",
         "results read from files",
-        runner._checks(list(zip(cases, verdicts))),
+        runner.check_results(list(zip(cases, verdicts))),
         time.monotonic() - began,
         chosen.describe(options),
     )

@@ -13,6 +13,7 @@ import inspect
 import json
 import math
 import os
+import re
 import select
 import shutil
 import signal
@@ -92,7 +93,7 @@ class Report:
             lines.append(against_line(self.against))
         for c in self.checks:
             detail = c.detail
-            if c.reason is not None:
+            if c.status in ("expected", "fixed"):
                 said = "expected" if c.status == "expected" else "expected to differ, but conforms"
                 detail = f"{said} ({c.reason}): {detail}"
             if self.against:
@@ -170,8 +171,12 @@ def select_cases(
         for c in every
         if (only is None or c.check.startswith(only))
         and (checks is None or c.check in checks)
-        and (dtypes is None or "dtype" not in c.params or c.params.get("bad") is not None
-             or c.params["dtype"] in dtypes)
+        and (
+            dtypes is None
+            or "dtype" not in c.params
+            or c.params.get("bad") is not None
+            or c.params["dtype"] in dtypes
+        )
     ]
     if not cases:
         chosen = f"--only {only!r}" if only is not None else f"dtypes {dtypes}"
@@ -193,6 +198,7 @@ def run(
     expected: dict | None = None,
     strict: bool = False,
     against=None,
+    against_framework: str | None = None,
     worker: Worker | None = None,
 ) -> Report:
     """The report of ``target`` against ``kind``'s battery.
@@ -203,8 +209,8 @@ def run(
     it (or with one of them); ``checks``: those named exactly; ``dtypes``: the dtypes tried;
     ``expected``: {check name or glob: why it differs}; ``strict``: an expected difference
     that conforms fails the report; ``against``: another target (or a source of
-    ``adapters.sources``) to hold this one to, case by case. UsageError when a target
-    cannot be imported or called."""
+    ``adapters.sources``) to hold this one to, case by case (``against_framework``: what it
+    takes). UsageError when a target cannot be imported or called."""
     began = time.monotonic()
     options = options or {}
     chosen = KINDS[kind]
@@ -213,15 +219,20 @@ def run(
         caller = _caller(stack, target, kind, options, framework, env, worker, timeout)
         outcomes = _outcomes(chosen, cases, caller, timeout)
         if against is not None:
-            other = _caller(stack, against, kind, options, None, env, None, timeout)
+            try:
+                other = _caller(
+                    stack, against, kind, options, against_framework, env, None, timeout
+                )
+            except UsageError as error:
+                raise UsageError(f"--against: {error}") from None
             theirs = _outcomes(chosen, cases, other, timeout)
-    verdicts = [_judged(chosen, case, outcome) for case, outcome in zip(cases, outcomes)]
+    verdicts = [judged(chosen, case, outcome) for case, outcome in zip(cases, outcomes)]
     report = Report(
         name_of(target),
         kind,
         caller.framework,
         caller.why,
-        _checks(list(zip(cases, verdicts))),
+        check_results(list(zip(cases, verdicts))),
         0.0,
         chosen.describe(options),
         strict,
@@ -231,7 +242,8 @@ def run(
 
         held.hold(report, chosen, cases, outcomes, verdicts, theirs, other, name_of(against))
     if expected:
-        report.unmatched = _expect(report.checks, expected)
+        battery = [c.check for c in chosen.cases(options)]
+        report.unmatched = mark_expected(report.checks, expected, battery)
     report.seconds = time.monotonic() - began
     return report
 
@@ -265,24 +277,37 @@ def _outcomes(chosen, cases, caller, timeout) -> list[Outcome]:
     return [caller.ask(case, chosen.most_elements(case.params), timeout) for case in cases]
 
 
-def _expect(checks: list[CheckResult], expected: dict) -> list[str]:
-    """Mark the checks an entry of ``expected`` names (exactly or as a glob): a difference or
-    failure becomes expected, a conforming check fixed. Returns the entries that name none."""
-    used = set()
+def mark_expected(checks: list[CheckResult], expected: dict, battery=()) -> list[str]:
+    """Mark the checks an entry of ``expected`` names (its name, test id or a glob): a
+    difference becomes expected, a conforming check fixed (a failure — a hang, a death —
+    stays one, and a dtype refused stays rejected). Returns the entries that name no check
+    of the whole ``battery`` (of ``checks`` where none is given): a filter that leaves a
+    check out does not make its entry stale."""
+    if not isinstance(expected, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in expected.items()
+    ):
+        raise UsageError("expected differences must be a dict {check name or glob: reason}")
     for check in checks:
-        entry = next((e for e in expected if fnmatch.fnmatchcase(check.check, e)), None)
-        if entry is None:
+        entry = next((e for e in expected if names(e, check.check)), None)
+        if entry is None or check.status not in ("differs", "conforms"):
             continue
-        used.add(entry)
         check.reason = expected[entry]
-        if check.status in ("differs", "failed"):
-            check.status = "expected"
-        elif check.status == "conforms":
-            check.status = "fixed"
-    return [e for e in expected if e not in used]
+        check.status = "expected" if check.status == "differs" else "fixed"
+    known = set(battery) | {c.check for c in checks}
+    return [e for e in expected if not any(names(e, name) for name in known)]
 
 
-def _judged(chosen, case: Case, outcome: Outcome) -> Verdict:
+def names(entry: str, check: str) -> bool:
+    """Whether an expected entry names ``check``: its name, its test id, or a glob of either."""
+    return fnmatch.fnmatchcase(check, entry) or fnmatch.fnmatchcase(check_id(check), entry)
+
+
+def check_id(name: str) -> str:
+    """A check's name as a test id: "bad id: -1" -> "bad_id_-1"."""
+    return re.sub(r"[^A-Za-z0-9.+-]+", "_", name).strip("_")
+
+
+def judged(chosen, case: Case, outcome: Outcome) -> Verdict:
     """The verdict on what the target did with ``case``. The kit's own failure to judge it is
     the kit's, said as such, never the target's."""
     try:
@@ -294,7 +319,7 @@ def _judged(chosen, case: Case, outcome: Outcome) -> Verdict:
         )
 
 
-def _checks(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
+def check_results(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
     """One result per check: the first difference or failure, else what every case shares."""
     grouped: dict[str, list[tuple[Case, Verdict]]] = {}
     for case, verdict in verdicts:

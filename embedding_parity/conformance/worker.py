@@ -50,8 +50,11 @@ def load(target: str):
     folder, as `python -m` would."""
     where, _, name = target.rpartition(":")
     if not where or not name:
+        from embedding_parity.conformance.adapters.sources import SOURCES
+
         raise Unusable(
-            f"TARGET {target!r} must look like path/to/file.py:NAME or package.module:NAME"
+            f"TARGET {target!r} must look like path/to/file.py:NAME or package.module:NAME "
+            f"(--against also takes a source the kit ships: {', '.join(SOURCES)})"
         )
     if where.endswith(".py"):
         if not os.path.isfile(where):
@@ -88,7 +91,7 @@ def _load_answer(request: dict, answer):
         try:
             function = sources.make(request["target"], request["kind"], request["options"])
         except Exception as error:  # noqa: BLE001 - a piece the source lacks: one line
-            answer(usage=f"--against {request['target']}: {error}")
+            answer(usage=str(error))
             return None
         answer(ready=True, framework="torch", why=sources.SOURCES[request["target"]])
         return function, "torch", KINDS[request["kind"]], None, request["target"]
@@ -146,8 +149,10 @@ def _changed(kept: list, native: list) -> list[dict]:
 def _numbers(returned):
     """(array, None) for a result that is an array of numbers, else (None, what it is). A
     tuple or list of arrays (q and k rotated in one call) is their stack."""
-    if isinstance(returned, (tuple, list)) and returned and all(
-        frameworks.is_array(r) for r in returned
+    if (
+        isinstance(returned, (tuple, list))
+        and returned
+        and all(frameworks.is_array(r) for r in returned)
     ):
         parts = [_numbers(r) for r in returned]
         what = next((w for _, w in parts if w is not None), None)

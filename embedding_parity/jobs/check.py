@@ -25,12 +25,20 @@ A result that differs is named by the mistake it matches; a bad id must raise.
 
     compare.py check my_rope.py:rope --kind rope
     compare.py check my_rope.py:rope --kind rope --model llama-3.2-1b
-    compare.py check port.py:rope --kind rope --config path/to/config.json
+    compare.py check port.py:rope --kind rope --config path/to/config.json --against hf
+    compare.py check port.py:rope --kind rope --dtypes float32,bfloat16 \
+        --expect 'rotation float64=computes in float32'
+    compare.py check --export-cases DIR --kind rope --model llama-3.2-1b   # the battery as files
+    compare.py check --results DIR            # judge the results DIR/results/ holds
     compare.py check --known                  # the matrix of the implementations people use
 
-Exit status: 0 every check conforms (with --known: the suite's own control rows do), 1 one
-differs (the report says which and how), 2 bad usage (TARGET cannot be imported or is not
-callable).
+From Python and pytest: embedding_parity.conformance.check, assert_conforms and
+parametrize_with_checks (docs/conformance.md, "Add it to your CI").
+
+Exit status: 0 every check conforms, or differs as --expect said (with --known: the suite's
+own control rows conform), 1 one differs or fails (the report says which and how; with
+--strict, an expected difference that conforms too), 2 bad usage (TARGET cannot be imported
+or is not callable, a flag that does not fit).
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ import stat
 from embedding_parity import outputs
 from embedding_parity.cli import UsageError
 from embedding_parity.conformance.frameworks import FRAMEWORKS
-from embedding_parity.conformance.kinds import KINDS, VOCAB
+from embedding_parity.conformance.kinds import KINDS
 from embedding_parity.conformance.numerics import FLOATS
 from embedding_parity.jobs import command
 
@@ -78,20 +86,28 @@ def add_arguments(parser) -> None:
         default=[],
         type=_expectation,
         metavar="CHECK=REASON",
-        help="an expected difference: CHECK (a check's name or a glob) differs for REASON; "
+        help="an expected difference: CHECK (a check's name, test id or a glob) differs for "
+        "REASON; "
         "reported as expected, exit 0 if only expected ones differ (repeatable)",
     )
     add(
         "--expect-file",
         metavar="PATH",
-        help="expected differences, one CHECK = REASON a line (# starts a comment)",
+        help="expected differences, one CHECK = REASON a line (a line that starts with # is a "
+        "comment)",
     )
     add("--strict", action="store_true", help="an expected difference that conforms is exit 1")
     add(
         "--against",
         metavar="TARGET",
-        help="hold TARGET to this one case by case, bit for bit in each dtype: "
-        "path/to/file.py:NAME, package.module:NAME, or a source the kit ships (hf, torchtune)",
+        help="hold the implementation to TARGET, the one it is ported from, case by case and "
+        "bit for bit in each dtype: path/to/file.py:NAME, package.module:NAME, or a source the "
+        "kit ships, built at the same --config: hf or torchtune",
+    )
+    add(
+        "--against-framework",
+        choices=FRAMEWORKS,
+        help="what the --against target takes and returns (default: detected)",
     )
     add("--head-dim", type=command.at_least(2), help="rope: the head width (default 16)")
     add("--batched", action="store_true", help="rope: positions (B, T), x (B, H, T, head_dim)")
@@ -147,25 +163,25 @@ def main(args) -> int:
             "give TARGET and --kind, --export-cases DIR and --kind, --results DIR, or --known: "
             "see compare.py check --help"
         )
-    if args.base != DEFAULT_BASE and args.kind not in ("rope", "sinusoidal"):
-        raise UsageError(f"--base goes with --kind rope or sinusoidal, not {args.kind}")
-    if args.padding_idx is not None:
-        if args.kind != "gradient":
-            raise UsageError(f"--padding-idx goes with --kind gradient, not {args.kind}")
-        if args.padding_idx >= VOCAB:
-            raise UsageError(
-                f"--padding-idx {args.padding_idx} is past the battery's {VOCAB}-row table: "
-                f"use 0 to {VOCAB - 1}"
-            )
-    from embedding_parity.conformance import runner
+    from embedding_parity.conformance import api, runner
 
-    options = {"base": args.base, "padding_idx": args.padding_idx, **_shape(args)}
+    options = api.options_for(
+        args.kind,
+        base=None if args.base == DEFAULT_BASE else args.base,
+        padding_idx=args.padding_idx,
+        head_dim=args.head_dim,
+        batched=args.batched,
+        qk=args.qk,
+        table=args.table,
+        spell=lambda name: f"--{name.replace('_', '-')}",
+        spell_kind=lambda kinds: f"--kind {kinds}",
+    )
     options.update(_configured(args))
     if args.export_cases is not None:
         return _export(args, options)
     outputs.check_not_inputs({"--json": args.json}, {"TARGET": args.target.rpartition(":")[0]})
     report = runner.run(
-        _absolute(args.target),
+        api.absolute(args.target),
         args.kind,
         framework=args.framework,
         options=options,
@@ -174,7 +190,8 @@ def main(args) -> int:
         dtypes=args.dtypes,
         expected=_expected(args),
         strict=args.strict,
-        against=_absolute(args.against) if args.against is not None else None,
+        against=api.absolute(args.against),
+        against_framework=args.against_framework,
     )
     return _report(args, report)
 
@@ -186,25 +203,13 @@ def _report(args, report) -> int:
     return 0 if report.conforms else 1
 
 
-def _shape(args) -> dict:
-    """The call's shapes (the kinds' options), each refused with a kind it does not fit."""
-    given = {"head_dim": args.head_dim, "batched": args.batched, "qk": args.qk}
-    for key, value in given.items():
-        if value and args.kind != "rope":
-            raise UsageError(f"--{key.replace('_', '-')} goes with --kind rope, not {args.kind}")
-    if args.table is not None and args.kind != "lookup":
-        raise UsageError(f"--table goes with --kind lookup, not {args.kind}")
-    given["table"] = args.table
-    return {key: value for key, value in given.items() if value}
-
-
 def _expected(args) -> dict:
     """{check or glob: reason} from --expect and --expect-file."""
     expected = {}
     if args.expect_file is not None:
         for number, line in enumerate(_small_text(args.expect_file).splitlines(), 1):
-            line = line.split("#", 1)[0].strip()
-            if line:
+            line = line.strip()
+            if line and not line.startswith("#"):
                 try:
                     check, reason = _expectation(line)
                 except argparse.ArgumentTypeError as error:
@@ -244,7 +249,9 @@ def _dtypes(text: str) -> list[str]:
     chosen = [d.strip() for d in text.split(",") if d.strip()]
     wrong = [d for d in chosen if d not in FLOATS]
     if wrong or not chosen:
-        raise argparse.ArgumentTypeError(f"{text!r}: choose from {','.join(FLOATS)}, comma-separated")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: choose from {','.join(FLOATS)}, comma-separated"
+        )
     return chosen
 
 
@@ -261,16 +268,20 @@ def _table(text: str) -> tuple[int, int, int]:
 def _export(args, options) -> int:
     from embedding_parity.conformance import cases, runner
 
-    for flag in ("against", "json"):
+    for flag in ("against", "json", "framework", "against_framework"):
         if getattr(args, flag) is not None:
-            raise UsageError(f"--{flag} does not go with --export-cases: no target runs")
+            raise UsageError(
+                f"--{flag.replace('_', '-')} does not go with --export-cases: no target runs"
+            )
     if args.expect or args.expect_file or args.strict:
         raise UsageError("--expect and --strict go with the judging (--results), not the export")
     selected = runner.select_cases(args.kind, options, only=args.only, dtypes=args.dtypes)
     folder = cases.export(args.export_cases, args.kind, options, selected)
     print(f"{len(selected)} cases of {args.kind}: {os.path.abspath(folder)}")
-    print(f"write each case's result into {os.path.join(folder, 'results')}/ (cases.json says "
-          f"how), then: compare.py check --results {folder}")
+    print(
+        f"write each case's result into {os.path.join(folder, 'results')}/ (cases.json says "
+        f"how), then: compare.py check --results {folder}"
+    )
     return 0
 
 
@@ -280,6 +291,10 @@ def _results(args) -> int:
     given = {"TARGET": args.target, "--kind": args.kind, "--config": args.config}
     given.update({"--model": args.model, "--against": args.against, "--only": args.only})
     given.update({"--export-cases": args.export_cases, "--framework": args.framework})
+    given.update({"--dtypes": args.dtypes, "--head-dim": args.head_dim, "--table": args.table})
+    given.update({"--padding-idx": args.padding_idx, "--batched": args.batched or None})
+    given.update({"--qk": args.qk or None, "--against-framework": args.against_framework})
+    given["--base"] = None if args.base == DEFAULT_BASE else args.base
     for flag, value in given.items():
         if value is not None:
             raise UsageError(f"{flag} does not go with --results: the folder's cases.json says")
@@ -287,7 +302,7 @@ def _results(args) -> int:
     from embedding_parity.conformance import runner
 
     if args.expect or args.expect_file:
-        report.unmatched = runner._expect(report.checks, _expected(args))
+        report.unmatched = runner.mark_expected(report.checks, _expected(args))
     report.strict = args.strict
     return _report(args, report)
 
@@ -310,19 +325,13 @@ def _configured(args) -> dict:
     return config.options(args.kind, flag)
 
 
-def _absolute(target: str) -> str:
-    """A file target made absolute, so that the worker finds it from any folder."""
-    where, colon, name = target.rpartition(":")
-    return f"{os.path.abspath(where)}{colon}{name}" if where.endswith(".py") else target
-
-
 def _write_json(path: str, record) -> None:
     outputs.write_text(path, json.dumps(record, indent=1, allow_nan=False))
     print(f"json: {os.path.abspath(path)}")
 
 
 def _known(args) -> int:
-    from embedding_parity.conformance import known
+    from embedding_parity.conformance import known, runner
 
     if args.target is not None or args.kind is not None:
         raise UsageError("--known runs its own targets: leave out TARGET and --kind")
@@ -333,6 +342,7 @@ def _known(args) -> int:
     given.update({"--expect-file": args.expect_file, "--expect": args.expect or None})
     given.update({"--strict": args.strict or None, "--batched": args.batched or None})
     given["--qk"] = args.qk or None
+    given["--against-framework"] = args.against_framework
     given["--base"] = None if args.base == DEFAULT_BASE else args.base
     for flag, value in given.items():
         if value is not None:
@@ -345,7 +355,7 @@ def _known(args) -> int:
     matrix = known.run(args.rows, timeout=args.timeout, progress=print)
     print("\n".join(known.summary(matrix)))
     if args.json:
-        _write_json(args.json, matrix)
+        _write_json(args.json, {"schema_version": runner.SCHEMA_VERSION, **matrix})
     if args.markdown:
         known.write_markdown(matrix, args.markdown)
         print(f"matrix: {os.path.abspath(args.markdown)}")

@@ -84,3 +84,15 @@ def rope_batched(x, positions):
 def rope_qk(q, k, positions):
     """q and k rotated in one call."""
     return rope_batched(q, positions), rope_batched(k, positions)
+
+
+def rope_float32_only(x, positions):
+    """rope, refusing every dtype but float32 (as a float32 kernel would)."""
+    if x.dtype != np.float32:
+        raise TypeError(f"only float32, not {x.dtype}")
+    return rope(x, positions)
+
+
+def rope_wrong_in_float16(x, positions):
+    """rope, but turned by positions + 1 in float16."""
+    return rope(x, positions + 1 if x.dtype == np.float16 else positions)

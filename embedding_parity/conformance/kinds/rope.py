@@ -438,8 +438,10 @@ def _batch_mistakes(params, turned, rotary):
         w = np.repeat(np.stack(own), t, axis=0)  # (B*T, pairs): each row's own length
         found.append(
             (
-                f"{scaling['rope_type']} from each batch row's max(positions) + 1, not the "
-                f"batch's {positional.length(rows)} (Hugging Face's over all position_ids)",
+                (
+                    f"{scaling['rope_type']} from each batch row's max(positions) + 1, not the "
+                    f"batch's {positional.length(rows)} (Hugging Face's over all position_ids)"
+                ),
                 turned(w),
             )
         )
