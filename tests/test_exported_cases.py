@@ -105,6 +105,26 @@ def test_results_from_files_get_the_verdicts_of_a_direct_run(tmp_path, kind):
     assert from_files.contract == direct.contract
 
 
+@pytest.mark.parametrize("name", ["torch", "jax"])
+@pytest.mark.parametrize("kind", ["lookup", "rope"])
+def test_every_backend_of_the_suite_round_trips(tmp_path, name, kind):
+    """The outside runner calls the torch or JAX backend on the files' NumPy arrays (each
+    backend takes them, and its to_numpy gives them back): the report of a direct run."""
+    chosen = backends.get(name)
+
+    def backend(*arguments):
+        if kind == "lookup":
+            token_table, position_table, token_ids, start = arguments
+            layer = chosen.TokenPositionEmbedding(token_table, position_table)
+            return chosen.to_numpy(layer(token_ids, start=start))
+        return chosen.to_numpy(chosen.apply_rope(*arguments))
+
+    _, from_files = run_and_judge(tmp_path, kind, backend)
+    direct = runner.run(backend, kind, framework="numpy")
+    assert from_files.conforms
+    assert judged(from_files) == judged(direct)
+
+
 def test_the_manifest_lets_a_runner_check_itself(tmp_path):
     """expected, reference and tolerance, read from the files, hold the suite's results as
     the kit does: bit-identical in the case's dtype (bfloat16 back from its bits), within

@@ -35,6 +35,7 @@ from embedding_parity.conformance.kinds.base import (
 )
 from embedding_parity.conformance.numerics import FLOATS
 
+MOST_HEAD_DIM = 1 << 16  # the widest head the battery builds (models' are 64 to 512)
 TEXTBOOK = {"head_dim": ROPE_DIM, "base": 10000.0, "layout": "half", "scaling": None}
 BATCH, HEADS = 2, 3  # x (BATCH, HEADS, T, head_dim) in a batched case; (HEADS, T, head_dim) else
 
@@ -331,6 +332,11 @@ def _rope(options) -> dict:
             raise UsageError(
                 f"head_dim {head!r} is not an even integer of at least 2: RoPE turns pairs of "
                 "dims; give an even head_dim (the textbook's is 16)"
+            )
+        if head > MOST_HEAD_DIM:
+            raise UsageError(
+                f"head_dim {head} is over {MOST_HEAD_DIM}: the battery's x (3, 16, head_dim) is "
+                "built in float64 for every case; models' heads are 64 to 512"
             )
         if config.get("head_dim", head) != head:
             raise UsageError(
