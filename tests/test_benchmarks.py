@@ -283,3 +283,14 @@ def test_the_sharding_model_on_paper():
         llama[8, "columns"]["bytes_sent_per_device_per_call"] * 2
         == (llama[8, "rows"]["bytes_sent_per_device_per_call"])
     )
+
+
+def test_the_kit_benchmark_times_conforming_checks(monkeypatch):
+    from benchmarks import kit
+
+    monkeypatch.setattr(kit, "ROUNDS", 1)
+    for name in backends.names():
+        for kind, function in kit.targets(name).items():
+            seconds, conforms = kit.check_seconds(name, kind, function)
+            assert conforms and seconds > 0
+    assert 0 < kit.plugin_import() < 5
