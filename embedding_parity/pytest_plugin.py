@@ -11,10 +11,3 @@ def pytest_configure(config):
         "(embedding_parity.conformance.parametrize_with_checks)",
     )
 
-
-def __getattr__(name):
-    if name == "parametrize_with_checks":
-        from embedding_parity.conformance.testing import parametrize_with_checks
-
-        return parametrize_with_checks
-    raise AttributeError(name)
