@@ -10,4 +10,3 @@ def pytest_configure(config):
         "conformance(kind, check): one check of the embedding-parity conformance kit "
         "(embedding_parity.conformance.parametrize_with_checks)",
     )
-

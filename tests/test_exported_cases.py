@@ -365,3 +365,12 @@ def test_a_raised_message_is_shown_safely(tmp_path):
     first = cases.judge(folder).checks[0]
     assert first.status == "differs"
     assert first.detail.endswith(r"raises ValueError: \x1b[2J no on a valid input")
+
+
+def test_an_expectation_of_a_check_left_out_of_the_export_is_not_stale(tmp_path):
+    chosen = runner.select_cases("rope", dtypes=["float32"])
+    folder = cases.export(str(tmp_path / "rope-cases"), "rope", {}, chosen)
+    run_outside(folder, rope)
+    expected = {"rotation float64": "not exported", "rotation float128": "a typo"}
+    report = cases.judge(folder, expected, strict=True)
+    assert report.conforms and report.unmatched == ["rotation float128"]

@@ -111,7 +111,10 @@ def test_a_port_held_to_its_source_is_bit_identical_or_one_ulp_at_its_index():
     assert first.detail.endswith(
         first.mismatch["actual"] + " where ports.rope gives " + first.mismatch["expected"]
     )
-    assert "1 of 768 elements differ from ports.rope, at most 1 ulp at [1, 2, 3]" in first.detail
+    assert (
+        "1 of 768 elements differ from ports.rope in their bits, at most 1 ulp, at [1, 2, 3]"
+        in (first.detail)
+    )
     assert first.mismatch["index"] == [1, 2, 3] and first.mismatch["ulps"] == 1.0
 
 
@@ -164,7 +167,7 @@ def test_the_command_line_holds_one_port_to_another(capsys):
     assert code == 0, out
     assert "bit-identical to" in out and "[contract: ok, ok]" in out
     code, out = run_check(capsys, f"{PORTS}:rope_one_ulp", *flags)
-    assert code == 1 and "at most 1 ulp at [1, 2, 3]" in out
+    assert code == 1 and "at most 1 ulp, at [1, 2, 3]" in out
 
 
 def test_the_plugin_imports_no_framework_and_is_registered():
@@ -281,7 +284,7 @@ def test_a_port_is_held_to_hugging_face_at_a_config_in_one_line(capsys):
     code, out = run_check(capsys, port, *flags)
     assert code == 1
     assert "against hf (torch, Hugging Face transformers" in out
-    assert "elements differ from hf, at most" in out and "[contract: NO, ok]" in out
+    assert "elements differ from hf in their bits, at most" in out and "[contract: NO, ok]" in out
     assert "against the contract: " in out and "llama3 scaling ignored" in out
 
 
@@ -366,3 +369,63 @@ def test_reproduce_says_every_setting_of_the_call():
     )
     inline = api.reproduce(lambda x, p: x, "rope", "rotation float32", {"against": ports.rope})
     assert inline == "check(<lambda>, 'rope', checks=['rotation float32'], against=rope)"
+
+
+def test_against_names_a_zeros_sign_where_it_is_the_only_difference():
+    report = check(
+        ports.lookup_negative_signed_zero,
+        "lookup",
+        dtypes=["float32"],
+        against=ports.lookup_signed_zero,
+    )
+    forward = report.checks[0]
+    assert forward.status == "differs" and forward.mismatch["index"] == [0, 2]
+    assert forward.mismatch["actual"] == "-0.0 (0x80000000, a negative zero)"
+    assert forward.mismatch["expected"] == "+0.0 (0x00000000, a positive zero)"
+    assert "in their bits, at most 0 ulp, at [0, 2]" in forward.detail
+
+
+def test_against_compares_integers_by_value_and_refuses_what_is_not_a_number():
+    same = check(ports.positions_int32, "position_ids", against=ports.positions_int64)
+    assert same.conforms  # int32 and int64 of the same values: the contract takes any integers
+    assert all(
+        c.detail.startswith("the same integers as ports.positions_int64") for c in same.checks
+    )
+    odd = check(ports.rope_complex, "rope", dtypes=["float32"], against=ports.rope_complex)
+    assert odd.checks[0].status == "differs"
+    assert "returns complex64, where the contract is in a float dtype" in odd.checks[0].detail
+
+
+def test_only_with_a_checks_whole_name_runs_that_check_alone(capsys):
+    code, out = run_check(
+        capsys, f"{PORTS}:lookup", "--kind", "lookup", "--only", "forward float32"
+    )
+    assert code == 0 and "1 of 1 check conforms" in out
+    code, out = run_check(capsys, f"{PORTS}:lookup", "--kind", "lookup", "--only", "bad id")
+    assert "4 of 4 checks conform" in out
+
+
+def test_a_crash_fails_its_test_even_where_a_difference_is_expected(pytester):
+    with open(PORTS, encoding="utf-8") as file:
+        pytester.makepyfile(
+            ports=file.read(),
+            test_port="""
+from embedding_parity.conformance import parametrize_with_checks
+from ports import rope_dies_in_float64
+
+CALLS = []
+
+@parametrize_with_checks(
+    ["ports.py:rope_dies_in_float64"],
+    kind="rope",
+    checks=["rotation float64", "rotation float32", "long positions float32"],
+    expected_failed_checks={"rotation float64": "float32 inside"},
+)
+def test_rope(implementation, check):
+    check(implementation)
+""",
+        )
+    pytester.syspathinsert()
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*rotation float64 (failed): *the call died (exit status 3)*"])

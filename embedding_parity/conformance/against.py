@@ -29,7 +29,7 @@ def hold(report, kind, cases, outcomes, verdicts, theirs, other, name: str) -> N
 
     other_verdicts = [runner.judged(kind, c, o) for c, o in zip(cases, theirs)]
     held = [
-        versus(case, mine, yours, own, name)
+        _guarded(case, mine, yours, own, name)
         for case, mine, yours, own in zip(cases, outcomes, theirs, verdicts)
     ]
     own_checks = report.checks
@@ -55,6 +55,19 @@ def beside(against: dict, check: str) -> str:
     return f"  [contract: {marks[0]}, {marks[1]}]"
 
 
+def _guarded(case, mine, theirs, own, name) -> Verdict:
+    """``versus``, a failure of the kit's own said as the kit's (as ``runner.judged`` does)."""
+    try:
+        with np.errstate(all="ignore"):  # NaN and infinities are compared on purpose
+            return versus(case, mine, theirs, own, name)
+    except Exception as error:  # noqa: BLE001 - reported, not raised: the run goes on
+        from embedding_parity.conformance.runner import shown
+
+        return Verdict(
+            "failed", shown(f"the kit failed to compare it: {type(error).__name__}: {error}")
+        )
+
+
 def versus(case: Case, mine: Outcome, theirs: Outcome, own: Verdict, name: str) -> Verdict:
     """The verdict of one case: the target's result against the other's."""
     if case.params.get("bad") is not None:
@@ -74,28 +87,35 @@ def versus(case: Case, mine: Outcome, theirs: Outcome, own: Verdict, name: str) 
 def _compared(actual: np.ndarray, other: np.ndarray, own: Verdict, name: str) -> Verdict:
     if actual.shape != other.shape:
         return differs(f"shape {actual.shape} where {name} gives {other.shape}")
-    if actual.dtype != other.dtype:
-        return differs(f"returns {actual.dtype.name} where {name} returns {other.dtype.name}")
-    if numerics.same_bits(actual, other):
-        return conforms(f"bit-identical to {name}", ulps=0.0)
     named = f"; against the contract: {own.detail}" if own.status == "differs" else ""
-    width = actual.dtype.itemsize
-    count = int((actual.view(f"V{width}") != other.view(f"V{width}")).sum())
-    if actual.dtype.kind in "iub":
-        first = integer_mismatch(actual, other, actual != other)
+    if actual.dtype.kind in "iu" and other.dtype.kind in "iu":  # any integers, as the contract
+        wrong = actual != other
+        if not wrong.any():
+            return conforms(f"the same integers as {name}", ulps=0.0)
+        first = integer_mismatch(actual, other, wrong)
         return differs(
-            f"{count} of {actual.size} elements differ from {name}, first at {first['index']}: "
-            f"{first['actual']} where {name} gives {first['expected']}{named}",
+            f"{int(wrong.sum())} of {actual.size} elements differ from {name}, first at "
+            f"{first['index']}: {first['actual']} where {name} gives {first['expected']}{named}",
             mismatch=first,
         )
-    dtype = actual.dtype.name
-    same = actual.view(f"V{width}") == other.view(f"V{width}")  # NaN alike too: not counted
-    mine, yours = np.where(same, 0.0, actual), np.where(same, 0.0, other.astype(np.float64))
+    if actual.dtype != other.dtype:
+        return differs(f"returns {actual.dtype.name} where {name} returns {other.dtype.name}")
+    if actual.dtype.name not in numerics.FLOATS:
+        return differs(f"returns {actual.dtype.name}, where the contract is in a float dtype")
+    if numerics.same_bits(actual, other):
+        return conforms(f"bit-identical to {name}", ulps=0.0)
+    width, dtype = actual.dtype.itemsize, actual.dtype.name
+    same = actual.view(f"V{width}") == other.view(f"V{width}")
+    count = int((~same).sum())
+    # ulps where the numbers differ; a zero's sign or a NaN's bits differ by none
+    alike = same | (np.isnan(actual) & np.isnan(other))
+    mine, yours = np.where(alike, 0.0, actual), np.where(alike, 0.0, other.astype(np.float64))
     size, where = numerics.ulps(mine, yours, dtype)
-    first = numerics.mismatch(actual, other, dtype, where)
+    first = numerics.mismatch(actual, other, dtype, where if size else None)
     return differs(
-        f"{count} of {actual.size} elements differ from {name}, at most {size:.3g} ulp at "
-        f"{list(where)}: {first['actual']} where {name} gives {first['expected']}{named}",
+        f"{count} of {actual.size} elements differ from {name} in their bits, at most "
+        f"{size:.3g} ulp, at {first['index']}: {first['actual']} where {name} gives "
+        f"{first['expected']}{named}",
         ulps=size,
         mismatch=first,
     )

@@ -92,10 +92,11 @@ def export(folder: str, kind: str, options: dict, cases: list[Case]) -> str:
     return path
 
 
-def judge(folder: str) -> runner.Report:
+def judge(folder: str, expected: dict | None = None, strict: bool = False) -> runner.Report:
     """The report of the results a runner wrote into ``folder`` (exported by ``export``): the
-    verdicts of a direct run of the same battery. UsageError, one line, for a manifest that
-    is missing, unreadable, malformed, or not the kit's battery any more."""
+    verdicts of a direct run of the same battery, ``expected`` and ``strict`` as there.
+    UsageError, one line, for a manifest that is missing, unreadable, malformed, or not the
+    kit's battery any more."""
     began = time.monotonic()
     manifest = _manifest(os.path.join(folder, MANIFEST))
     kind, options = manifest["kind"], manifest["options"]
@@ -106,15 +107,21 @@ def judge(folder: str) -> runner.Report:
         for number, case in enumerate(cases)
     ]
     verdicts = [runner.judged(chosen, case, outcome) for case, outcome in zip(cases, outcomes)]
-    return runner.Report(
+    report = runner.Report(
         folder,
         kind,
         "files",
         "results read from files",
         runner.check_results(list(zip(cases, verdicts))),
-        time.monotonic() - began,
+        0.0,
         chosen.describe(options),
+        strict,
     )
+    if expected:  # stale only against the whole battery, not the cases exported
+        battery = [c.check for c in chosen.cases(options)]
+        report.unmatched = runner.mark_expected(report.checks, expected, battery)
+    report.seconds = time.monotonic() - began
+    return report
 
 
 # --- export ------------------------------------------------------------------------------

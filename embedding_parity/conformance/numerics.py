@@ -136,9 +136,11 @@ def shown_value(value, dtype) -> str:
         negative = math.copysign(1.0, wide) < 0
         return f"{'-' if negative else '+'}0.0 ({hex_bits}, a {'negative' if negative else 'positive'} zero)"
     if math.isnan(wide):
+        word, width = int(hex_bits, 16), 8 * value.dtype.itemsize
         quiet = 1 << (ml_dtypes.finfo(value.dtype).nmant - 1)  # the significand's top bit
-        payload = int(hex_bits, 16) & (quiet - 1)
-        return f"nan ({hex_bits}, {'quiet' if int(hex_bits, 16) & quiet else 'signalling'}, payload 0x{payload:x})"
+        sign = "negative, " if word >> (width - 1) else ""
+        kind = "quiet" if word & quiet else "signalling"
+        return f"nan ({hex_bits}, {sign}{kind}, payload 0x{word & (quiet - 1):x})"
     return f"{wide!r} ({hex_bits})"
 
 

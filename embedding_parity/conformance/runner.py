@@ -152,10 +152,12 @@ def select_cases(
     dtypes=None,
 ) -> list[Case]:
     """The cases of ``kind``'s battery to run: those of the checks named exactly in
-    ``checks``, or starting with ``only``; of the ``dtypes`` given (every case that names a
+    ``checks``, or starting with ``only`` (the check of that name, where one has it); of the ``dtypes`` given (every case that names a
     dtype, but a bad id's, which is about the ids); UsageError where nothing is left."""
     every = KINDS[kind].cases(options or {})
     names = list(dict.fromkeys(c.check for c in every))
+    if isinstance(only, str) and only in names:  # a check's whole name: that check alone
+        only, checks = None, [only]
     if dtypes is not None:
         dtypes = [dtypes] if isinstance(dtypes, str) else list(dtypes)
         for dtype in dtypes:

@@ -16,6 +16,7 @@ implementation's name and the check's, stable across runs and pytest-xdist worke
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import warnings
 
@@ -36,8 +37,9 @@ def parametrize_with_checks(
     test id or glob: reason}, or a function of the implementation that returns one;
     ``strict``: an expected failure that passes fails the test (default: pytest's
     xfail_strict). ``settings``: what ``check`` takes but ``expected`` and ``strict`` (config,
-    dtypes, checks, framework, isolate, against, timeout, base, head_dim, ...). A string
-    implementation runs in a fresh worker for each check (its import paid each time)."""
+    dtypes, checks, framework, isolate, against, timeout, base, head_dim, ...). The battery
+    runs once per implementation, at its first test (a string target's worker, and an
+    ``against`` source's, started once); each test then reads its check."""
     import pytest
 
     taken = set(inspect.signature(api.check).parameters) - {"implementation", "kind"}
@@ -47,18 +49,20 @@ def parametrize_with_checks(
             f"parametrize_with_checks takes no {unknown[0]!r}: it takes {sorted(taken)}"
         )
     call = {k: settings[k] for k in SHAPES if k in settings}
-    options = {**api.options_for(kind, **call), **api.configured(settings.get("config"), kind)}
+    options = api.options_for(kind, **call)
+    options |= api.configured(settings.get("config"), kind, settings.get("base"))
     chosen = runner.select_cases(
         kind, options, checks=settings.get("checks"), dtypes=settings.get("dtypes")
     )
     names = list(dict.fromkeys(c.check for c in chosen))
     battery = list(dict.fromkeys(c.check for c in runner.KINDS[kind].cases(options)))
-    settings = {k: v for k, v in settings.items() if k != "checks"}
     params = []
     for ident, implementation in zip(implementation_ids(implementations), implementations):
         expected = expected_failed_checks or {}
         if callable(expected):
             expected = expected(implementation) or {}
+        runner.mark_expected([], expected)  # a dict of names to reasons, or one line why not
+        run = Battery(kind, {**settings, "checks": names})
         for name in names:
             entry = next((e for e in expected if runner.names(e, name)), None)
             marks = [pytest.mark.conformance(kind=kind, check=name)]
@@ -68,8 +72,7 @@ def parametrize_with_checks(
                     xfail["strict"] = strict
                 marks.append(pytest.mark.xfail(**xfail))
             test_id = f"{ident}-{runner.check_id(name)}"
-            check = Check(kind, name, settings)
-            params.append(pytest.param(implementation, check, id=test_id, marks=marks))
+            params.append(pytest.param(implementation, Check(run, name), id=test_id, marks=marks))
         for entry in expected:
             if not any(runner.names(entry, name) for name in battery):
                 warnings.warn(
@@ -84,27 +87,45 @@ def parametrize_with_checks(
 SHAPES = ("base", "padding_idx", "head_dim", "batched", "qk", "table")
 
 
+class Battery:
+    """The report of one implementation's checks, run once, when a test first asks."""
+
+    def __init__(self, kind: str, settings: dict):
+        self.kind, self.settings, self.report = kind, settings, None
+
+    def of(self, implementation) -> runner.Report:
+        if self.report is None:
+            self.report = api.check(implementation, self.kind, **self.settings)
+        return self.report
+
+
 class Check:
     """One check of a kind, called on an implementation: ``check(implementation)`` raises
-    AssertionError with the first mismatch and a line that reproduces it, and skips where
-    the implementation refuses the check's dtype (rejected: not a wrong answer)."""
+    AssertionError with the first mismatch and a line that reproduces it (a difference,
+    which an expected failure may name); fails the test outright where the check failed (a
+    hang, a crash: never an expected difference); skips where the implementation refuses
+    the check's dtype (rejected: not a wrong answer)."""
 
-    def __init__(self, kind: str, name: str, settings: dict):
-        self.kind, self.name, self.settings = kind, name, settings
+    def __init__(self, battery: Battery, name: str):
+        self.battery, self.name = battery, name
 
     def __call__(self, implementation) -> runner.Report:
-        kwargs = {**self.settings, "checks": [self.name]}
-        report = api.check(implementation, self.kind, **kwargs)
-        if [c.status for c in report.checks] == ["rejected"]:
-            import pytest
+        import pytest
 
-            pytest.skip(f"{self.name}: {report.checks[0].detail}")
+        whole = self.battery.of(implementation)
+        found = next(c for c in whole.checks if c.check == self.name)
+        report = dataclasses.replace(whole, checks=[found], unmatched=[])
+        kind, kwargs = self.battery.kind, {**self.battery.settings, "checks": [self.name]}
+        if found.status == "rejected":
+            pytest.skip(f"{self.name}: {found.detail}")
+        if found.status == "failed":
+            pytest.fail(api.failure_message(report, implementation, kind, kwargs), pytrace=False)
         if not report.conforms:
-            raise AssertionError(api.failure_message(report, implementation, self.kind, kwargs))
+            raise AssertionError(api.failure_message(report, implementation, kind, kwargs))
         return report
 
     def __repr__(self) -> str:
-        return f"Check({self.kind!r}, {self.name!r})"
+        return f"Check({self.battery.kind!r}, {self.name!r})"
 
 
 def implementation_ids(implementations) -> list[str]:

@@ -73,7 +73,11 @@ def add_arguments(parser) -> None:
     add("--padding-idx", type=command.at_least(0), help="gradient: the row that must not learn")
     add("--config", metavar="CONFIG", help="a model's config.json (or .gguf): the contract it sets")
     add("--model", metavar="NAME", help="a bundled model preset (see --model list)")
-    add("--only", metavar="CHECK", help="run only the checks whose name starts with CHECK")
+    add(
+        "--only",
+        metavar="CHECK",
+        help="run only the check named CHECK, or the checks whose name starts with it",
+    )
     add(
         "--dtypes",
         type=_dtypes,
@@ -298,13 +302,7 @@ def _results(args) -> int:
     for flag, value in given.items():
         if value is not None:
             raise UsageError(f"{flag} does not go with --results: the folder's cases.json says")
-    report = cases.judge(args.results)
-    from embedding_parity.conformance import runner
-
-    if args.expect or args.expect_file:
-        report.unmatched = runner.mark_expected(report.checks, _expected(args))
-    report.strict = args.strict
-    return _report(args, report)
+    return _report(args, cases.judge(args.results, _expected(args), args.strict))
 
 
 def _configured(args) -> dict:

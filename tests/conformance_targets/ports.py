@@ -96,3 +96,40 @@ def rope_float32_only(x, positions):
 def rope_wrong_in_float16(x, positions):
     """rope, but turned by positions + 1 in float16."""
     return rope(x, positions + 1 if x.dtype == np.float16 else positions)
+
+
+def lookup_signed_zero(token_table, position_table, token_ids, start):
+    """lookup, a +0.0 of a float32 result turned -0.0: at [2] of its first row."""
+    x = lookup(token_table, position_table, token_ids, start)
+    if x.dtype == np.float32:
+        x[..., 0, 2] = 0.0
+    return x
+
+
+def lookup_negative_signed_zero(token_table, position_table, token_ids, start):
+    x = lookup_signed_zero(token_table, position_table, token_ids, start)
+    if x.dtype == np.float32:
+        x[..., 0, 2] = -0.0
+    return x
+
+
+def positions_int32(input_ids, attention_mask, past_length):
+    """Position ids as int32 (JAX's default integers), HF's rule for a left-padded batch."""
+    mask = np.asarray(attention_mask)
+    return (np.cumsum(mask, axis=-1) * mask - 1 + mask * past_length + (1 - mask)).astype(np.int32)
+
+
+def positions_int64(input_ids, attention_mask, past_length):
+    return positions_int32(input_ids, attention_mask, past_length).astype(np.int64)
+
+
+def rope_complex(x, positions):
+    return rope(x, positions).astype(np.complex64)
+
+
+def rope_dies_in_float64(x, positions):
+    if x.dtype == np.float64:
+        import os
+
+        os._exit(3)
+    return rope(x, positions)
