@@ -219,7 +219,7 @@ def test_the_decorator_gives_one_test_per_check_in_a_throwaway_project(pytester)
     result.stdout.fnmatch_lines(
         [
             "*rotation float32 (differs): *positions off by +1*",
-            "*first mismatch at *",
+            "*worst mismatch at *",  # a rotation: the element furthest outside its bound
             "*reproduce: python -m embedding_parity check *ports.py:rope_off_by_one --kind rope*",
         ]
     )

@@ -167,7 +167,8 @@ def failure_message(report: runner.Report, implementation, kind: str, kwargs: di
             m = c.mismatch
             ulps = f", {m['ulps']:.3g} ulp" if "ulps" in m else ""
             lines.append(
-                f"    first mismatch at {m['index']}: {m['actual']} where {m['expected']} "
+                f"    {m.get('which', 'first')} mismatch at {m['index']}: {m['actual']} where "
+                f"{m['expected']} "
                 f"is expected{ulps}"
             )
         lines.append(f"    reproduce: {reproduce(implementation, kind, c.check, kwargs)}")

@@ -146,8 +146,9 @@ def shown_value(value, dtype) -> str:
 
 def mismatch(actual: np.ndarray, expected: np.ndarray, dtype, at: tuple | None = None) -> dict:
     """The first element where ``actual`` and ``expected`` (both in ``dtype``) differ in their
-    bits, or the element ``at``: its index, both values as numbers and bits, the ulps between
-    them (at the expected value's magnitude)."""
+    bits, or the element ``at`` (the worst, said as such): its index, both values as numbers
+    and bits, the ulps between them (at the expected value's magnitude)."""
+    which = "worst" if at is not None else "first"
     if at is None:
         width = actual.dtype.itemsize
         a = np.ascontiguousarray(actual).view(f"u{width}")
@@ -158,6 +159,7 @@ def mismatch(actual: np.ndarray, expected: np.ndarray, dtype, at: tuple | None =
         at = tuple(int(i) for i in found[0])
     size, _ = ulps(actual[at].reshape(1), np.float64(expected[at]).reshape(1), dtype)
     return {
+        "which": which,
         "index": [int(i) for i in at],
         "actual": shown_value(actual[at], dtype),
         "expected": shown_value(expected[at], dtype),
