@@ -569,15 +569,27 @@ class Worker:
             if out in ready:
                 chunk = os.read(out, 65536)
                 if not chunk:
-                    return None, f"died ({self._exit()})"
+                    return None, self._died(err)
                 self.buffer += chunk
             elif not self._running():
                 # dead, though a process it forked may hold its pipes open: what it wrote
                 # before dying is read first
                 ready, _, _ = select.select([out], [], [], 0)
                 if not ready or b"\n" not in (chunk := os.read(out, 65536)):
-                    return None, f"died ({self._exit()})"
+                    return None, self._died(err)
                 self.buffer += chunk
+
+    def _died(self, err: int) -> str:
+        """Why the worker is gone, its last words read first: what it printed before dying
+        may still sit in the pipe (a pipe's worth, or what a child that holds it adds within
+        a second)."""
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline and select.select([err], [], [], 0)[0]:
+            printed = os.read(err, 65536)
+            if not printed:
+                break
+            self.log.add(printed)
+        return f"died ({self._exit()})"
 
     def _running(self) -> bool:
         """Whether the worker has not exited (not reaping it where a pidfd tells)."""
