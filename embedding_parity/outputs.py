@@ -4,7 +4,8 @@ Every file the project writes (pictures, JSON, .npz arrays, the page, the benchm
 goes through ``replacing``: a temporary file beside the target, renamed over it only when the
 writing finished. A full disk, an exception or Ctrl-C midway leaves the old file as it was, and
 the temporary one is removed. A folder written as one (a checkpoint) goes through
-``new_folder`` likewise.
+``new_folder`` likewise. A small file the project reads from a user (a manifest, a list of
+expected differences) is opened through ``open_regular``: never a FIFO or a device.
 """
 
 from __future__ import annotations
@@ -12,8 +13,29 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 import time
+
+
+class Unreadable(Exception):
+    """Why a file is not read: the rest of a sentence that names it."""
+
+
+def open_regular(path: str, *, links: bool = True):
+    """``path`` opened for reading (binary) if it is a regular file, never blocking on a FIFO
+    (``links=False``: not through a symbolic link either); else Unreadable."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if links else os.O_NOFOLLOW)
+    try:
+        handle = os.open(path, flags)
+    except OSError as error:
+        if not links and os.path.islink(path):
+            raise Unreadable("is a symbolic link: write the file itself") from None
+        raise Unreadable(f"cannot be read ({error.strerror})") from None
+    if not stat.S_ISREG(os.fstat(handle).st_mode):
+        os.close(handle)
+        raise Unreadable("is not a regular file")
+    return os.fdopen(handle, "rb")
 
 
 def _open(folder: str, name: str, mode: str):

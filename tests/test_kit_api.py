@@ -429,3 +429,9 @@ def test_rope(implementation, check):
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*rotation float64 (failed): *the call died (exit status 3)*"])
+
+
+def test_an_expect_file_that_is_no_regular_file_is_one_line(capsys, tmp_path):
+    for path, said in ((tmp_path, "is not a regular file"), (tmp_path / "none", "cannot be read")):
+        code, out = run_check(capsys, f"{PORTS}:rope", "--kind", "rope", "--expect-file", str(path))
+        assert code == 2 and f"--expect-file {path} {said}" in out and len(out.splitlines()) == 1

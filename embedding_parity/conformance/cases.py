@@ -25,7 +25,6 @@ import hashlib
 import json
 import math
 import os
-import stat
 import time
 
 import ml_dtypes
@@ -231,9 +230,9 @@ def _inputs(chosen: Kind, case: Case) -> str:
 def _manifest(path: str) -> dict:
     """cases.json, read (at most MANIFEST_BYTES) and checked for the fields the judge uses."""
     try:
-        with _opened(path) as handle:
+        with outputs.open_regular(path, links=False) as handle:
             data = handle.read(MANIFEST_BYTES + 1)
-    except _Unreadable as why:
+    except outputs.Unreadable as why:
         raise UsageError(f"{path} {why}: export the battery first (--export-cases)") from None
     if len(data) > MANIFEST_BYTES:
         raise UsageError(f"{path} is over {MANIFEST_BYTES} bytes: no manifest the kit writes")
@@ -298,25 +297,6 @@ def _rebuilt(path: str, manifest: dict) -> list[Case]:
     return cases
 
 
-class _Unreadable(Exception):
-    """Why a file of the folder is not read: the rest of a sentence that names it."""
-
-
-def _opened(path: str):
-    """``path`` opened for reading, if it is a regular file (not through a symlink, and never
-    blocking on a FIFO); else _Unreadable."""
-    try:
-        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as error:
-        if os.path.islink(path):
-            raise _Unreadable("is a symbolic link: write the file itself") from None
-        raise _Unreadable(f"cannot be read ({error.strerror})") from None
-    if not stat.S_ISREG(os.fstat(handle).st_mode):
-        os.close(handle)
-        raise _Unreadable("is not a regular file")
-    return os.fdopen(handle, "rb")
-
-
 def _outcome(chosen: Kind, case: Case, results: str, name: str) -> Outcome:
     """What the runner wrote for ``case``: results/NAME.npy or results/NAME.raised."""
     files = (f"{name}.npy", f"{name}.raised")
@@ -327,12 +307,12 @@ def _outcome(chosen: Kind, case: Case, results: str, name: str) -> Outcome:
         return Outcome(failed=f"both {name}.npy and {name}.raised in {RESULTS}/: write one")
     named = f"{RESULTS}/{written[0]}"
     try:
-        with _opened(os.path.join(results, written[0])) as handle:
+        with outputs.open_regular(os.path.join(results, written[0]), links=False) as handle:
             if written[0].endswith(".raised"):
                 text = handle.read(RAISED_BYTES).decode("utf-8", errors="replace")
                 return Outcome(raised=runner.shown(text) or "an exception without a message")
             return _array(chosen, case, handle, named)
-    except _Unreadable as why:
+    except outputs.Unreadable as why:
         return Outcome(failed=f"{named} {why}")
     except OSError as error:
         return Outcome(failed=runner.shown(f"{named} cannot be read ({error})"))

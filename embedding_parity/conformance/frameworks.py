@@ -118,10 +118,15 @@ def _imports(module) -> list[tuple[str, str]]:
 
 
 def _speaks(value) -> str | None:
-    """The framework whose array ``value`` is (a tuple's or list's: its first element's);
-    None for anything else, a JAX tracer included (it stands for no numbers)."""
+    """The framework whose array ``value`` is (a tuple's or list's: its first element's)."""
     if isinstance(value, (tuple, list)) and value:
         value = value[0]
+    return framework_of(value)
+
+
+def framework_of(value) -> str | None:
+    """The framework whose array ``value`` is; None for anything else, a JAX tracer included
+    (it stands for no numbers)."""
     if isinstance(value, np.ndarray):
         return "numpy"
     torch, jax = sys.modules.get("torch"), sys.modules.get("jax")
@@ -182,13 +187,3 @@ def settle(result):
     if jax is not None and isinstance(result, jax.Array) and not is_tracer(result):
         result.block_until_ready()
     return result
-
-
-def is_array(value) -> bool:
-    """Whether ``value`` is an array of NumPy, torch or JAX (a tracer too)."""
-    if isinstance(value, np.ndarray):
-        return True
-    torch, jax = sys.modules.get("torch"), sys.modules.get("jax")
-    return (torch is not None and isinstance(value, torch.Tensor)) or (
-        jax is not None and isinstance(value, jax.Array)
-    )

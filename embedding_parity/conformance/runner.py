@@ -447,9 +447,10 @@ class Worker:
             self._start()
         else:
             self._send_request()
-        probe = frameworks.probe_case(KINDS[kind], options)
-        if framework is None and target not in sources.SOURCES and probe is not None:
-            self._probe(probe, timeout)
+        if framework is None and target not in sources.SOURCES:
+            probe = frameworks.probe_case(KINDS[kind], options)
+            if probe is not None:
+                self._probe(probe, timeout)
 
     def _probe(self, params: dict, timeout: float) -> None:
         """Tell the target's framework from a call on ``params``; where that call hangs or

@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import stat
 
 from embedding_parity import outputs
 from embedding_parity.cli import UsageError
@@ -226,12 +225,10 @@ def _expected(args) -> dict:
 def _small_text(path: str, limit: int = 1 << 16) -> str:
     """A regular UTF-8 file of at most ``limit`` bytes, or one line saying why not."""
     try:
-        with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NONBLOCK)) as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                raise UsageError(f"--expect-file {path}: not a regular file")
+        with outputs.open_regular(path) as file:
             data = file.read(limit + 1)
-    except OSError as error:
-        raise UsageError(f"--expect-file {path}: {error.strerror}") from None
+    except outputs.Unreadable as why:
+        raise UsageError(f"--expect-file {path} {why}") from None
     if len(data) > limit:
         raise UsageError(f"--expect-file {path}: over {limit} bytes; it lists checks, one a line")
     try:
