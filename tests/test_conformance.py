@@ -252,9 +252,10 @@ def test_bad_usage_is_one_line_and_exit_2(capsys, argv, message):
 
 def test_no_framework_or_library_is_imported_until_a_row_runs():
     modules = ("torch", "jax", "transformers", "keras", "keras_hub", "flax", "equinox", "torchtune")
+    modules += ("tensorflow", "onnx", "onnxruntime", "onnxscript")
     code = (
         "import sys, compare\n"
-        "from embedding_parity.conformance import known, runner\n"
+        "from embedding_parity.conformance import api, known, paths, runner\n"
         "from embedding_parity.jobs import check\n"
         f"print([m for m in {modules!r} if m in sys.modules])\n"
     )

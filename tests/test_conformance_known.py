@@ -19,7 +19,11 @@ PINNED = {
     "mlx-cpu": "0.32.4",
     "mlx-lm": "0.32.2",
     "jax": "0.10.2",
+    "jaxlib": "0.10.2",
     "torch": "2.13.0+cpu",
+    "onnx": "1.23.2",
+    "onnxruntime": "1.32.0",
+    "onnxscript": "0.7.2",
 }
 
 # row: {check: words its detail must hold}; "raises" means the check conforms by raising.
@@ -130,6 +134,36 @@ FINDINGS = {
         "gradient, bad id: vocab_size": "drops it",
         "gradient float32": "n * eps",
     },
+    # along the production paths: what each changes from eager is said as the path's
+    "torch nn.Embedding through onnx": {
+        "bad id: -1": "through onnx: token_ids [3, -1, 5]: wraps to row 63: a silent wrong "
+        "answer; eager: raises IndexError",
+        "bad id: vocab_size": "raises",
+        "forward float16": "bit-identical",
+        "forward bfloat16": "the path rejects bfloat16: onnxruntime.InferenceSession raised "
+        "NotImplemented",
+    },
+    "torch nn.Embedding through torch.compile": {
+        "bad id: -1": "raises",
+        "forward bfloat16": "bit-identical",
+    },
+    "torch nn.Embedding through torch.export": {"bad id: -1": "raises"},
+    "JAX x[ids] through jax.jit": {"bad id: -1": "wraps to row 63"},
+    "JAX x[ids] through jax.export": {"bad id: vocab_size": "clamps to row 63"},
+    "transformers rotary at llama-3.2-1b through onnx": {
+        "long positions float32": "within tolerance",
+        "rotation float64": "computed in float32",
+    },
+    "JAX jax.vjp of x[ids] through jax.export": {"gradient, bad id: -1": "wraps to row 63"},
+    # the suite's layers check ids and positions on the host: no exporter can trace that
+    "embedding-parity torch (lookup) through torch.export": {
+        "forward float32": ".numpy() is not supported for tensor subclasses"
+    },
+    "embedding-parity jax (lookup) through jax.jit": {
+        "forward float32": "TracerArrayConversionError"
+    },
+    "embedding-parity torch (sinusoidal) through onnx": {"table 64 x 16": "within tolerance"},
+    "embedding-parity jax (sinusoidal) through jax.export": {"table 64 x 16": "within tolerance"},
 }
 # The suite's own rows, NumPy's for every kind (tests/test_parity.py, test_positional.py and
 # test_attention_bias.py hold torch and JAX to NumPy, bit for bit or within the tolerance).

@@ -1,7 +1,8 @@
 """The explorer page, opened from file:// in a real browser (Debian's chromium, driven by
 Playwright) with every network request blocked: no errors, no requests, tooltips with the
 exact values, the browser's own float32 sums equal to NumPy's bit for bit, the suite's own
-messages for bad input, keyboard operation, and screenshots that are not blank.
+messages for bad input, the conformance matrix with its filters and each cell's checks, keyboard
+operation, and screenshots that are not blank.
 """
 
 import itertools
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 import backends
 import compare
 from backends import positional, pretrained
+from embedding_parity.conformance import known
 from embedding_parity.jobs import page
 from embedding_parity.page import render
 from tests.conftest import needs
@@ -26,7 +28,7 @@ from tests.conftest import needs
 pytestmark = pytest.mark.slow  # a browser: still run by make test and CI
 
 NAMES = backends.names()
-VIEWS = ("seed", "live", "schemes", "real", "training")
+VIEWS = ("seed", "live", "schemes", "real", "training", "conformance")
 
 
 def chromium_or_skip() -> str:
@@ -237,6 +239,7 @@ FIGURES = {
     ],
     "real": ["#real-token", "#real-position", "#real-sum", "#real-similarity"],
     "training": [],
+    "conformance": [],  # a table; a cell's phase picture is drawn when the cell is chosen
 }
 
 
@@ -460,6 +463,8 @@ def test_tabs_and_figures_work_from_the_keyboard(opened):
     outline = opened.page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
     assert outline != "none"  # focus is visible
     opened.page.keyboard.press("End")
+    assert opened.page.is_visible("#view-conformance")
+    opened.page.keyboard.press("ArrowLeft")
     assert opened.page.is_visible("#view-training")
     opened.page.keyboard.press("Home")
     token_table, position_table = backends.shared_weights(100, 10, 16)
@@ -509,6 +514,259 @@ def test_a_narrow_window_scrolls_figures_not_the_page(browser, explorer):
         assert narrow.errors == []
     finally:
         narrow.close()
+
+
+# --- the conformance tab -----------------------------------------------------------------
+
+
+def a_check(name, status="conforms", detail="bit-identical (1 case)", ulps=0.0, phase=None):
+    """One check as docs/conformance.json records it."""
+    case = {"label": "a case", "status": status, "detail": detail, "ulps": ulps}
+    found = {"check": name, "status": status, "detail": detail, "cases": [case], "phase": phase}
+    return {**found, "ulps": ulps, "mismatch": None, "reason": None}
+
+
+PHASE = {"positions": [0, 1, 7, 255, 4095, 131071], "radians": [0.0, 7e-8, 9e-8, 4e-6, 7e-5, 6e-4]}
+WRAPS = "token_ids [3, -1, 5]: wraps to row 63: a silent wrong answer"
+# A small matrix: one row of each finding, each path the filters must tell apart, a row written
+# before rows had paths (eager), and one not run.
+MATRIX = {
+    "schema_version": 1,
+    "rows": [
+        {
+            "name": "NumPy: table[ids] + positions",
+            "kind": "lookup",
+            "framework": "numpy",
+            "versions": {"numpy": "2.4.6"},
+            "report": {
+                "conforms": False,
+                "checks": [
+                    a_check("forward float32"),
+                    a_check("bad id: vocab_size", detail="raises IndexError: index 64", ulps=None),
+                    a_check("bad id: -1", "differs", WRAPS, ulps=None),
+                ],
+            },
+        },
+        {
+            "name": "torch rotary, compiled",
+            "kind": "rope",
+            "framework": "torch",
+            "path": "torch.compile",
+            "versions": {"torch": "2.13.0"},
+            "report": {
+                "conforms": False,
+                "checks": [
+                    a_check("rotation float64", "differs", "x (3, 16, 16): 2.2e-07 > 5.4e-15", 7e8),
+                    a_check(
+                        "long positions float32",
+                        detail="within tolerance: 1.2e-08 <= 6.3e-08 (0.19 of the bound)",
+                        ulps=4605.2,
+                        phase=PHASE,
+                    ),
+                ],
+            },
+        },
+        {
+            "name": "JAX sinusoidal, jitted",
+            "kind": "sinusoidal",
+            "framework": "jax",
+            "path": "jax.jit",
+            "versions": {"jax": "0.10.2"},
+            "report": {
+                "conforms": True,
+                "checks": [a_check("table 64 x 16", detail="exact (2 cases)")],
+            },
+        },
+        {
+            "name": "torch ALiBi slopes",
+            "kind": "alibi",
+            "framework": "torch",
+            "path": "eager",
+            "versions": {"torch": "2.13.0"},
+            "report": {
+                "conforms": False,
+                "checks": [
+                    a_check(
+                        "slopes, 1 to 128 heads",
+                        "failed",
+                        "the kit failed to judge it: RuntimeError: no slopes",
+                        ulps=None,
+                    )
+                ],
+            },
+        },
+        {
+            "name": "tf.keras Embedding under XLA",
+            "kind": "lookup",
+            "framework": "tensorflow",
+            "path": "tf.function(jit_compile=True)",
+            "versions": {"tensorflow": None},
+            "missing": "tensorflow is not installed (make install adds it)",
+        },
+    ],
+}
+NAMED = [r["name"] for r in MATRIX["rows"]]
+
+
+@pytest.fixture(scope="module")
+def matrix_page(browser, tmp_path_factory):
+    """The page pointed at MATRIX, opened on its Conformance tab."""
+    folder = tmp_path_factory.mktemp("matrix")
+    record = folder / "conformance.json"
+    record.write_text(json.dumps(MATRIX))
+    path = folder / "explorer.html"
+    render.write(page.run(NAMES, real=False, conformance=record), str(path))
+    done = Opened(browser, path)
+    done.show("conformance")
+    yield done
+    done.close()
+
+
+@pytest.fixture
+def matrix(matrix_page):
+    """The shared page with every filter cleared; its errors are the case's own."""
+    matrix_page.errors.clear()
+    for key in ("kind", "path", "finding"):
+        matrix_page.page.select_option(f"#conformance-{key}", "")
+    return matrix_page
+
+
+def shown_rows(opened) -> list[str]:
+    return opened.page.locator("#conformance-table tbody tr:visible th").all_inner_texts()
+
+
+def cell(opened, name: str, column: str):
+    """The button of a row's cell."""
+    row = opened.page.locator("#conformance-table tbody tr", has_text=name)
+    return row.locator("button").nth(known.COLUMNS.index(column))
+
+
+def test_the_conformance_tab_shows_every_row_with_known_cells(matrix):
+    assert shown_rows(matrix) == NAMED
+    assert matrix.page.inner_text("#conformance-count") == "5 of 5 rows"
+    for record in MATRIX["rows"][:-1]:
+        words = known.cells(record)
+        row = matrix.page.locator("#conformance-table tbody tr", has_text=record["name"])
+        assert row.locator("button").all_inner_texts() == [words[c] for c in known.COLUMNS]
+    first = matrix.page.locator("#conformance-table tbody tr").first.locator("td")
+    assert first.all_inner_texts()[:4] == ["numpy 2.4.6", "lookup", "numpy", "eager"]
+    missing = matrix.page.locator("#conformance-table tbody tr", has_text="tf.keras")
+    assert "not run: tensorflow is not installed" in missing.inner_text()
+    assert "written by make conformance" in matrix.page.inner_text("#conformance-source")
+    assert matrix.errors == [] and matrix.requests == []
+
+
+@pytest.mark.parametrize(
+    "kind, path, finding, expected",
+    [
+        ("lookup", "", "", [0, 4]),
+        ("lookup", "eager", "", [0]),  # a record without a path is eager
+        ("", "eager", "", [0, 3]),
+        ("", "torch.compile", "", [1]),
+        ("", "", "conforms", [2]),
+        ("", "", "bad ids answered silently", [0]),
+        ("", "", "values differ", [1]),
+        ("", "", "failed", [3]),
+        ("", "", "not run", [4]),
+        ("rope", "jax.jit", "", []),
+    ],
+)
+def test_conformance_filters_combine(matrix, kind, path, finding, expected):
+    for key, value in (("kind", kind), ("path", path), ("finding", finding)):
+        matrix.page.select_option(f"#conformance-{key}", value)
+    assert shown_rows(matrix) == [NAMED[i] for i in expected]
+    assert matrix.page.inner_text("#conformance-count") == f"{len(expected)} of 5 rows"
+
+
+def test_the_filters_offer_what_the_matrix_holds(matrix):
+    paths = matrix.page.locator("#conformance-path option").all_inner_texts()
+    assert paths == ["every path", "eager", "torch.compile", "jax.jit", MATRIX["rows"][4]["path"]]
+    kinds = matrix.page.locator("#conformance-kind option").all_inner_texts()
+    assert kinds == ["every kind", "lookup", "rope", "sinusoidal", "alibi"]
+    findings = matrix.page.locator("#conformance-finding option").all_inner_texts()
+    assert findings == ["any finding"] + [f for f in page.FINDINGS if f != "rejects a dtype"]
+
+
+def test_a_cell_opens_its_checks_with_the_bad_ids_answer(matrix):
+    cell(matrix, "NumPy", "bad ids").click()
+    shown = matrix.page.inner_text("#conformance-detail")
+    assert "bad id: -1 differs · answer: wraps to row 63" in shown and WRAPS in shown
+    assert "bad id: vocab_size conforms · answer: raises" in shown
+    assert "forward float32" not in shown  # another column's check
+    cell(matrix, "NumPy", "float32").click()
+    shown = matrix.page.inner_text("#conformance-detail")
+    assert "forward float32 conforms · 0 ulp" in shown and "bad id" not in shown
+    assert matrix.errors == []
+
+
+def test_a_rope_cell_draws_its_phase_error(matrix):
+    cell(matrix, "torch rotary", "long positions").click()
+    picture = matrix.page.locator("#conformance-detail svg.phase")
+    assert picture.count() == 1
+    assert "the largest 0.0006 radians at position 131071" in picture.get_attribute("aria-label")
+    points = picture.locator("polyline").get_attribute("points").split()
+    assert len(points) == len(PHASE["positions"]) == picture.locator("circle").count()
+    # position 0 is drawn at 0.5 and an exact angle at 1e-9, on the log axes: leftmost, lowest
+    xs, ys = zip(*(map(float, p.split(",")) for p in points))
+    assert xs[0] == min(xs) and ys[0] == max(ys)
+    cell(matrix, "torch rotary", "layout").click()  # no check of its own: no picture
+    assert matrix.page.locator("#conformance-detail svg").count() == 0
+    assert matrix.errors == []
+
+
+def test_a_cell_opens_with_enter_and_closes_back_to_it(matrix):
+    values = cell(matrix, "ALiBi", "values")
+    values.focus()
+    matrix.page.keyboard.press("Enter")
+    assert values.get_attribute("aria-expanded") == "true"
+    shown = matrix.page.inner_text("#conformance-detail")
+    assert "slopes, 1 to 128 heads failed" in shown and "RuntimeError: no slopes" in shown
+    matrix.page.focus("#conformance-close")
+    matrix.page.keyboard.press("Enter")
+    assert matrix.page.inner_text("#conformance-detail") == ""
+    assert values.evaluate("b => b === document.activeElement")
+    assert values.get_attribute("aria-expanded") == "false"
+
+
+@pytest.mark.parametrize("text", [None, "not json", "{}", '{"rows": [{"name": "x"}]}'])
+def test_an_unreadable_matrix_is_one_line_not_a_failed_page(browser, tmp_path, text):
+    record = tmp_path / "conformance.json"
+    if text is not None:
+        record.write_text(text)
+    data = page.run(NAMES, real=False, conformance=record)
+    said = data["conformance"]["missing"]
+    assert said.startswith(f"{record} could not be read (") and "\n" not in said
+    path = tmp_path / "explorer.html"
+    render.write(data, str(path))
+    opened = Opened(browser, path)
+    try:
+        opened.show("conformance")
+        assert opened.page.inner_text("#conformance-missing") == said
+        assert opened.errors == []
+    finally:
+        opened.close()
+
+
+def test_the_recorded_matrix_builds_a_page_under_the_size_limit(opened, explorer):
+    _, data, size = explorer
+    recorded = json.loads(page.RECORDED_CONFORMANCE.read_text())
+    assert size < render.MAX_BYTES
+    assert data["conformance"]["source"] == "docs/conformance.json"
+    opened.show("conformance")
+    count = len(recorded["rows"])
+    assert opened.page.inner_text("#conformance-count") == f"{count} of {count} rows"
+    texts = opened.page.evaluate(
+        """[...document.querySelectorAll('#conformance-table tbody tr')]
+            .map(tr => [...tr.querySelectorAll('button')].map(b => b.textContent))"""
+    )
+    expected = [
+        [] if "missing" in r else [known.cells(r)[c] for c in known.COLUMNS]
+        for r in recorded["rows"]
+    ]
+    assert texts == expected
+    assert opened.page.inner_text("#conformance-source").startswith(
+        "From docs/conformance.json, written by make conformance. Versions: "
+    )
 
 
 # --- the command line --------------------------------------------------------------------

@@ -51,6 +51,7 @@ def check(
     batched: bool = False,
     qk: bool = False,
     table: tuple[int, int, int] | None = None,
+    through: str | None = None,
 ) -> runner.Report:
     """The report of ``implementation`` against ``kind``'s contract (``compare.py check``).
 
@@ -63,7 +64,9 @@ def check(
     a check that conforms fails the report. ``checks``: only these checks, by exact name.
     ``timeout``: seconds per case in the worker. The call: ``base`` (rope, sinusoidal),
     ``padding_idx`` (gradient), ``head_dim``, ``batched``, ``qk`` (rope), ``table`` (lookup:
-    vocab_size, dim, max_seq_len). An entry of ``expected`` that names no check of the
+    vocab_size, dim, max_seq_len). ``through``: a production path to run it along
+    ("torch.compile", "torch.export", "onnx", "jax.jit", "jax.export"), each case run
+    eagerly too so that what the path changes is named as the path's. An entry of ``expected`` that names no check of the
     battery is an ``UnmatchedExpectation`` warning; bad arguments are a UsageError (a
     ValueError) in one line."""
     call = {"base": base, "padding_idx": padding_idx, "head_dim": head_dim}
@@ -88,6 +91,7 @@ def check(
         strict=strict,
         against=absolute(against),
         against_framework=against_framework,
+        through=through,
     )
     for entry in report.unmatched:
         warnings.warn(
@@ -202,7 +206,8 @@ def reproduce(implementation, kind: str, name: str, kwargs: dict) -> str:
         words += ["--config" if os.path.exists(str(config)) else "--model", str(config)]
     if against is not None:
         words += ["--against", absolute(against)]
-    for key in ("framework", "against_framework", "base", "padding_idx", "head_dim", "timeout"):
+    keys = ("framework", "against_framework", "through", "base", "padding_idx", "head_dim")
+    for key in (*keys, "timeout"):
         if kwargs.get(key) is not None:
             words += [f"--{key.replace('_', '-')}", str(kwargs[key])]
     if kwargs.get("table") is not None:

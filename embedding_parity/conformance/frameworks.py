@@ -1,16 +1,17 @@
 """NumPy arrays into a framework's own arrays and back, and which framework a target speaks.
 
 A target's framework is what it takes and returns, so the kit asks the target (``probe``):
-it calls it on one valid case as NumPy arrays, and as torch's and JAX's where the target has
-imported them (no target returns a torch tensor without torch imported). The framework whose
-arrays it returns for its own arrays is the one. A function that works on every framework's
-arrays (plain indexing) is taken as the one its module imports, else as NumPy's; a target
-that takes one framework's arrays and returns another's is refused in one line, for
---framework to settle, never guessed. Only where no probe call returns an array (a target
+it calls it on one valid case as NumPy arrays, and as torch's, JAX's and TensorFlow's where
+the target has imported them (no target returns a torch tensor without torch imported). The
+framework whose arrays it returns for its own arrays is the one. A function that works on
+every framework's arrays (plain indexing) is taken as the one its module imports, else as
+NumPy's; a target that takes one framework's arrays and returns another's is refused in one
+line, for --framework to settle, never guessed. Only where no probe call returns an array (a target
 that raises on every valid input) does what its module imports decide (``detect``), the
 battery then reporting the raising. Keras (and keras-hub) is the framework of its backend.
 
-Each framework is imported only when a target of it runs (in the worker process)."""
+Each framework is imported only when a target of it runs (in the worker process): TensorFlow's
+import alone takes about 3 s."""
 
 from __future__ import annotations
 
@@ -22,12 +23,27 @@ import numpy as np
 
 from embedding_parity.cli import UsageError
 
-FRAMEWORKS = ("numpy", "torch", "jax")
-GIVEN = {"numpy": "NumPy arrays", "torch": "torch tensors", "jax": "jax arrays"}
-ARRAY = {"numpy": "numpy.ndarray", "torch": "torch.Tensor", "jax": "jax.Array"}
-FAMILIES = {"torch": "torch", "jax": "jax", "flax": "jax", "equinox": "jax"}  # by import name
+FRAMEWORKS = ("numpy", "torch", "jax", "tensorflow")
+GIVEN = {
+    "numpy": "NumPy arrays",
+    "torch": "torch tensors",
+    "jax": "jax arrays",
+    "tensorflow": "TensorFlow tensors",
+}
+ARRAY = {
+    "numpy": "numpy.ndarray",
+    "torch": "torch.Tensor",
+    "jax": "jax.Array",
+    "tensorflow": "tf.Tensor",
+}
+FAMILIES = {  # by import name
+    "torch": "torch",
+    "jax": "jax",
+    "flax": "jax",
+    "equinox": "jax",
+    "tensorflow": "tensorflow",
+}
 KERAS = ("keras", "keras_hub")  # their framework is the backend KERAS_BACKEND named
-SETTLE = "give --framework numpy|torch|jax"
 
 
 def probe_case(kind, options: dict) -> dict | None:
@@ -45,11 +61,12 @@ def probe_case(kind, options: dict) -> dict | None:
 def probe(function, arguments: list, module, name: str) -> tuple[str, str]:
     """(framework, why) from what ``function`` takes and returns. It is called on
     ``arguments`` (one valid case's, as NumPy arrays) converted to each framework's arrays in
-    turn: NumPy's, then torch's and JAX's where imported by then. The framework whose arrays
-    it returns when given its own is the one; of several, the first that ``module`` (called
-    ``name`` in the why) imports, else NumPy. UsageError, in one line, where the calls return
-    arrays but cannot settle it: none of a framework given its own (it takes one
-    framework's arrays and returns another's), or several, none of them NumPy or imported.
+    turn: NumPy's, then torch's, JAX's and TensorFlow's where imported by then. The framework
+    whose arrays it returns when given its own is the one; of several, the first that
+    ``module`` (called ``name`` in the why) imports, else NumPy. UsageError, in one line,
+    where the calls return arrays but cannot settle it: none of a framework given its own (it
+    takes one framework's arrays and returns another's), or several, none of them NumPy or
+    imported.
     ``detect`` where no call returns an array. What the target raises stays in here, named
     by its type only (a probe's exception is no finding)."""
     said, matches, spoken = {}, [], False  # said: framework given -> "returns jax.Array"
@@ -77,7 +94,9 @@ def probe(function, arguments: list, module, name: str) -> tuple[str, str]:
         given = " and ".join(GIVEN[f] for f in matches)
         return found, f"detected: returns the arrays it is given, {given} (probe calls); {reason}"
     if spoken:
-        raise UsageError(f"{seen}: it takes one framework's arrays and returns another's; {SETTLE}")
+        raise UsageError(
+            f"{seen}: it takes one framework's arrays and returns another's; {_framework_flag()}"
+        )
     framework, why = detect(module, function, name)
     return framework, f"{why} (no probe call returned an array: {seen})"
 
@@ -90,21 +109,30 @@ def _imported_of(matches: list, module, name: str, seen: str) -> tuple[str, str]
         framework, what = imported[0]
         return framework, f"{name} imports {what}"
     if "numpy" not in matches:
-        raise UsageError(f"{seen}: it takes several frameworks' arrays and imports none; {SETTLE}")
+        raise UsageError(
+            f"{seen}: it takes several frameworks' arrays and imports none; {_framework_flag()}"
+        )
     return "numpy", f"{name} imports no {' or '.join(f for f in matches if f != 'numpy')}"
 
 
+def _framework_flag() -> str:
+    """The --framework choices to settle it: TensorFlow's only where the target's process
+    imports it (the probe tried its tensors only then)."""
+    offered = [f for f in FRAMEWORKS if f != "tensorflow" or f in sys.modules]
+    return f"give --framework {'|'.join(offered)}"
+
+
 def detect(module, function, name: str) -> tuple[str, str]:
-    """(framework, why) from imports alone: the first of torch and jax that the target's
-    module (called ``name`` in the why) imports, else numpy."""
+    """(framework, why) from imports alone: the first of torch, jax and tensorflow that the
+    target's module (called ``name`` in the why) imports, else numpy."""
     for framework, what in _imports(module)[:1]:
         return framework, f"detected: {name} imports {what}"
     return "numpy", f"detected: {name} imports neither torch nor jax"
 
 
 def _imports(module) -> list[tuple[str, str]]:
-    """(framework, what is imported) for each import of torch or jax in ``module``, torch's
-    first: flax and equinox are JAX's; Keras and keras-hub are their backend's."""
+    """(framework, what is imported) for each import of torch, jax or tensorflow in ``module``,
+    in that order: flax and equinox are JAX's; Keras and keras-hub are their backend's."""
     names = {getattr(value, "__name__", "") for value in vars(module).values()}
     names |= {type(value).__module__ for value in vars(module).values()}
     roots = sorted({name.split(".")[0] for name in names if name})
@@ -113,7 +141,7 @@ def _imports(module) -> list[tuple[str, str]]:
     if keras is not None:
         backend = keras.backend.backend()
         found += [(backend, f"{root} (on {backend})") for root in roots if root in KERAS]
-    order = ("torch", "jax")
+    order = ("torch", "jax", "tensorflow")
     return sorted((pair for pair in found if pair[0] in order), key=lambda p: order.index(p[0]))
 
 
@@ -125,8 +153,8 @@ def _speaks(value) -> str | None:
 
 
 def framework_of(value) -> str | None:
-    """The framework whose array ``value`` is; None for anything else, a JAX tracer included
-    (it stands for no numbers)."""
+    """The framework whose array ``value`` is (a tf.Variable is TensorFlow's); None for anything
+    else, a JAX tracer and a symbolic TensorFlow tensor included (they stand for no numbers)."""
     if isinstance(value, np.ndarray):
         return "numpy"
     torch, jax = sys.modules.get("torch"), sys.modules.get("jax")
@@ -134,6 +162,13 @@ def framework_of(value) -> str | None:
         return "torch"
     if jax is not None and isinstance(value, jax.Array) and not is_tracer(value):
         return "jax"
+    tf = sys.modules.get("tensorflow")
+    if (
+        tf is not None
+        and isinstance(value, (tf.Tensor, tf.Variable))
+        and not tf.is_symbolic_tensor(value)
+    ):
+        return "tensorflow"
     return None
 
 
@@ -147,9 +182,13 @@ def to_framework(value, framework: str):
         if value.dtype == ml_dtypes.bfloat16:  # torch cannot read ml_dtypes: move the bits
             return torch.from_numpy(value.view(np.int16).copy()).view(torch.bfloat16)
         return torch.from_numpy(value.copy())
-    import jax.numpy as jnp
+    if framework == "jax":
+        import jax.numpy as jnp
 
-    return jnp.asarray(value)
+        return jnp.asarray(value)
+    import tensorflow as tf
+
+    return tf.constant(value)  # a copy; TF's bfloat16 is ml_dtypes', so it reads it as it is
 
 
 def precision(framework: str, arguments):
@@ -163,7 +202,8 @@ def precision(framework: str, arguments):
 
 
 def to_numpy(result) -> np.ndarray:
-    """Any framework's array (or a list of numbers) as NumPy, same dtype."""
+    """Any framework's array (or a list of numbers) as NumPy, same dtype. TensorFlow's tensors
+    and variables give theirs through np.asarray, bfloat16 included (ml_dtypes')."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(result, torch.Tensor):
         result = result.detach().cpu()

@@ -73,6 +73,7 @@ class Report:
     strict: bool = False  # an expected difference that conforms (fixed) fails the report
     unmatched: list[str] = field(default_factory=list)  # --expect entries that match no check
     against: dict | None = None  # against.py: the other target and both contract verdicts
+    through: dict | None = None  # the production path: its name, how, versions, eager's checks
 
     @property
     def conforms(self) -> bool:
@@ -91,6 +92,8 @@ class Report:
         ]
         if self.against:
             lines.append(against_line(self.against))
+        if self.through:
+            lines.append(through_line(self.through))
         for c in self.checks:
             detail = c.detail
             if c.status in ("expected", "fixed"):
@@ -131,6 +134,11 @@ def against_line(against: dict) -> str:
         f"against {against['target']} ({against['framework']}, {against['why']}): each case "
         "bit for bit in its dtype; [contract: this target, the other]"
     )
+
+
+def through_line(through: dict) -> str:
+    shown = ", ".join(f"{p} {v}" for p, v in through["versions"].items())
+    return f"through {through['path']}: {through['how']} ({shown}); what it changes from eager is named"
 
 
 def _finite(value):
@@ -201,6 +209,7 @@ def run(
     strict: bool = False,
     against=None,
     against_framework: str | None = None,
+    through: str | None = None,
     worker: Worker | None = None,
 ) -> Report:
     """The report of ``target`` against ``kind``'s battery.
@@ -212,14 +221,22 @@ def run(
     ``expected``: {check name or glob: why it differs}; ``strict``: an expected difference
     that conforms fails the report; ``against``: another target (or a source of
     ``adapters.sources``) to hold this one to, case by case (``against_framework``: what it
-    takes). UsageError when a target cannot be imported or called."""
+    takes); ``through``: a production path (``paths.PATHS``) to run it along, each case run
+    eagerly too, so that what the path changes is named as the path's. UsageError when a
+    target cannot be imported or called, or cannot go along the path."""
     began = time.monotonic()
     options = options or {}
     chosen = KINDS[kind]
     cases = select_cases(kind, options, only=only, checks=checks, dtypes=dtypes)
+    if through is not None:
+        _check_path(through, against)
     with contextlib.ExitStack() as stack:
         caller = _caller(stack, target, kind, options, framework, env, worker, timeout)
         outcomes = _outcomes(chosen, cases, caller, timeout)
+        if through is not None:
+            _check_path_framework(through, caller, name_of(target))
+            eager = outcomes
+            outcomes = _runnable(cases, _outcomes(chosen, cases, caller, timeout, through))
         if against is not None:
             try:
                 other = _caller(
@@ -239,6 +256,9 @@ def run(
         chosen.describe(options),
         strict,
     )
+    if through is not None:
+        eager_checks = check_results([(c, judged(chosen, c, o)) for c, o in zip(cases, eager)])
+        report.through = _along(through, report.checks, eager_checks)
     if against is not None:
         from embedding_parity.conformance import against as held
 
@@ -275,8 +295,63 @@ def _caller(stack, target, kind, options, framework, env, worker, timeout):
     return InProcess(target, kind, framework, options)
 
 
-def _outcomes(chosen, cases, caller, timeout) -> list[Outcome]:
-    return [caller.ask(case, chosen.most_elements(case.params), timeout) for case in cases]
+def _outcomes(chosen, cases, caller, timeout, through=None) -> list[Outcome]:
+    return [
+        caller.ask(case, chosen.most_elements(case.params), timeout, through) for case in cases
+    ]
+
+
+def _runnable(cases, outcomes: list[Outcome]) -> list[Outcome]:
+    """A path that made no program for any valid case cannot run the target at all: then its
+    refusals are failures, never a bad id's conforming refusal or a dtype's rejection."""
+    valid = [o for c, o in zip(cases, outcomes) if c.params.get("bad") is None]
+    if valid and all(o.refused for o in valid):
+        return [Outcome(failed=o.refused) if o.refused else o for o in outcomes]
+    return outcomes
+
+
+def _check_path(through: str, against) -> None:
+    from embedding_parity.conformance import paths
+
+    if through not in paths.PATHS:
+        raise UsageError(f"--through {through!r}: the paths are {', '.join(paths.PATHS)}")
+    if against is not None:
+        raise UsageError("--through and --against: one at a time (the path is held to eager)")
+    why = paths.missing(through)
+    if why:
+        raise UsageError(why)
+
+
+def _check_path_framework(through: str, caller, name: str) -> None:
+    from embedding_parity.conformance import paths
+
+    wanted = paths.PATHS[through].framework
+    if caller.framework != wanted:
+        raise UsageError(
+            f"--through {through} runs a {wanted} target; {name} takes {caller.framework} "
+            f"({caller.why}); give --framework {wanted} if that is wrong"
+        )
+
+
+def _along(through: str, checks: list[CheckResult], eager: list[CheckResult]) -> dict:
+    """Report.through: the path, its versions, eager's verdicts and the checks whose verdict
+    the path changed ("changed"), each of which says what eager did beside what the path did."""
+    from embedding_parity.conformance import paths
+
+    before = {c.check: c for c in eager}
+    changed = []
+    for check in checks:
+        was = before.get(check.check)
+        if was is not None and was.status != check.status:
+            changed.append(check.check)
+            check.detail = f"through {through}: {check.detail}; eager: {was.detail}"
+    return {
+        "path": through,
+        "how": paths.PATHS[through].how,
+        "versions": paths.versions(through),
+        "changed": changed,
+        "eager": [asdict(c) for c in eager],
+    }
 
 
 def mark_expected(checks: list[CheckResult], expected: dict, battery=()) -> list[str]:
@@ -377,6 +452,7 @@ class InProcess:
         from embedding_parity.conformance import worker
 
         self.function, self.worker, self.kind = function, worker, KINDS[kind]
+        self.along = {}  # path -> the function as production calls it along that path
         self.framework, self.why = framework, "given"
         if framework is None:  # as the worker tells it: a probe call, else the imports
             module = inspect.getmodule(function) or inspect.getmodule(type(function))
@@ -390,11 +466,18 @@ class InProcess:
                 arguments = self.kind.arguments(json.loads(json.dumps(probe)))
             self.framework, self.why = frameworks.probe(function, arguments, module, name)
 
-    def ask(self, case: Case, elements: int, timeout: float) -> Outcome:
+    def ask(self, case: Case, elements: int, timeout: float, through=None) -> Outcome:
+        from embedding_parity.conformance import paths
+
         params = json.loads(json.dumps(case.params))
         with np.errstate(**self.worker.KIT_ERRORS):
             arguments = self.kind.arguments(params)
-        reply = self.worker.call(self.function, self.framework, arguments, elements, log=False)
+        if through and through not in self.along:
+            self.along[through] = paths.along(through, self.function)
+        function = self.along[through] if through else self.function
+        reply = self.worker.call(function, self.framework, arguments, elements, log=False)
+        if "refused" in reply:
+            return Outcome(refused=shown(reply["refused"]))
         if "raised" in reply:
             return Outcome(raised=shown(reply["raised"]))
         if "returned" in reply:
@@ -404,8 +487,8 @@ class InProcess:
 
 class Worker:
     """A worker process, its targets loaded one after another; restarted (with the current
-    target) after a case that hangs or kills it. Its files, and the caches of the libraries
-    it imports (Keras writes ~/.keras on import), live in one private temporary folder,
+    target) after a case that hangs or kills it. Its files, the caches of the libraries it
+    imports (Keras writes ~/.keras on import) and its TMPDIR live in one private folder,
     removed when it closes: use it as a context manager.
 
     The worker is a session (and process group) of its own, the group killed when it closes,
@@ -416,9 +499,13 @@ class Worker:
     def __init__(self, env: dict):
         self.request = None
         self.folder = tempfile.mkdtemp(prefix="embedding-parity-check-")
+        os.mkdir(os.path.join(self.folder, "tmp"))
         self.env = {
             **os.environ,
             **scratch.caches(self.folder),
+            # the target's temporary files too (Inductor's precompiled headers, 150 MB, go to
+            # $TMPDIR/torchinductor_$USER whatever its cache variable says)
+            "TMPDIR": os.path.join(self.folder, "tmp"),
             **env,
             "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
         }
@@ -505,14 +592,18 @@ class Worker:
             raise UsageError(shown(reply["usage"]))
         self.framework, self.why = reply["framework"], shown(reply["why"])
 
-    def ask(self, case: Case, elements: int, timeout: float) -> Outcome:
-        """What the target did with ``case``, a result of at most ``elements`` elements."""
-        reply, why = self._exchange({"case": case.params, "elements": elements}, timeout)
+    def ask(self, case: Case, elements: int, timeout: float, through=None) -> Outcome:
+        """What the target did with ``case``, a result of at most ``elements`` elements,
+        called along the production path ``through`` (``paths``) where one is given."""
+        message = {"case": case.params, "elements": elements}
+        reply, why = self._exchange(message | ({"through": through} if through else {}), timeout)
         if reply is None:
             outcome = Outcome(failed=f"the call {why}{self.log.last_line()}")
             self.close(kill=True)
             self._start()
             return outcome
+        if "refused" in reply:
+            return Outcome(refused=shown(str(reply["refused"])))
         if "raised" in reply:
             return Outcome(raised=shown(reply["raised"]))
         if "returned" in reply:

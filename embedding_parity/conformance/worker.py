@@ -6,7 +6,8 @@ Reads JSON lines on stdin: {"id", "target", "framework", "why", "kind", "options
 framework: its imports tell, until a probe says), then {"id", "target", "probe": a case's
 params} where the framework is to be told by calling the target on that case, then one line
 per case, {"id", "case": its params, "elements": the most a
-result of it may hold}; another target later switches to it, so a matrix's rows can share
+result of it may hold, "through": a production path to call it along (``paths``) or none};
+another target later switches to it, so a matrix's rows can share
 one process. Answers one JSON line per request, with the request's id, on the file
 descriptor that was stdout; the target's own printing goes to stderr, so that it cannot
 garble the answers. Results are written as .npy files into FOLDER (never pickled; bfloat16
@@ -30,7 +31,7 @@ import ml_dtypes
 import numpy as np
 
 from embedding_parity.cli import UsageError
-from embedding_parity.conformance import frameworks
+from embedding_parity.conformance import frameworks, paths
 from embedding_parity.conformance.kinds import KINDS
 from embedding_parity.sharding import die_with_parent
 
@@ -190,6 +191,7 @@ def main(folder: str, parent: int) -> None:
         answers.write(json.dumps({"id": request["id"], **reply}) + "\n")
 
     function = framework = kind = module = shown = None
+    along = {}  # path -> the target as production calls it along that path
     for line in sys.stdin:
         request = json.loads(line)
         if "probe" in request:
@@ -206,10 +208,15 @@ def main(folder: str, parent: int) -> None:
             if found is None:
                 return
             function, framework, kind, module, shown = found
+            along = {}
             continue
         with np.errstate(**KIT_ERRORS):
             arguments = kind.arguments(request["case"])
-        reply = call(function, framework, arguments, request["elements"])
+        through = request.get("through")
+        if through and through not in along:
+            along[through] = paths.along(through, function)
+        called = along[through] if through else function
+        reply = call(called, framework, arguments, request["elements"])
         if os.getpid() != me:  # a fork() in the target returned here: only one may answer
             os._exit(0)
         if "array" in reply:
@@ -218,8 +225,8 @@ def main(folder: str, parent: int) -> None:
 
 
 def call(function, framework, arguments, elements: int, *, log: bool = True) -> dict:
-    """What the target did with ``arguments``: {"raised"}, {"returned": what} or {"array",
-    "changed"}; a result of more than ``elements`` elements is only described (a broadcast
+    """What the target did with ``arguments``: {"raised"}, {"returned": what}, {"array",
+    "changed"}, or {"refused"}: the production path could not make it; a result of more than ``elements`` elements is only described (a broadcast
     view of a few bytes can stand for gigabytes). The worker's and ``runner.InProcess``'s
     (``log``: print a raising target's traceback, into the worker's log)."""
     reply = _call(function, framework, arguments, log)
@@ -245,6 +252,8 @@ def _call(function, framework, arguments, log: bool) -> dict:
             ]
         try:
             returned = frameworks.settle(function(*native))
+        except paths.PathFailed as error:  # the path's machinery, not the target, failed
+            return {"refused": str(error)}
         except Exception as error:  # noqa: BLE001 - the target's exception is the finding
             if log:
                 traceback.print_exc()

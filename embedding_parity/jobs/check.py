@@ -26,6 +26,7 @@ A result that differs is named by the mistake it matches; a bad id must raise.
     compare.py check my_rope.py:rope --kind rope
     compare.py check my_rope.py:rope --kind rope --model llama-3.2-1b
     compare.py check port.py:rope --kind rope --config path/to/config.json --against hf
+    compare.py check port.py:lookup --kind lookup --through onnx   # exported, run by ONNX Runtime
     compare.py check port.py:rope --kind rope --dtypes float32,bfloat16 \
         --expect 'rotation float64=computes in float32'
     compare.py check --export-cases DIR --kind rope --model llama-3.2-1b   # the battery as files
@@ -52,6 +53,9 @@ from embedding_parity.cli import UsageError
 from embedding_parity.conformance.frameworks import FRAMEWORKS
 from embedding_parity.conformance.kinds import KINDS
 from embedding_parity.conformance.numerics import FLOATS
+from embedding_parity.conformance.paths import PATHS
+
+PATH_NAMES = tuple(PATHS)
 from embedding_parity.jobs import command
 
 COMMAND = "check"
@@ -111,6 +115,14 @@ def add_arguments(parser) -> None:
         "--against-framework",
         choices=FRAMEWORKS,
         help="what the --against target takes and returns (default: detected)",
+    )
+    add(
+        "--through",
+        choices=PATH_NAMES,
+        metavar="PATH",
+        help="run TARGET the way production will and check the battery there: "
+        f"{', '.join(PATH_NAMES)}; each case runs eagerly too, and what the path changes is "
+        "named as the path's",
     )
     add("--head-dim", type=command.at_least(2), help="rope: the head width (default 16)")
     add("--batched", action="store_true", help="rope: positions (B, T), x (B, H, T, head_dim)")
@@ -195,6 +207,7 @@ def main(args) -> int:
         strict=args.strict,
         against=api.absolute(args.against),
         against_framework=args.against_framework,
+        through=args.through,
     )
     return _report(args, report)
 
@@ -269,7 +282,7 @@ def _table(text: str) -> tuple[int, int, int]:
 def _export(args, options) -> int:
     from embedding_parity.conformance import cases, runner
 
-    for flag in ("against", "json", "framework", "against_framework"):
+    for flag in ("against", "json", "framework", "against_framework", "through"):
         if getattr(args, flag) is not None:
             raise UsageError(
                 f"--{flag.replace('_', '-')} does not go with --export-cases: no target runs"
@@ -295,6 +308,7 @@ def _results(args) -> int:
     given.update({"--dtypes": args.dtypes, "--head-dim": args.head_dim, "--table": args.table})
     given.update({"--padding-idx": args.padding_idx, "--batched": args.batched or None})
     given.update({"--qk": args.qk or None, "--against-framework": args.against_framework})
+    given["--through"] = args.through
     given["--base"] = None if args.base == DEFAULT_BASE else args.base
     for flag, value in given.items():
         if value is not None:
@@ -338,6 +352,7 @@ def _known(args) -> int:
     given.update({"--strict": args.strict or None, "--batched": args.batched or None})
     given["--qk"] = args.qk or None
     given["--against-framework"] = args.against_framework
+    given["--through"] = args.through
     given["--base"] = None if args.base == DEFAULT_BASE else args.base
     for flag, value in given.items():
         if value is not None:

@@ -5,6 +5,8 @@ training run) and gathers what the page shows (``embedding_parity/page/``) as on
 dict; the page recomputes the seed's sums in the browser and needs no network. The schema is
 in docs/explorer.md. The training curves are read from docs/train-float32.json, the record
 `make train` writes, when its settings and backends are the page's; otherwise trained afresh.
+The conformance matrix is read from docs/conformance.json, the record `make conformance`
+writes, trimmed to what its tab shows.
 
     compare.py page                            # explorer.html, about 4 s on 2 cores
 
@@ -30,7 +32,10 @@ from embedding_parity.jobs import bias, command, demos, seed, text, train
 
 COMMAND = "page"
 # The training run `make train` records; the page reads it instead of training when it matches.
-RECORDED_TRAINING = Path(__file__).resolve().parents[2] / "docs" / "train-float32.json"
+ROOT = Path(__file__).resolve().parents[2]
+RECORDED_TRAINING = ROOT / "docs" / "train-float32.json"
+# The matrix `make conformance` records; the page shows it and never runs the battery.
+RECORDED_CONFORMANCE = ROOT / "docs" / "conformance.json"
 
 PRESETS = (
     "the king and the queen drove a car",
@@ -54,14 +59,22 @@ def float64(array) -> dict:
     return {"dtype": "float64", "shape": list(array.shape), "values": array.ravel().tolist()}
 
 
-def run(names, *, train_steps: int = train.DEFAULTS["steps"], real: bool = True) -> dict:
-    """Everything the page shows; ``real`` False leaves out MiniLM (no package needed)."""
+def run(
+    names,
+    *,
+    train_steps: int = train.DEFAULTS["steps"],
+    real: bool = True,
+    conformance: Path = RECORDED_CONFORMANCE,
+) -> dict:
+    """Everything the page shows; ``real`` False leaves out MiniLM (no package needed);
+    ``conformance`` is the matrix's record the Conformance tab shows."""
     data = {
         "schema": 1,
         "backends": list(names),
         "seed": _seed(names),
         "schemes": _schemes(names),
         "training": _training(names, train_steps),
+        "conformance": recorded_conformance(conformance),
     }
     if real:
         data["real"] = _real(names)
@@ -224,6 +237,116 @@ def recorded_training(names, steps: int) -> dict | None:
     return {"settings": record["settings"], "curves": curves, "recorded": RECORDED_TRAINING.name}
 
 
+# What a row of the matrix found, in the order the tab's filter lists them; a row may have several.
+FINDINGS = (
+    "conforms",
+    "bad ids answered silently",
+    "values differ",
+    "rejects a dtype",
+    "failed",
+    "not run",
+)
+
+
+def recorded_conformance(path: Path = RECORDED_CONFORMANCE) -> dict:
+    """The matrix of ``path`` as the Conformance tab shows it: each row's cells worded by
+    known.cells, with the checks behind each cell, and the row's findings. A record that cannot
+    be read gives {"source", "missing": why, in one line} instead: the page is still written."""
+    from embedding_parity.conformance import known
+
+    path = Path(path)
+    source = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    try:
+        matrix = json.loads(path.read_text(encoding="utf-8"))
+        rows = [_matrix_row(record) for record in matrix["rows"]]
+        versions = {f"{p} {v}" for r in matrix["rows"] for p, v in r["versions"].items() if v}
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
+        why = error.strerror if isinstance(error, OSError) else f"{type(error).__name__}: {error}"
+        missing = f"{source} could not be read ({why}); `make conformance` writes it"
+        return {"source": str(source), "missing": missing}
+    return {
+        "source": str(source),
+        "columns": list(known.COLUMNS),
+        "findings": list(FINDINGS),
+        "versions": sorted(versions),
+        "rows": rows,
+    }
+
+
+def _matrix_row(record: dict) -> dict:
+    from embedding_parity.conformance import known
+
+    row = {
+        "name": record["name"],
+        "kind": record["kind"],
+        "framework": record["framework"],
+        "path": record.get("path", "eager"),  # records written before paths were run: eager
+        "versions": ", ".join(f"{p} {v}" for p, v in record["versions"].items() if v),
+        "findings": _findings(record),
+    }
+    if "missing" in record:
+        return {**row, "missing": record["missing"]}
+    # Only the checks some cell shows, each once; a cell holds their indices.
+    shown = [c for c in record["report"]["checks"] if any(_belongs(k, c) for k in known.COLUMNS)]
+    words = known.cells(record)
+    row["cells"] = [
+        {"text": words[k], "checks": [i for i, c in enumerate(shown) if _belongs(k, c)]}
+        for k in known.COLUMNS
+    ]
+    row["checks"] = [_check(c) for c in shown]
+    return row
+
+
+def _belongs(column: str, check: dict) -> bool:
+    """Whether ``check`` is one that known.cells reads for ``column``."""
+    name = check["check"]
+    if column in ("float64", "float32", "float16", "bfloat16"):
+        return name.endswith(" " + column) and not name.startswith("long")
+    if column == "long positions":
+        return name.startswith(("long positions", "positions to"))
+    if column == "layout":
+        return "layout" in check["detail"]
+    if column == "bad ids":
+        return "bad id" in name
+    if column == "values":
+        return name.startswith(("slopes", "buckets", "table", "position ids"))
+    return False
+
+
+def _check(check: dict) -> dict:
+    shown = {k: check[k] for k in ("check", "status", "detail", "ulps")}
+    if "bad id" in check["check"]:
+        shown["answer"] = _answer(check)
+    # In another layout the angles pair other columns: their phase means nothing.
+    if check.get("phase") and "layout" not in check["detail"]:
+        shown["phase"] = check["phase"]
+    return shown
+
+
+def _answer(check: dict) -> str:
+    """What a bad id got: "raises", or the silent answer the detail names
+    ("token_ids [3, -1, 5]: wraps to row 63: a silent wrong answer": "wraps to row 63")."""
+    if check["status"] != "differs":
+        return "raises" if check["status"] == "conforms" else check["status"]
+    parts = check["detail"].split(": ")
+    return parts[1] if len(parts) > 2 else check["detail"]
+
+
+def _findings(record: dict) -> list[str]:
+    if "missing" in record:
+        return ["not run"]
+    report = record["report"]
+    statuses = {("bad id" in c["check"], c["status"]) for c in report["checks"]}
+    found = {
+        "conforms": report["conforms"],
+        "bad ids answered silently": (True, "differs") in statuses,
+        "values differ": (False, "differs") in statuses,
+        "rejects a dtype": any(status == "rejected" for _, status in statuses),
+        "failed": any(status == "failed" for _, status in statuses),
+    }
+    return [f for f in FINDINGS if found.get(f)]
+
+
 # --- the command ---------------------------------------------------------------------------
 
 
@@ -264,6 +387,9 @@ def main(args) -> int:
     data = run(names, train_steps=args.train_steps, real=real)
     recorded = data["training"].get("recorded")
     print(f"training curves: {'read from docs/' + recorded if recorded else 'trained afresh'}")
+    matrix = data["conformance"]
+    shown = matrix.get("missing") or f"read from {matrix['source']} ({len(matrix['rows'])} rows)"
+    print(f"conformance matrix: {shown}")
     size = render.write(data, args.out)
     print(f"page: {os.path.abspath(args.out)} ({size / 1e6:.2f} MB, {', '.join(names)})")
     differing_ = differing(data)

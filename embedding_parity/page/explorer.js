@@ -677,9 +677,159 @@ function lineChart(title, curves, key, log) {
   return figure;
 }
 
+function conformanceView(view) {
+  // The matrix make conformance records (docs/conformance.json): a row per implementation, a
+  // cell per column as known.cells words it, filters, and each cell's checks on demand.
+  const matrix = DATA.conformance;
+  view.append(element("h2", { text: "Conformance: the implementations people use, against the contracts" }));
+  if (matrix.missing) {
+    view.append(element("p", { id: "conformance-missing", class: "message", text: matrix.missing }));
+    return;
+  }
+  view.append(element("p", { text: "The suite's battery (compare.py check) run on each implementation, " +
+    "through the path it names: ✓ conforms, ✗ differs, — the column does not apply. Choose a " +
+    "cell (click it, or Tab to it and press Enter) to read the checks behind it." }));
+  const rows = matrix.rows;
+  const present = (values) => [...new Set(values)];
+  const filters = element("div", { class: "filters" });
+  const choices = {};
+  for (const [key, every, options] of [
+    ["kind", "every kind", present(rows.map((r) => r.kind))],
+    ["path", "every path", present(rows.map((r) => r.path))],
+    ["finding", "any finding", matrix.findings.filter((f) => rows.some((r) => r.findings.includes(f)))],
+  ]) {
+    const choose = element("select", { id: `conformance-${key}` });
+    choose.append(element("option", { value: "", text: every }));
+    for (const option of options) choose.append(element("option", { value: option, text: option }));
+    choose.addEventListener("change", filter);
+    choices[key] = choose;
+    filters.append(element("span", {}, element("label", { for: choose.id, text: key }), choose));
+  }
+  const count = element("span", { id: "conformance-count", role: "status" });
+  filters.append(count);
+  view.append(filters);
+
+  const table = element("table", { class: "numbers matrix", id: "conformance-table" });
+  const heads = ["implementation", "versions", "kind", "framework", "path", ...matrix.columns];
+  table.append(element("thead", {}, element("tr", {}, ...heads.map((h) => element("th", { scope: "col", text: h })))));
+  const body = element("tbody");
+  const detail = element("div", { id: "conformance-detail", "aria-live": "polite" });
+  const lines = rows.map((row) => {
+    const line = element("tr", {}, element("th", { scope: "row", text: row.name }),
+      ...[row.versions, row.kind, row.framework, row.path].map((t) => element("td", { text: t })));
+    if (row.missing) {
+      line.append(element("td", { colspan: matrix.columns.length, class: "caption", text: `not run: ${row.missing}` }));
+    }
+    (row.cells || []).forEach((cell, k) => {
+      const mark = cell.text.startsWith("✓") ? " ok" : cell.text.startsWith("✗") ? " bad" : "";
+      const button = element("button", { class: `cell${mark}`, "aria-expanded": "false",
+        "aria-controls": detail.id, text: cell.text });
+      button.addEventListener("click", () => open(row, k, button));
+      line.append(element("td", {}, button));
+    });
+    body.append(line);
+    return line;
+  });
+  table.append(body);
+  view.append(element("div", { class: "wide" }, table));
+  view.append(element("p", { class: "caption", id: "conformance-source", text: `From ${matrix.source}, ` +
+    `written by make conformance. Versions: ${matrix.versions.join(", ")}.` }));
+  view.append(detail);
+
+  function filter() {
+    let shown = 0;
+    const wanted = choices.finding.value;
+    rows.forEach((row, r) => {
+      const match = ["kind", "path"].every((key) => !choices[key].value || choices[key].value === row[key]) &&
+        (!wanted || row.findings.includes(wanted));
+      lines[r].hidden = !match;
+      shown += match;
+    });
+    count.textContent = `${shown} of ${rows.length} rows`;
+  }
+
+  function open(row, k, button) {
+    for (const other of table.querySelectorAll("[aria-expanded=true]")) other.setAttribute("aria-expanded", "false");
+    button.setAttribute("aria-expanded", "true");
+    const cell = row.cells[k], column = matrix.columns[k];
+    const close = element("button", { id: "conformance-close", text: "close" });
+    close.addEventListener("click", () => {
+      detail.replaceChildren();
+      button.setAttribute("aria-expanded", "false");
+      button.focus();
+    });
+    detail.replaceChildren(element("h3", {}, `${row.name} (${row.path}) · ${column}: ${cell.text} `, close));
+    if (!cell.checks.length) {
+      detail.append(element("p", { text: column === "layout" && cell.text !== "—"
+        ? "No check names another layout, and the row's checks conform: it uses the contract's own."
+        : "No check of this row falls in this column." }));
+    }
+    for (const i of cell.checks) detail.append(checkDetail(row.checks[i]));
+  }
+
+  filter();
+}
+
+function checkDetail(check) {
+  // One check: its status, what it found (for a bad id: raises, or the silent answer), its
+  // error in ulps, its detail, and where it has one, its phase error against position.
+  const said = [check.answer && `answer: ${check.answer}`,
+    check.ulps !== null && `${typeof check.ulps === "number" ? threeDigits(check.ulps) : check.ulps} ulp`];
+  const part = element("div", { class: "check" },
+    element("p", {}, element("span", { class: "mono", text: check.check }), " ",
+      element("span", { class: `verdict ${check.status === "conforms" ? "ok" : "bad"}`, text: check.status }),
+      said.filter(Boolean).map((s) => ` · ${s}`).join("")),
+    element("p", { class: "caption", text: check.detail }));
+  if (check.phase && check.phase.radians.some((r) => Number.isFinite(Number(r)))) part.append(phasePicture(check));
+  return part;
+}
+
+function threeDigits(value) {
+  // 0.0006, 1.26, 4610, 7.00e+8: three significant digits without trailing zeros, short
+  return Math.abs(value) >= 1e5 ? value.toExponential(2) : String(Number(value.toPrecision(3)));
+}
+
+function phasePicture(check) {
+  // The largest phase error over frequencies against position, log-log as docs/conformance.png
+  // draws it: position 0 drawn at 0.5, an exact angle at 1e-9 (a log axis has no zero).
+  const FLOOR = 1e-9, width = 340, height = 170, left = 44, bottom = 30, right = 20;
+  const points = check.phase.positions.map((p, k) => [p, Number(check.phase.radians[k])])
+    .filter(([, r]) => Number.isFinite(r));
+  const xs = points.map(([p]) => Math.log10(Math.max(p, 0.5)));
+  const ys = points.map(([, r]) => Math.log10(Math.max(r, FLOOR)));
+  function decadesAround(values) { // the whole decades that hold every value: at least one
+    const low = Math.floor(Math.min(...values));
+    return [low, Math.max(Math.ceil(Math.max(...values)), low + 1)];
+  }
+  const [xLow, xHigh] = decadesAround(xs), [yLow, yHigh] = decadesAround(ys);
+  const x = (v) => left + ((v - xLow) / (xHigh - xLow)) * (width - left - right);
+  const y = (v) => 8 + (1 - (v - yLow) / (yHigh - yLow)) * (height - bottom - 8);
+  const decades = (low, high) => Array.from({ length: high - low + 1 }, (_, k) => low + k)
+    .filter((d, k, all) => k % Math.ceil(all.length / 7) === 0);
+  const colour = check.status === "conforms" ? BACKEND_COLOURS.numpy : "#b2182b";
+  const path = xs.map((v, k) => `${x(v).toFixed(1)},${y(ys[k]).toFixed(1)}`).join(" ");
+  const marks = xs.map((v, k) => `<circle cx="${x(v).toFixed(1)}" cy="${y(ys[k]).toFixed(1)}" r="2.5" fill="${colour}"/>`).join("");
+  const ticks = decades(yLow, yHigh).map((d) => `<text x="2" y="${y(d) + 4}">1e${d}</text>`).join("") +
+    decades(xLow, xHigh).map((d) => `<text x="${x(d) - 8}" y="${height - bottom + 14}">1e${d}</text>`).join("") +
+    `<text x="${left}" y="${height - 2}">position (0 drawn at 0.5)</text>`;
+  const worst = points.reduce((a, b) => (b[1] > a[1] ? b : a), [0, 0]);
+  const label = `${check.check}: phase error at ${points.length} positions from ${points[0][0]} to ` +
+    `${points[points.length - 1][0]}, on log axes; the largest ${threeDigits(worst[1])} radians at position ${worst[0]}`;
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  for (const [key, value] of Object.entries({ class: "phase", width, height, role: "img", "aria-label": label })) {
+    svg.setAttribute(key, value);
+  }
+  svg.innerHTML = `<line x1="${left}" y1="${height - bottom}" x2="${width - right}" y2="${height - bottom}" stroke="#999"/>` +
+    `<line x1="${left}" y1="6" x2="${left}" y2="${height - bottom}" stroke="#999"/>${ticks}` +
+    `<polyline fill="none" stroke="${colour}" stroke-width="2" ${check.status === "conforms" ? "" : 'stroke-dasharray="5 3"'} ` +
+    `points="${path}"/>${marks}`;
+  return element("div", { class: "figure" }, element("h3", { text: "phase error (radians) against position" }), svg);
+}
+
 // --- tabs --------------------------------------------------------------------------------
 
-const VIEWS = { seed: seedView, live: liveView, schemes: schemesView, real: realView, training: trainingView };
+const VIEWS = { seed: seedView, live: liveView, schemes: schemesView, real: realView, training: trainingView,
+  conformance: conformanceView };
 
 function select(tab, focus) {
   for (const other of document.querySelectorAll("[role=tab]")) {

@@ -33,7 +33,9 @@ def llama_rope(x, positions, base=10000.0):
         hidden_size=head_dim,
         num_attention_heads=1,
         head_dim=head_dim,
-        max_position_embeddings=int(positions.max()) + 1,
+        # a constant, as a model's config holds it (the default rule does not read it): an
+        # exporter traces this module, and a length read from the positions is data it cannot
+        max_position_embeddings=1 << 17,
         rope_parameters={"rope_type": "default", "rope_theta": base},
     )
     rotary = LlamaRotaryEmbedding(config=config)

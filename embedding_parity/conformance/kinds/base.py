@@ -42,6 +42,7 @@ class Outcome:
     failed: str | None = None  # "timed out after 30 s", "the worker died (signal 11)"
     returned: str | None = None  # what came back that is no array of numbers: "NoneType"
     changed: list = field(default_factory=list)  # [{"argument": i, "elements": n}]: in place
+    refused: str | None = None  # a production path could not make the program (paths.py)
 
 
 @dataclass
@@ -127,6 +128,12 @@ class Kind:
         if outcome.failed:
             return Verdict("failed", outcome.failed)
         params = case.params
+        if outcome.refused:  # no program to run: nothing silent, but nothing computed either
+            if params.get("bad") is not None:
+                return conforms(f"refused: {outcome.refused}")
+            if params.get("dtype", "float32") != "float32":
+                return Verdict("rejected", f"the path rejects {params['dtype']}: {outcome.refused}")
+            return Verdict("failed", outcome.refused)
         if outcome.raised:
             if params.get("bad"):
                 return conforms(f"raises {outcome.raised}")

@@ -1,0 +1,305 @@
+"""The ways production runs a layer (``check --through PATH``): compiled, or exported and run
+by the exporter's runtime, each of which can change what a bad id does and which bits come
+out.
+
+``along(path, function)`` is the function production calls: it takes and returns what the
+target does (its framework's arrays; ONNX Runtime's results come back as NumPy arrays). An
+export is made once per signature (the arrays' shapes and dtypes, the other arguments'
+values, which it holds as constants), as a deployment exports once and then feeds it ids:
+the bad ids of a battery share one export. What the path's own machinery raises (an export,
+a compilation or a session that fails) is a ``PathFailed``, a reported result that is never
+taken for the target raising; what the compiled or exported program raises when it runs is
+the target's, as in eager mode."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import io
+import os
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Path:
+    name: str
+    framework: str  # the framework of the targets it runs
+    packages: tuple[str, ...]  # whose versions a report names
+    how: str
+
+
+PATHS = {
+    p.name: p
+    for p in (
+        Path("torch.compile", "torch", ("torch",), "torch.compile(f): Inductor's C++ on the CPU"),
+        Path(
+            "torch.export",
+            "torch",
+            ("torch",),
+            "torch.export.export(f), its program's module() called",
+        ),
+        Path(
+            "onnx",
+            "torch",
+            ("torch", "onnxscript", "onnx", "onnxruntime"),
+            "torch.onnx.export(f, dynamo=True), run by ONNX Runtime's CPUExecutionProvider",
+        ),
+        Path("jax.jit", "jax", ("jax", "jaxlib"), "jax.jit(f), its non-array arguments static"),
+        Path(
+            "jax.export",
+            "jax",
+            ("jax", "jaxlib"),
+            "jax.export.export(jax.jit(f)), serialized, deserialized and called",
+        ),
+    )
+}
+
+
+_ESCAPES = re.compile(r"\x1b\[[0-9;]*m")  # the exporters colour their messages
+
+
+class PathFailed(Exception):
+    """The path could not make the function production calls: the one-line reason."""
+
+
+def versions(path: str) -> dict:
+    """{package: installed version or None} of the path's packages."""
+    found = {}
+    for package in PATHS[path].packages:
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def describe(path: str) -> str:
+    """ "onnx: torch.onnx.export(...) ...; torch 2.13.0, onnxscript 0.7.2, ..." """
+    shown = ", ".join(f"{p} {v}" for p, v in versions(path).items())
+    return f"{path}: {PATHS[path].how}; {shown}"
+
+
+def missing(path: str) -> str | None:
+    """Why the path cannot run here (a package not installed), or None."""
+    absent = [p for p, v in versions(path).items() if v is None]
+    if absent:
+        return f"--through {path} needs {absent[0]}, which is not installed (make install-conformance)"
+    return None
+
+
+def along(path: str, function):
+    """The function production calls in place of ``function`` along ``path``."""
+    return _MAKERS[path](function)
+
+
+def _failed(what: str, error: BaseException) -> PathFailed:
+    """What raised, and why: the first line of the exception the exporter's wrapping started
+    from ("Failed to export the model ... step 1/3" says nothing of the cause)."""
+    said = f"{what} raised {type(error).__name__}"
+    cause = error
+    while getattr(cause, "inner_exception", None) or cause.__cause__:  # raised from
+        cause = getattr(cause, "inner_exception", None) or cause.__cause__
+    if cause is not error:
+        said += f" (from {type(cause).__name__})"
+    first = _ESCAPES.sub("", (str(cause).strip().splitlines() or [""])[0])
+    return PathFailed(f"{said}: {first}" if first else said)
+
+
+def _split(arguments) -> tuple[list[int], tuple]:
+    """(indices of the array arguments, a hashable key of the call's signature)."""
+    arrays = [i for i, a in enumerate(arguments) if hasattr(a, "shape") and hasattr(a, "dtype")]
+    key = tuple(
+        (tuple(a.shape), str(a.dtype)) if i in arrays else ("value", repr(a))
+        for i, a in enumerate(arguments)
+    )
+    return arrays, key
+
+
+def _bound(function, arguments, arrays):
+    """``function`` of the array arguments alone, the others fixed at their values."""
+
+    def of_arrays(*given):
+        full = list(arguments)
+        for index, value in zip(arrays, given):
+            full[index] = value
+        return function(*full)
+
+    return of_arrays
+
+
+def _once_per_signature(make):
+    """A path that builds a runnable program per signature: ``make(function, arguments,
+    arrays)`` returns a callable of the array arguments."""
+
+    def maker(function):
+        built = {}
+
+        def run(*arguments):
+            arrays, key = _split(arguments)
+            if key not in built:
+                built[key] = make(function, arguments, arrays)
+            return built[key](*(arguments[i] for i in arrays))
+
+        return run
+
+    return maker
+
+
+# --- torch -------------------------------------------------------------------------------
+
+
+def _compiled(function):
+    import torch
+
+    # Past its recompile limit dynamo runs the function eagerly, which would check eager
+    # torch under the path's name: every signature of the battery is compiled.
+    torch._dynamo.config.recompile_limit = 1 << 20
+    torch._dynamo.config.accumulated_recompile_limit = 1 << 20
+    compiled = torch.compile(function)
+    # Dynamo's and Inductor's own failures; what the compiled code raises is the target's,
+    # as eagerly (a user's IndexError, Inductor's bounds check)
+    failures = (
+        torch._dynamo.exc.BackendCompilerFailed,
+        torch._dynamo.exc.Unsupported,
+        torch._dynamo.exc.InternalTorchDynamoError,
+    )
+
+    def run(*arguments):
+        try:
+            return compiled(*arguments)
+        except failures as error:
+            raise _failed("torch.compile", error) from None
+
+    return run
+
+
+def _module(function, arguments, arrays):
+    import torch
+
+    class Exported(torch.nn.Module):
+        def forward(self, *given):
+            return _bound(function, arguments, arrays)(*given)
+
+    return Exported()
+
+
+@_once_per_signature
+def _exported(function, arguments, arrays):
+    import torch
+
+    inputs = tuple(arguments[i] for i in arrays)
+    try:
+        with _quiet():
+            program = torch.export.export(_module(function, arguments, arrays), inputs)
+    except Exception as error:  # noqa: BLE001 - an export that fails is the path's finding
+        raise _failed("torch.export.export", error) from None
+    return program.module()
+
+
+@_once_per_signature
+def _onnx(function, arguments, arrays):
+    # ONNX Runtime 1.29 and later send telemetry from Linux and write its session file (.ses)
+    # into the temporary folder; this is its opt-out, read once, when it is first imported
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    import onnxruntime
+    import torch
+
+    inputs = tuple(arguments[i] for i in arrays)
+    names = [f"a{i}" for i in arrays]
+    try:
+        with _quiet():
+            program = torch.onnx.export(
+                _module(function, arguments, arrays),
+                inputs,
+                input_names=names,
+                dynamo=True,
+                verbose=False,
+            )
+        model = program.model_proto.SerializeToString()
+    except Exception as error:  # noqa: BLE001 - an export that fails is the path's finding
+        raise _failed("torch.onnx.export", error) from None
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3  # its warnings go nowhere useful: errors still raise
+    try:
+        session = onnxruntime.InferenceSession(
+            model, options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as error:  # noqa: BLE001 - a model the runtime cannot load
+        raise _failed("onnxruntime.InferenceSession", error) from None
+    wanted = {i.name for i in session.get_inputs()}  # an unused input is dropped by the export
+
+    def run(*given):
+        from embedding_parity.conformance import frameworks
+
+        feeds = {n: frameworks.to_numpy(g) for n, g in zip(names, given) if n in wanted}
+        results = session.run(None, feeds)
+        return results[0] if len(results) == 1 else results
+
+    return run
+
+
+# --- jax ---------------------------------------------------------------------------------
+
+
+def _tracing_errors():
+    import jax
+
+    errors = jax.errors
+    return (
+        errors.ConcretizationTypeError,
+        errors.TracerArrayConversionError,
+        errors.TracerBoolConversionError,
+        errors.TracerIntegerConversionError,
+        errors.UnexpectedTracerError,
+    )
+
+
+def _jitted(function):
+    import jax
+
+    jitted = {}
+
+    def run(*arguments):
+        arrays, _ = _split(arguments)
+        static = tuple(i for i in range(len(arguments)) if i not in arrays)
+        if static not in jitted:
+            jitted[static] = jax.jit(function, static_argnums=static)
+        try:
+            return jitted[static](*arguments)
+        except _tracing_errors() as error:
+            raise _failed("jax.jit: tracing it", error) from None
+
+    return run
+
+
+@_once_per_signature
+def _jax_exported(function, arguments, arrays):
+    import jax
+    from jax import export
+
+    shapes = [jax.ShapeDtypeStruct(arguments[i].shape, arguments[i].dtype) for i in arrays]
+    try:
+        exported = export.export(jax.jit(_bound(function, arguments, arrays)))(*shapes)
+        reloaded = export.deserialize(exported.serialize())
+    except Exception as error:  # noqa: BLE001 - an export that fails is the path's finding
+        raise _failed("jax.export.export", error) from None
+    return reloaded.call
+
+
+_MAKERS = {
+    "torch.compile": _compiled,
+    "torch.export": _exported,
+    "onnx": _onnx,
+    "jax.jit": _jitted,
+    "jax.export": _jax_exported,
+}
+
+
+@contextlib.contextmanager
+def _quiet():
+    """The exporters' progress lines ("[torch.onnx] Obtain model graph ...") kept out of a
+    caller's output: the worker's go to its log anyway, the API's would reach the user's."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        yield
+

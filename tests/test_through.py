@@ -1,0 +1,151 @@
+"""check --through: a target run the way production runs it (compiled, exported and run by the
+exporter's runtime), each case eagerly too, and what the path changes named as the path's.
+
+Each test runs the few checks it is about (a torch.compile signature costs a C++ compilation,
+an ONNX one an export): the matrix (test_conformance_known.py) holds the rows' whole findings."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import compare
+from embedding_parity.conformance import api, paths, runner
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PRODUCTION = os.path.join(ROOT, "tests", "conformance_targets", "production.py")
+
+
+def target(name: str) -> str:
+    return f"{PRODUCTION}:{name}"
+
+
+def checks_of(report) -> dict:
+    return {c.check: c for c in report.checks}
+
+
+def test_onnx_reads_the_last_row_for_minus_one_where_eager_torch_raises():
+    report = runner.run(
+        target("embedding"),
+        "lookup",
+        checks=["forward float32", "forward bfloat16", "bad id: -1", "bad id: vocab_size"],
+        through="onnx",
+    )
+    found = checks_of(report)
+    assert found["forward float32"].detail.startswith("bit-identical")
+    minus_one = found["bad id: -1"]
+    assert minus_one.status == "differs"
+    assert minus_one.detail.startswith("through onnx: token_ids [3, -1, 5]: wraps to row 63")
+    assert "; eager: raises IndexError" in minus_one.detail
+    # past the end ONNX Runtime's CPU kernel raises, as ONNX's Gather allows [-64, 63]
+    assert found["bad id: vocab_size"].status == "conforms"
+    assert "must be within the inclusive range [-64,63]" in found["bad id: vocab_size"].detail
+    # ONNX Runtime has no CPU kernel for a bfloat16 Add: a dtype the path rejects, said so
+    bfloat16 = found["forward bfloat16"]
+    assert bfloat16.status == "rejected" and "Could not find an implementation" in bfloat16.detail
+    assert report.through["path"] == "onnx" and report.through["changed"] == [
+        "forward bfloat16",
+        "bad id: -1",
+    ]
+    assert report.through["versions"]["onnxruntime"] == paths.versions("onnx")["onnxruntime"]
+    assert not report.conforms
+
+
+def test_a_wrong_target_stays_wrong_through_the_path_and_it_is_not_the_paths():
+    report = runner.run(
+        target("clamped"), "lookup", checks=["forward float32", "bad id: vocab_size"],
+        through="onnx",
+    )
+    found = checks_of(report)
+    assert found["forward float32"].detail.startswith("bit-identical")
+    check = found["bad id: vocab_size"]
+    assert check.status == "differs"
+    assert check.detail == "token_ids [3, 64, 5]: clamps to row 63: a silent wrong answer"
+    assert report.through["changed"] == []  # eager clamps too: the target's, not the path's
+
+
+def test_an_export_that_fails_is_a_reported_result_not_a_crash():
+    report = runner.run(
+        target("data_dependent"), "lookup", checks=["forward float32", "bad id: -1"],
+        through="torch.export",
+    )
+    found = checks_of(report)
+    assert found["forward float32"].status == "failed"
+    assert "torch.export.export raised" in found["forward float32"].detail
+    assert "data-dependent" in found["forward float32"].detail
+    assert found["forward float32"].detail.endswith("eager: bit-identical (4 cases)")
+    # no program for any valid case: a bad id's refusal is no conforming raise
+    assert found["bad id: -1"].status == "failed"
+    assert not report.conforms
+
+
+def test_a_layer_that_reads_its_arguments_on_the_host_cannot_be_jitted_and_says_why():
+    report = runner.run(
+        target("host_checked"), "lookup", checks=["forward float32"], through="jax.jit"
+    )
+    (check,) = report.checks
+    assert check.status == "failed"
+    assert "jax.jit: tracing it raised TracerArrayConversionError" in check.detail
+    assert check.detail.endswith("eager: bit-identical (4 cases)")
+
+
+def test_jax_export_serializes_reloads_and_keeps_the_clamp():
+    report = runner.run(
+        target("taken"), "lookup", checks=["forward float32", "bad id: -1"], through="jax.export"
+    )
+    found = checks_of(report)
+    assert found["forward float32"].detail.startswith("bit-identical")
+    assert found["bad id: -1"].detail == "token_ids [3, -1, 5]: clamps to row 0: a silent wrong answer"
+    assert report.through["changed"] == []
+
+
+def test_the_command_line_names_the_path_its_versions_and_what_it_changed(capsys):
+    code = compare.main(
+        ["check", target("embedding"), "--kind", "lookup", "--only", "bad id: -1",
+         "--through", "onnx"]
+    )
+    out = capsys.readouterr().out
+    assert code == 1
+    versions = paths.versions("onnx")
+    assert f"onnxruntime {versions['onnxruntime']}" in out and f"onnx {versions['onnx']}" in out
+    assert "through onnx: torch.onnx.export(f, dynamo=True)" in out
+    assert "NO   bad id: -1  through onnx: token_ids [3, -1, 5]: wraps to row 63" in out
+
+
+def test_the_api_takes_the_path_and_its_reproduce_line_names_it():
+    kwargs = {"checks": ["bad id: -1"], "through": "jax.export"}
+    with pytest.raises(AssertionError) as raised:
+        api.assert_conforms(target("taken"), "lookup", **kwargs)
+    assert "--through jax.export" in str(raised.value)
+    assert "clamps to row 0" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "arguments, words",
+    [
+        (["--through", "onnx", "--framework", "jax"], "--through onnx runs a torch target"),
+        (["--through", "jax.export"], "--through jax.export runs a jax target"),
+        (["--through", "onnx", "--against", "hf"], "--through and --against: one at a time"),
+    ],
+)
+def test_a_target_that_cannot_go_along_the_path_is_refused_in_one_line(capsys, arguments, words):
+    code = compare.main(["check", target("embedding"), "--kind", "lookup", *arguments])
+    assert code == 2
+    assert words in capsys.readouterr().err
+
+
+def test_an_unknown_path_is_refused_with_the_paths():
+    done = subprocess.run(
+        [sys.executable, "compare.py", "check", target("embedding"), "--kind", "lookup",
+         "--through", "tensorrt"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )
+    assert done.returncode == 2
+    assert "invalid choice: 'tensorrt'" in done.stderr and "onnx" in done.stderr
+
+
+def test_a_path_whose_packages_are_missing_says_which(monkeypatch):
+    monkeypatch.setattr(paths, "versions", lambda path: {"torch": "2", "onnxruntime": None})
+    with pytest.raises(api.UsageError, match="needs onnxruntime, which is not installed"):
+        runner.run(target("embedding"), "lookup", through="onnx")
