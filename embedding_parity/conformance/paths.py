@@ -268,7 +268,7 @@ def _jitted(function):
         try:
             return jitted[static](*arguments)
         except _tracing_errors() as error:
-            raise _failed("jax.jit: tracing it", error) from None
+            raise _failed("jax.jit", error) from None
 
     return run
 

@@ -103,6 +103,8 @@ class Report:
                 from embedding_parity.conformance import against
 
                 detail += against.beside(self.against, c.check)
+            if self.through and c.check in self.through["bits"]:
+                detail += f"  [eager: {self.through['bits'][c.check]}]"
             lines.append(f"  {MARK[c.status]:<4} {c.check:<{width}}  {detail}")
         lines += [f"warning: --expect {entry!r} matches no check" for entry in self.unmatched]
         counts = {s: sum(c.status == s for c in self.checks) for s in MARK}
@@ -259,6 +261,7 @@ def run(
     if through is not None:
         eager_checks = check_results([(c, judged(chosen, c, o)) for c, o in zip(cases, eager)])
         report.through = _along(through, report.checks, eager_checks)
+        report.through["bits"] = _bits(cases, outcomes, eager)
     if against is not None:
         from embedding_parity.conformance import against as held
 
@@ -351,6 +354,38 @@ def _along(through: str, checks: list[CheckResult], eager: list[CheckResult]) ->
         "versions": paths.versions(through),
         "changed": changed,
         "eager": [asdict(c) for c in eager],
+    }
+
+
+def _bits(cases, along: list[Outcome], eager: list[Outcome]) -> dict:
+    """{check: "same bits", or how many elements differ from eager's and by how many ulps at
+    most}, over the valid cases both answered with arrays of one shape and dtype: which bits
+    the path changed, where the contract cannot say (a rotation within its tolerance either
+    way). A zero's sign or a NaN's payload counts as a difference of 0 ulp, as --against."""
+    from embedding_parity.conformance import numerics
+
+    found: dict[str, list] = {}
+    for case, mine, theirs in zip(cases, along, eager):
+        a, b = mine.array, theirs.array
+        if case.params.get("bad") is not None or a is None or b is None:
+            continue
+        if a.shape != b.shape or a.dtype != b.dtype:
+            continue
+        width = a.dtype.itemsize
+        differ = np.ascontiguousarray(a).view(f"V{width}") != np.ascontiguousarray(b).view(
+            f"V{width}"
+        )
+        counts = found.setdefault(case.check, [0, 0, 0.0])  # differing, elements, ulps
+        counts[0] += int(differ.sum())
+        counts[1] += a.size
+        if differ.any() and a.dtype.name in FLOATS:
+            with np.errstate(all="ignore"):
+                alike = ~differ | (np.isnan(a) & np.isnan(b))
+                mine_, theirs_ = np.where(alike, 0.0, a), np.where(alike, 0.0, b.astype(np.float64))
+                counts[2] = max(counts[2], numerics.ulps(mine_, theirs_, a.dtype.name)[0])
+    return {
+        check: "same bits" if not differ else f"{differ} of {of} elements differ, at most {ulps:.3g} ulp"
+        for check, (differ, of, ulps) in found.items()
     }
 
 

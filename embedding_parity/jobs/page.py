@@ -287,30 +287,18 @@ def _matrix_row(record: dict) -> dict:
     if "missing" in record:
         return {**row, "missing": record["missing"]}
     # Only the checks some cell shows, each once; a cell holds their indices.
-    shown = [c for c in record["report"]["checks"] if any(_belongs(k, c) for k in known.COLUMNS)]
+    shown = [c for c in record["report"]["checks"] if any(known.in_column(k, c) for k in known.COLUMNS)]
     words = known.cells(record)
     row["cells"] = [
-        {"text": words[k], "checks": [i for i, c in enumerate(shown) if _belongs(k, c)]}
+        {"text": words[k], "checks": [i for i, c in enumerate(shown) if known.in_column(k, c)]}
         for k in known.COLUMNS
     ]
     row["checks"] = [_check(c) for c in shown]
+    bits = (record["report"].get("through") or {}).get("bits", {})
+    for check in row["checks"]:  # along a path: which bits differ from eager's
+        if check["check"] in bits:
+            check["eager"] = bits[check["check"]]
     return row
-
-
-def _belongs(column: str, check: dict) -> bool:
-    """Whether ``check`` is one that known.cells reads for ``column``."""
-    name = check["check"]
-    if column in ("float64", "float32", "float16", "bfloat16"):
-        return name.endswith(" " + column) and not name.startswith("long")
-    if column == "long positions":
-        return name.startswith(("long positions", "positions to"))
-    if column == "layout":
-        return "layout" in check["detail"]
-    if column == "bad ids":
-        return "bad id" in name
-    if column == "values":
-        return name.startswith(("slopes", "buckets", "table", "position ids"))
-    return False
 
 
 def _check(check: dict) -> dict:
@@ -326,10 +314,14 @@ def _check(check: dict) -> dict:
 def _answer(check: dict) -> str:
     """What a bad id got: "raises", or the silent answer the detail names
     ("token_ids [3, -1, 5]: wraps to row 63: a silent wrong answer": "wraps to row 63")."""
+    from embedding_parity.conformance import known
+
     if check["status"] != "differs":
         return "raises" if check["status"] == "conforms" else check["status"]
-    parts = check["detail"].split(": ")
-    return parts[1] if len(parts) > 2 else check["detail"]
+    own, eager = known.split_path(check["detail"])
+    parts = own.split(": ")
+    answer = parts[1] if len(parts) > 2 else own
+    return f"{answer} (eager: {eager})" if eager else answer
 
 
 def _findings(record: dict) -> list[str]:

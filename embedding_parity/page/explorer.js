@@ -772,9 +772,11 @@ function conformanceView(view) {
 
 function checkDetail(check) {
   // One check: its status, what it found (for a bad id: raises, or the silent answer), its
-  // error in ulps, its detail, and where it has one, its phase error against position.
+  // error in ulps, along a production path its bits against eager's, its detail, and where
+  // it has one, its phase error against position.
   const said = [check.answer && `answer: ${check.answer}`,
-    check.ulps !== null && `${typeof check.ulps === "number" ? threeDigits(check.ulps) : check.ulps} ulp`];
+    check.ulps !== null && `${typeof check.ulps === "number" ? threeDigits(check.ulps) : check.ulps} ulp`,
+    check.eager && `against eager: ${check.eager}`];
   const part = element("div", { class: "check" },
     element("p", {}, element("span", { class: "mono", text: check.check }), " ",
       element("span", { class: `verdict ${check.status === "conforms" ? "ok" : "bad"}`, text: check.status }),

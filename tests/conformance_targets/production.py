@@ -35,3 +35,11 @@ def host_checked(token_table, position_table, token_ids, start):
     if ids.min() < 0 or ids.max() >= token_table.shape[0]:
         raise IndexError(f"token id out of range [0, {token_table.shape[0]})")
     return taken(token_table, position_table, token_ids, start)
+
+
+def guarded(token_table, position_table, token_ids, start):
+    """A port's fix for ONNX: ONNX's Gather takes [-V, V-1], so -1 is sent past the end, where
+    ONNX Runtime's bounds check raises (eager torch raises for it as before)."""
+    past_the_end = torch.full_like(token_ids, token_table.shape[0])
+    ids = torch.where(token_ids < 0, past_the_end, token_ids)
+    return embedding(token_table, position_table, ids, start)
