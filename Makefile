@@ -79,7 +79,8 @@ extrapolate: install
 page: install
 	MPLBACKEND=Agg $(PY) compare.py page --out explorer.html
 
-# The conformance matrix: the battery on the implementations people use (111 s on 2 cores);
+# The conformance matrix: the battery on the implementations people use, and along the
+# production paths (259 s on 2 cores);
 # rewrites the table in docs/conformance.md, its JSON and the phase-error picture.
 conformance: install-conformance
 	MPLBACKEND=Agg $(PY) compare.py check --known --markdown docs/conformance.md \

@@ -84,7 +84,9 @@ def missing(path: str) -> str | None:
     """Why the path cannot run here (a package not installed), or None."""
     absent = [p for p, v in versions(path).items() if v is None]
     if absent:
-        return f"--through {path} needs {absent[0]}, which is not installed (make install-conformance)"
+        return (
+            f"--through {path} needs {absent[0]}, which is not installed (make install-conformance)"
+        )
     return None
 
 
@@ -222,9 +224,7 @@ def _onnx(function, arguments, arrays):
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # its warnings go nowhere useful: errors still raise
     try:
-        session = onnxruntime.InferenceSession(
-            model, options, providers=["CPUExecutionProvider"]
-        )
+        session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001 - a model the runtime cannot load
         raise _failed("onnxruntime.InferenceSession", error) from None
     wanted = {i.name for i in session.get_inputs()}  # an unused input is dropped by the export
@@ -302,4 +302,3 @@ def _quiet():
     caller's output: the worker's go to its log anyway, the API's would reach the user's."""
     with contextlib.redirect_stdout(io.StringIO()):
         yield
-

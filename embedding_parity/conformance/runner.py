@@ -299,9 +299,7 @@ def _caller(stack, target, kind, options, framework, env, worker, timeout):
 
 
 def _outcomes(chosen, cases, caller, timeout, through=None) -> list[Outcome]:
-    return [
-        caller.ask(case, chosen.most_elements(case.params), timeout, through) for case in cases
-    ]
+    return [caller.ask(case, chosen.most_elements(case.params), timeout, through) for case in cases]
 
 
 def _runnable(cases, outcomes: list[Outcome]) -> list[Outcome]:
@@ -361,7 +359,9 @@ def _bits(cases, along: list[Outcome], eager: list[Outcome]) -> dict:
     """{check: "same bits", or how many elements differ from eager's and by how many ulps at
     most}, over the valid cases both answered with arrays of one shape and dtype: which bits
     the path changed, where the contract cannot say (a rotation within its tolerance either
-    way). A zero's sign or a NaN's payload counts as a difference of 0 ulp, as --against."""
+    way). The ulps are of the case's largest value, as a table's or rotation's tolerance is
+    absolute (at an element near zero one float32 step of the angle is millions of its ulps);
+    a zero's sign or a NaN's payload is a difference of 0 ulp."""
     from embedding_parity.conformance import numerics
 
     found: dict[str, list] = {}
@@ -380,11 +380,13 @@ def _bits(cases, along: list[Outcome], eager: list[Outcome]) -> dict:
         counts[1] += a.size
         if differ.any() and a.dtype.name in FLOATS:
             with np.errstate(all="ignore"):
-                alike = ~differ | (np.isnan(a) & np.isnan(b))
-                mine_, theirs_ = np.where(alike, 0.0, a), np.where(alike, 0.0, b.astype(np.float64))
-                counts[2] = max(counts[2], numerics.ulps(mine_, theirs_, a.dtype.name)[0])
+                error = numerics.max_error(a, b, nan_matches=True)
+                finite = np.where(np.isfinite(b), b.astype(np.float64), 0.0)
+                counts[2] = max(counts[2], numerics.ulps_at_scale(error, finite, a.dtype.name))
     return {
-        check: "same bits" if not differ else f"{differ} of {of} elements differ, at most {ulps:.3g} ulp"
+        check: "same bits"
+        if not differ
+        else f"{differ} of {of} elements differ, by at most {ulps:.3g} ulp of the largest value"
         for check, (differ, of, ulps) in found.items()
     }
 
