@@ -162,7 +162,6 @@ FINDINGS = {
     "embedding-parity jax (lookup) through jax.jit": {
         "forward float32": "TracerArrayConversionError"
     },
-    "embedding-parity torch (sinusoidal) through onnx": {"table 64 x 16": "within tolerance"},
     "embedding-parity jax (sinusoidal) through jax.export": {"table 64 x 16": "within tolerance"},
 }
 # The suite's own rows, NumPy's for every kind (tests/test_parity.py, test_positional.py and

@@ -26,12 +26,21 @@ def checks_of(report) -> dict:
     return {c.check: c for c in report.checks}
 
 
-def test_onnx_reads_the_last_row_for_minus_one_where_eager_torch_raises():
+@pytest.fixture(scope="module")
+def worker():
+    """One worker for the targets, as the matrix shares one: torch, JAX, torch's exporter and
+    ONNX Runtime are imported once, each target loaded in turn."""
+    with runner.Worker({}) as shared:
+        yield shared
+
+
+def test_onnx_reads_the_last_row_for_minus_one_where_eager_torch_raises(worker):
     report = runner.run(
         target("embedding"),
         "lookup",
         checks=["forward float32", "forward bfloat16", "bad id: -1", "bad id: vocab_size"],
         through="onnx",
+        worker=worker,
     )
     found = checks_of(report)
     assert found["forward float32"].detail.startswith("bit-identical")
@@ -53,20 +62,23 @@ def test_onnx_reads_the_last_row_for_minus_one_where_eager_torch_raises():
     assert not report.conforms
 
 
-def test_the_ports_fix_sending_negative_ids_past_the_end_raises_in_onnx_runtime_too():
-    report = runner.run(target("guarded"), "lookup", checks=["bad id: -1"], through="onnx")
+def test_the_ports_fix_sending_negative_ids_past_the_end_raises_in_onnx_runtime_too(worker):
+    report = runner.run(
+        target("guarded"), "lookup", checks=["bad id: -1"], through="onnx", worker=worker
+    )
     (check,) = report.checks
     assert (
         check.status == "conforms" and "idx=64 must be within the inclusive range" in check.detail
     )
 
 
-def test_a_wrong_target_stays_wrong_through_the_path_and_it_is_not_the_paths():
+def test_a_wrong_target_stays_wrong_through_the_path_and_it_is_not_the_paths(worker):
     report = runner.run(
         target("clamped"),
         "lookup",
         checks=["forward float32", "bad id: vocab_size"],
         through="onnx",
+        worker=worker,
     )
     found = checks_of(report)
     assert found["forward float32"].detail.startswith("bit-identical")
@@ -76,12 +88,13 @@ def test_a_wrong_target_stays_wrong_through_the_path_and_it_is_not_the_paths():
     assert report.through["changed"] == []  # eager clamps too: the target's, not the path's
 
 
-def test_an_export_that_fails_is_a_reported_result_not_a_crash():
+def test_an_export_that_fails_is_a_reported_result_not_a_crash(worker):
     report = runner.run(
         target("data_dependent"),
         "lookup",
         checks=["forward float32", "bad id: -1"],
         through="torch.export",
+        worker=worker,
     )
     found = checks_of(report)
     assert found["forward float32"].status == "failed"
@@ -93,9 +106,13 @@ def test_an_export_that_fails_is_a_reported_result_not_a_crash():
     assert not report.conforms
 
 
-def test_a_layer_that_reads_its_arguments_on_the_host_cannot_be_jitted_and_says_why():
+def test_a_layer_that_reads_its_arguments_on_the_host_cannot_be_jitted_and_says_why(worker):
     report = runner.run(
-        target("host_checked"), "lookup", checks=["forward float32"], through="jax.jit"
+        target("host_checked"),
+        "lookup",
+        checks=["forward float32"],
+        through="jax.jit",
+        worker=worker,
     )
     (check,) = report.checks
     assert check.status == "failed"
@@ -103,9 +120,13 @@ def test_a_layer_that_reads_its_arguments_on_the_host_cannot_be_jitted_and_says_
     assert check.detail.endswith("eager: bit-identical (4 cases)")
 
 
-def test_jax_export_serializes_reloads_and_keeps_the_clamp():
+def test_jax_export_serializes_reloads_and_keeps_the_clamp(worker):
     report = runner.run(
-        target("taken"), "lookup", checks=["forward float32", "bad id: -1"], through="jax.export"
+        target("taken"),
+        "lookup",
+        checks=["forward float32", "bad id: -1"],
+        through="jax.export",
+        worker=worker,
     )
     found = checks_of(report)
     assert found["forward float32"].detail.startswith("bit-identical")
@@ -118,24 +139,23 @@ def test_jax_export_serializes_reloads_and_keeps_the_clamp():
 
 
 def test_the_command_line_names_the_path_its_versions_and_what_it_changed(capsys):
+    # torch.export: no exporter beyond torch's own to import in a worker of its own
     code = compare.main(
-        [
-            "check",
-            target("embedding"),
-            "--kind",
-            "lookup",
-            "--only",
-            "bad id: -1",
-            "--through",
-            "onnx",
-        ]
+        ["check", target("data_dependent"), "--kind", "lookup", "--only", "forward float32"]
+        + ["--through", "torch.export"]
     )
     out = capsys.readouterr().out
     assert code == 1
-    versions = paths.versions("onnx")
-    assert f"onnxruntime {versions['onnxruntime']}" in out and f"onnx {versions['onnx']}" in out
-    assert "through onnx: torch.onnx.export(f, dynamo=True)" in out
-    assert "NO   bad id: -1  through onnx: token_ids [3, -1, 5]: wraps to row 63" in out
+    torch_version = paths.versions("torch.export")["torch"]
+    assert (
+        f"through torch.export: torch.export.export(f), its program's module() called (torch {torch_version})"
+        in out
+    )
+    assert (
+        "FAIL forward float32  through torch.export: 1-D ids, start 0: torch.export.export raised"
+        in out
+    )
+    assert out.splitlines()[-2].endswith("eager: bit-identical (4 cases)")
 
 
 def test_the_api_takes_the_path_and_its_reproduce_line_names_it():
