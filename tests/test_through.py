@@ -106,6 +106,30 @@ def test_an_export_that_fails_is_a_reported_result_not_a_crash(worker):
     assert not report.conforms
 
 
+def test_bad_ids_alone_are_no_pass_where_the_path_cannot_make_a_valid_case(worker):
+    # the refusals of the bad ids are no conforming raise: a valid case, made along the path
+    # to tell, cannot be traced either
+    report = runner.run(
+        target("host_checked"), "lookup", checks=["bad id: -1"], through="jax.jit", worker=worker
+    )
+    (check,) = report.checks
+    assert check.status == "failed" and "TracerArrayConversionError" in check.detail
+    assert not report.conforms
+
+
+def test_a_path_that_cannot_be_set_up_or_hold_an_argument_says_so(monkeypatch):
+    def broken(function):
+        raise ImportError("libonnxruntime.so: cannot open shared object file")
+
+    monkeypatch.setitem(paths._MAKERS, "onnx", broken)
+    with pytest.raises(paths.PathFailed, match="setting up onnx raised ImportError: libonnx"):
+        paths.along("onnx", lambda *a: a)(np.ones(2))
+    with pytest.raises(paths.PathFailed, match="argument 1 is a list: an export holds arrays"):
+        paths._split([np.ones(2), [1, 2]])
+    arrays, key = paths._split([np.ones((2, 3), np.float32), 5, None])
+    assert arrays == [0] and key == (((2, 3), "float32"), ("int", 5), ("NoneType", None))
+
+
 def test_a_layer_that_reads_its_arguments_on_the_host_cannot_be_jitted_and_says_why(worker):
     report = runner.run(
         target("host_checked"),
@@ -231,6 +255,7 @@ def test_a_callable_goes_along_the_path_in_process():
         import production
     finally:
         sys.path.remove(os.path.dirname(PRODUCTION))
+        sys.modules.pop("production", None)
     report = api.check(production.taken, "lookup", through="jax.jit", checks=["forward float32"])
     assert report.conforms and report.through["path"] == "jax.jit"
     assert report.through["bits"] == {"forward float32": "same bits"}

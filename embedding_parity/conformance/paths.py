@@ -14,7 +14,6 @@ the target's, as in eager mode."""
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import io
 import os
 import re
@@ -65,19 +64,9 @@ class PathFailed(Exception):
 
 def versions(path: str) -> dict:
     """{package: installed version or None} of the path's packages."""
-    found = {}
-    for package in PATHS[path].packages:
-        try:
-            found[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            found[package] = None
-    return found
+    from embedding_parity.conformance import known
 
-
-def describe(path: str) -> str:
-    """ "onnx: torch.onnx.export(...) ...; torch 2.13.0, onnxscript 0.7.2, ..." """
-    shown = ", ".join(f"{p} {v}" for p, v in versions(path).items())
-    return f"{path}: {PATHS[path].how}; {shown}"
+    return known.versions(PATHS[path].packages)
 
 
 def missing(path: str) -> str | None:
@@ -91,8 +80,17 @@ def missing(path: str) -> str | None:
 
 
 def along(path: str, function):
-    """The function production calls in place of ``function`` along ``path``."""
-    return _MAKERS[path](function)
+    """The function production calls in place of ``function`` along ``path``; where the path
+    cannot even be set up (an import that fails), one that raises why, as a PathFailed."""
+    try:
+        return _MAKERS[path](function)
+    except Exception as error:  # noqa: BLE001 - the path's, reported on every case
+        failed = _failed(f"setting up {path}", error)
+
+    def cannot(*arguments):
+        raise failed
+
+    return cannot
 
 
 def _failed(what: str, error: BaseException) -> PathFailed:
@@ -108,14 +106,28 @@ def _failed(what: str, error: BaseException) -> PathFailed:
     return PathFailed(f"{said}: {first}" if first else said)
 
 
+CONSTANTS = (bool, int, float, str, type(None))  # what an export holds as a constant
+
+
 def _split(arguments) -> tuple[list[int], tuple]:
-    """(indices of the array arguments, a hashable key of the call's signature)."""
-    arrays = [i for i, a in enumerate(arguments) if hasattr(a, "shape") and hasattr(a, "dtype")]
-    key = tuple(
-        (tuple(a.shape), str(a.dtype)) if i in arrays else ("value", repr(a))
-        for i, a in enumerate(arguments)
-    )
-    return arrays, key
+    """(indices of the array arguments, a hashable key of the call's signature: the arrays'
+    shapes and dtypes, the other arguments' values); PathFailed for an argument that is
+    neither an array nor a constant an export can hold."""
+    from embedding_parity.conformance.frameworks import framework_of
+
+    arrays, key = [], []
+    for index, argument in enumerate(arguments):
+        if framework_of(argument) is not None:
+            arrays.append(index)
+            key.append((tuple(argument.shape), str(argument.dtype)))
+        elif isinstance(argument, CONSTANTS):
+            key.append((type(argument).__name__, argument))
+        else:
+            raise PathFailed(
+                f"argument {index} is a {type(argument).__name__}: an export holds arrays as "
+                "inputs and numbers as constants"
+            )
+    return arrays, tuple(key)
 
 
 def _bound(function, arguments, arrays):
@@ -140,7 +152,12 @@ def _once_per_signature(make):
         def run(*arguments):
             arrays, key = _split(arguments)
             if key not in built:
-                built[key] = make(function, arguments, arrays)
+                try:
+                    built[key] = make(function, arguments, arrays)
+                except PathFailed as failed:  # the bad ids of one shape fail once
+                    built[key] = failed
+            if isinstance(built[key], PathFailed):
+                raise built[key]
             return built[key](*(arguments[i] for i in arrays))
 
         return run
@@ -154,10 +171,11 @@ def _once_per_signature(make):
 def _compiled(function):
     import torch
 
-    # Past its recompile limit dynamo runs the function eagerly, which would check eager
-    # torch under the path's name: every signature of the battery is compiled.
-    torch._dynamo.config.recompile_limit = 1 << 20
-    torch._dynamo.config.accumulated_recompile_limit = 1 << 20
+    # Past its recompile limit Dynamo runs the function eagerly, which would check eager torch
+    # under the path's name: every signature of the battery is compiled. Set for the call
+    # alone, so that a check in process leaves the caller's Dynamo as it was.
+    limits = {"recompile_limit": 1 << 20, "accumulated_recompile_limit": 1 << 20}
+    limits = {k: v for k, v in limits.items() if hasattr(torch._dynamo.config, k)}
     compiled = torch.compile(function)
     # Dynamo's and Inductor's own failures; what the compiled code raises is the target's,
     # as eagerly (a user's IndexError, Inductor's bounds check)
@@ -169,7 +187,8 @@ def _compiled(function):
 
     def run(*arguments):
         try:
-            return compiled(*arguments)
+            with torch._dynamo.config.patch(**limits):
+                return compiled(*arguments)
         except failures as error:
             raise _failed("torch.compile", error) from None
 
@@ -204,8 +223,12 @@ def _onnx(function, arguments, arrays):
     # ONNX Runtime 1.29 and later send telemetry from Linux and write its session file (.ses)
     # into the temporary folder; this is its opt-out, read once, when it is first imported
     os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-    import onnxruntime
     import torch
+
+    try:
+        import onnxruntime
+    except Exception as error:  # noqa: BLE001 - a broken install is the path's, not the target's
+        raise _failed("import onnxruntime", error) from None
 
     inputs = tuple(arguments[i] for i in arrays)
     names = [f"a{i}" for i in arrays]

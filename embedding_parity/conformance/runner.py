@@ -234,11 +234,13 @@ def run(
         _check_path(through, against)
     with contextlib.ExitStack() as stack:
         caller = _caller(stack, target, kind, options, framework, env, worker, timeout)
-        outcomes = _outcomes(chosen, cases, caller, timeout)
         if through is not None:
             _check_path_framework(through, caller, name_of(target))
+        outcomes = _outcomes(chosen, cases, caller, timeout)
+        if through is not None:
             eager = outcomes
-            outcomes = _runnable(cases, _outcomes(chosen, cases, caller, timeout, through))
+            along = _outcomes(chosen, cases, caller, timeout, through)
+            outcomes = _runnable(chosen, options, cases, along, caller, timeout, through)
         if against is not None:
             try:
                 other = _caller(
@@ -302,10 +304,16 @@ def _outcomes(chosen, cases, caller, timeout, through=None) -> list[Outcome]:
     return [caller.ask(case, chosen.most_elements(case.params), timeout, through) for case in cases]
 
 
-def _runnable(cases, outcomes: list[Outcome]) -> list[Outcome]:
-    """A path that made no program for any valid case cannot run the target at all: then its
-    refusals are failures, never a bad id's conforming refusal or a dtype's rejection."""
+def _runnable(chosen, options, cases, outcomes: list[Outcome], caller, timeout, through):
+    """A path that makes no program of any valid case cannot run the target at all: then its
+    refusals are failures, never a bad id's conforming refusal or a dtype's rejection. Where
+    only bad ids were chosen, one valid case (the probe's) is made along the path to tell."""
     valid = [o for c, o in zip(cases, outcomes) if c.params.get("bad") is None]
+    if not valid and any(o.refused for o in outcomes):
+        params = frameworks.probe_case(chosen, options)
+        if params is not None:
+            probe = Case("a valid case", "a valid float32 case", params)
+            valid = [caller.ask(probe, chosen.most_elements(params), timeout, through)]
     if valid and all(o.refused for o in valid):
         return [Outcome(failed=o.refused) if o.refused else o for o in outcomes]
     return outcomes
@@ -375,7 +383,7 @@ def _bits(cases, along: list[Outcome], eager: list[Outcome]) -> dict:
         differ = np.ascontiguousarray(a).view(f"V{width}") != np.ascontiguousarray(b).view(
             f"V{width}"
         )
-        counts = found.setdefault(case.check, [0, 0, 0.0])  # differing, elements, ulps
+        counts = found.setdefault(case.check, [0, 0, 0.0, a.dtype.name in FLOATS])
         counts[0] += int(differ.sum())
         counts[1] += a.size
         if differ.any() and a.dtype.name in FLOATS:
@@ -383,12 +391,18 @@ def _bits(cases, along: list[Outcome], eager: list[Outcome]) -> dict:
                 error = numerics.max_error(a, b, nan_matches=True)
                 finite = np.where(np.isfinite(b), b.astype(np.float64), 0.0)
                 counts[2] = max(counts[2], numerics.ulps_at_scale(error, finite, a.dtype.name))
-    return {
-        check: "same bits"
-        if not differ
-        else f"{differ} of {of} elements differ, by at most {ulps:.3g} ulp of the largest value"
-        for check, (differ, of, ulps) in found.items()
-    }
+    return {check: _bits_said(*counts) for check, counts in found.items()}
+
+
+def _bits_said(differ: int, of: int, ulps: float, floats: bool) -> str:
+    """Elements differing, of how many, by how many ulps of the largest value, in floats."""
+    if not differ:
+        return "same bits"
+    if not floats:
+        return f"{differ} of {of} integers differ"
+    if not ulps:  # a zero's sign or a NaN's payload alone
+        return f"{differ} of {of} elements differ in their bits, not in their value"
+    return f"{differ} of {of} elements differ, by at most {ulps:.3g} ulp of the largest value"
 
 
 def mark_expected(checks: list[CheckResult], expected: dict, battery=()) -> list[str]:
@@ -641,8 +655,8 @@ class Worker:
             return outcome
         if "refused" in reply:
             return Outcome(refused=shown(str(reply["refused"])))
-        if "raised" in reply:
-            return Outcome(raised=shown(reply["raised"]))
+        if "raised" in reply:  # its private folder named as such: a report reads the same twice
+            return Outcome(raised=shown(str(reply["raised"]).replace(self.folder, "<worker>")))
         if "returned" in reply:
             return Outcome(returned=shown(reply["returned"]))
         # the file of this request's id in the kit's folder, whatever the answer names: no

@@ -54,8 +54,6 @@ from embedding_parity.conformance.frameworks import FRAMEWORKS
 from embedding_parity.conformance.kinds import KINDS
 from embedding_parity.conformance.numerics import FLOATS
 from embedding_parity.conformance.paths import PATHS
-
-PATH_NAMES = tuple(PATHS)
 from embedding_parity.jobs import command
 
 COMMAND = "check"
@@ -118,10 +116,10 @@ def add_arguments(parser) -> None:
     )
     add(
         "--through",
-        choices=PATH_NAMES,
+        choices=tuple(PATHS),
         metavar="PATH",
         help="run TARGET the way production will and check the battery there: "
-        f"{', '.join(PATH_NAMES)}; each case runs eagerly too, and what the path changes is "
+        f"{', '.join(PATHS)}; each case runs eagerly too, and what the path changes is "
         "named as the path's",
     )
     add("--head-dim", type=command.at_least(2), help="rope: the head width (default 16)")

@@ -304,26 +304,15 @@ def _matrix_row(record: dict) -> dict:
 
 
 def _check(check: dict) -> dict:
+    from embedding_parity.conformance import known
+
     shown = {k: check[k] for k in ("check", "status", "detail", "ulps")}
     if "bad id" in check["check"]:
-        shown["answer"] = _answer(check)
+        shown["answer"] = known.bad_id_answer(check)
     # In another layout the angles pair other columns: their phase means nothing.
     if check.get("phase") and "layout" not in check["detail"]:
         shown["phase"] = check["phase"]
     return shown
-
-
-def _answer(check: dict) -> str:
-    """What a bad id got: "raises", or the silent answer the detail names
-    ("token_ids [3, -1, 5]: wraps to row 63: a silent wrong answer": "wraps to row 63")."""
-    from embedding_parity.conformance import known
-
-    if check["status"] != "differs":
-        return "raises" if check["status"] == "conforms" else check["status"]
-    own, eager = known.split_path(check["detail"])
-    parts = own.split(": ")
-    answer = parts[1] if len(parts) > 2 else own
-    return f"{answer} (eager: {eager})" if eager else answer
 
 
 def _findings(record: dict) -> list[str]:
