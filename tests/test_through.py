@@ -259,3 +259,13 @@ def test_a_callable_goes_along_the_path_in_process():
     report = api.check(production.taken, "lookup", through="jax.jit", checks=["forward float32"])
     assert report.conforms and report.through["path"] == "jax.jit"
     assert report.through["bits"] == {"forward float32": "same bits"}
+
+
+def test_the_kits_private_folder_in_what_a_target_raised_is_named_not_shown():
+    # Inductor's bounds check names its kernel's file, under the job's cache folder
+    import tempfile
+
+    said = f"kernel, {tempfile.gettempdir()}/embedding-parity-x1_y/torchinductor/hm/k.cpp:28, index"
+    assert runner.PRIVATE.sub("<private folder>", said) == (
+        "kernel, <private folder>/torchinductor/hm/k.cpp:28, index"
+    )

@@ -42,6 +42,9 @@ SHOWN_CHARACTERS = 300  # of a target's text in a report: one line, at most this
 LARGEST_ITEM, NPY_HEADER = 16, 4096  # bytes of a complex128 element, of a .npy header at most
 
 
+# The kit's private folders (the job's, a worker's) in what a target raised: Inductor names
+# its kernel's file, under the job's cache, in its bounds check's message.
+PRIVATE = re.compile(re.escape(tempfile.gettempdir()) + r"/embedding-parity-[^/\s,]+")
 SCHEMA_VERSION = 1  # of Report.record(): docs/conformance.md, "The JSON report"
 # expected: differs or failed as --expect said it would; fixed: an --expect that conforms
 MARK = {"conforms": "ok", "differs": "NO", "rejected": "--", "failed": "FAIL"}
@@ -655,8 +658,8 @@ class Worker:
             return outcome
         if "refused" in reply:
             return Outcome(refused=shown(str(reply["refused"])))
-        if "raised" in reply:  # its private folder named as such: a report reads the same twice
-            return Outcome(raised=shown(str(reply["raised"]).replace(self.folder, "<worker>")))
+        if "raised" in reply:  # a private folder named as such: a report reads the same twice
+            return Outcome(raised=shown(PRIVATE.sub("<private folder>", str(reply["raised"]))))
         if "returned" in reply:
             return Outcome(returned=shown(reply["returned"]))
         # the file of this request's id in the kit's folder, whatever the answer names: no
