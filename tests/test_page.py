@@ -793,3 +793,25 @@ def test_compare_page_writes_the_file(tmp_path, capsys):
 def test_bad_page_arguments_exit_2(capsys, argv, expected):
     assert compare.main(["page", *argv]) == 2
     assert expected in capsys.readouterr().err
+
+
+def test_a_row_along_a_path_shows_what_it_changed_and_its_bits_against_eager():
+    # Python only: what the tab is given for a row of check --through
+    changed = "through onnx: " + WRAPS + "; eager: raises IndexError: index out of range in self"
+    record = {
+        "name": "torch nn.Embedding through onnx",
+        "kind": "lookup",
+        "framework": "torch",
+        "path": "onnx",
+        "versions": {"torch": "2.13.0", "onnxruntime": "1.32.0"},
+        "report": {
+            "conforms": False,
+            "checks": [a_check("forward float32"), a_check("bad id: -1", "differs", changed)],
+            "through": {"bits": {"forward float32": "same bits"}},
+        },
+    }
+    row = page._matrix_row(record)
+    checks = {c["check"]: c for c in row["checks"]}
+    assert checks["bad id: -1"]["answer"] == "wraps to row 63 (eager raises)"
+    assert checks["forward float32"]["eager"] == "same bits"
+    assert row["cells"][6]["text"] == "✗ -1: wraps to row 63 (eager raises)"

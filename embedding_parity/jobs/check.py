@@ -27,7 +27,7 @@ A result that differs is named by the mistake it matches; a bad id must raise.
     compare.py check my_rope.py:rope --kind rope --model llama-3.2-1b
     compare.py check port.py:rope --kind rope --config path/to/config.json --against hf
     compare.py check port.py:lookup --kind lookup --through onnx   # exported, run by ONNX Runtime
-    compare.py check port.py:rope --kind rope --dtypes float32,bfloat16 \
+    compare.py check port.py:rope --kind rope --dtypes float32,bfloat16 \\
         --expect 'rotation float64=computes in float32'
     compare.py check --export-cases DIR --kind rope --model llama-3.2-1b   # the battery as files
     compare.py check --results DIR            # judge the results DIR/results/ holds
