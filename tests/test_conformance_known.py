@@ -24,6 +24,7 @@ PINNED = {
     "onnx": "1.23.2",
     "onnxruntime": "1.32.0",
     "onnxscript": "0.7.2",
+    "tensorflow-cpu": "2.21.0",
 }
 
 # row: {check: words its detail must hold}; "raises" means the check conforms by raising.
@@ -134,6 +135,57 @@ FINDINGS = {
         "gradient, bad id: vocab_size": "drops it",
         "gradient float32": "n * eps",
     },
+    # TensorFlow: tf.gather raises for every bad id on the CPU, the same gather under XLA clamps
+    # them; Keras's Embedding on TensorFlow wraps -1 (keras.ops.take adds the vocabulary size
+    # to a negative id before tf.gather) and truncates 1.5; keras-hub's layers behave on
+    # TensorFlow as on its other backends
+    "TensorFlow tf.gather": {
+        "forward float64": "bit-identical",
+        "forward float16": "bit-identical",
+        "forward bfloat16": "bit-identical",
+        "bad id: vocab_size": "raises",
+        "bad id: -1": "raises",
+        "bad id: far out of range": "raises",
+        "bad id: non-integer (1.5)": "raises",
+    },
+    "TensorFlow tf.nn.embedding_lookup": {
+        "forward bfloat16": "bit-identical",
+        "bad id: vocab_size": "raises",
+        "bad id: -1": "raises",
+    },
+    "TensorFlow tf.gather under XLA (jit_compile=True)": {
+        "forward float64": "bit-identical",
+        "forward bfloat16": "bit-identical",
+        "bad id: vocab_size": "clamps to row 63",
+        "bad id: -1": "clamps to row 0",
+        "bad id: far out of range": "clamps to row 63",
+        "bad id: non-integer (1.5)": "raises",
+    },
+    "Keras Embedding (tensorflow)": {
+        "forward bfloat16": "bit-identical",
+        "bad id: vocab_size": "raises",
+        "bad id: -1": "wraps to row 63",
+        "bad id: far out of range": "raises",
+        "bad id: non-integer (1.5)": "truncates 1.5 to 1",
+    },
+    "TensorFlow tf.GradientTape of tf.gather": {
+        "gradient float64": "bit-identical",
+        "gradient bfloat16": "n * eps",
+        "gradient, bad id: vocab_size": "raises",
+        "gradient, bad id: -1": "raises",
+    },
+    "keras-hub TokenAndPositionEmbedding (tensorflow)": {
+        "forward float16": "bit-identical",
+        "bad id: vocab_size": "raises",
+        "bad id: -1": "wraps to row 63",
+        "bad id: non-integer (1.5)": "truncates 1.5 to 1",
+    },
+    "keras-hub RotaryEmbedding (tensorflow)": {
+        "rotation float32": "within tolerance",
+        "rotation float64": "computed in float32",
+    },
+    "keras-hub SinePositionEncoding (tensorflow)": {"positions to 131071": "within tolerance"},
+    "keras-hub AlibiBias (tensorflow)": {"slopes, 1 to 128 heads": "bit-identical"},
     # along the production paths: what each changes from eager is said as the path's
     "torch nn.Embedding through onnx": {
         "bad id: -1": "through onnx: token_ids [3, -1, 5]: wraps to row 63: a silent wrong "
@@ -216,6 +268,10 @@ def test_each_finding_holds_at_its_version(matrix, name):
 def test_the_suites_own_rows_conform_everywhere(matrix, name):
     report = matrix[name]["report"]
     assert report["conforms"], [c for c in report["checks"] if c["status"] != "conforms"]
+
+
+def test_every_tensorflow_row_has_its_findings():
+    assert {r.name for r in known.ROWS if r.framework == "tensorflow"} <= set(FINDINGS)
 
 
 def test_every_row_names_an_adapter_that_exists():

@@ -1,8 +1,7 @@
-"""TensorFlow as a framework of the kit, and its rows in the matrix: tf.gather and
-tf.nn.embedding_lookup raise for every bad id on the CPU, the same gather under XLA clamps
-them, Keras's Embedding on TensorFlow wraps -1 (keras.ops.take adds the vocabulary size to a
-negative id before tf.gather) and truncates 1.5, and keras-hub's layers behave on TensorFlow
-as on its other backends. Each finding is asserted with the versions it was made with."""
+"""TensorFlow as a framework of the kit: its arrays to and from NumPy bit for bit, a target of it
+told by its probe, and nothing of the kit importing it before a target does. Its rows'
+findings in the matrix (tf.gather raises, XLA clamps, Keras on TensorFlow wraps -1) are
+asserted with the others, in test_conformance_known.py."""
 
 import json
 import os
@@ -11,92 +10,9 @@ import sys
 
 import pytest
 
-from embedding_parity.conformance import known
 from tests.conftest import fresh_machine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-# The versions the findings below were made with (constraints.txt and
-# requirements-conformance.txt); a new version is a new finding to check.
-PINNED = {"tensorflow-cpu": "2.21.0", "keras": "3.15.1", "keras-hub": "0.32.0"}
-
-# row: {check: words its detail must hold}; "raises" means the check conforms by raising.
-FINDINGS = {
-    "TensorFlow tf.gather": {
-        "forward float64": "bit-identical",
-        "forward float16": "bit-identical",
-        "forward bfloat16": "bit-identical",
-        "bad id: vocab_size": "raises",
-        "bad id: -1": "raises",
-        "bad id: far out of range": "raises",
-        "bad id: non-integer (1.5)": "raises",
-    },
-    "TensorFlow tf.nn.embedding_lookup": {
-        "forward bfloat16": "bit-identical",
-        "bad id: vocab_size": "raises",
-        "bad id: -1": "raises",
-    },
-    "TensorFlow tf.gather under XLA (jit_compile=True)": {
-        "forward float64": "bit-identical",
-        "forward bfloat16": "bit-identical",
-        "bad id: vocab_size": "clamps to row 63",
-        "bad id: -1": "clamps to row 0",
-        "bad id: far out of range": "clamps to row 63",
-        "bad id: non-integer (1.5)": "raises",
-    },
-    "Keras Embedding (tensorflow)": {
-        "forward bfloat16": "bit-identical",
-        "bad id: vocab_size": "raises",
-        "bad id: -1": "wraps to row 63",
-        "bad id: far out of range": "raises",
-        "bad id: non-integer (1.5)": "truncates 1.5 to 1",
-    },
-    "TensorFlow tf.GradientTape of tf.gather": {
-        "gradient float64": "bit-identical",
-        "gradient bfloat16": "n * eps",
-        "gradient, bad id: vocab_size": "raises",
-        "gradient, bad id: -1": "raises",
-    },
-    "keras-hub TokenAndPositionEmbedding (tensorflow)": {
-        "forward float16": "bit-identical",
-        "bad id: vocab_size": "raises",
-        "bad id: -1": "wraps to row 63",
-        "bad id: non-integer (1.5)": "truncates 1.5 to 1",
-    },
-    "keras-hub RotaryEmbedding (tensorflow)": {
-        "rotation float32": "within tolerance",
-        "rotation float64": "computed in float32",
-    },
-    "keras-hub SinePositionEncoding (tensorflow)": {"positions to 131071": "within tolerance"},
-    "keras-hub AlibiBias (tensorflow)": {"slopes, 1 to 128 heads": "bit-identical"},
-}
-
-
-@pytest.fixture(scope="module")
-def matrix():
-    # Two workers: TensorFlow's own rows, and keras-hub's on KERAS_BACKEND=tensorflow.
-    return {r["name"]: r for r in known.run(list(FINDINGS))["rows"]}
-
-
-def test_every_tensorflow_row_has_its_findings():
-    assert {r.name for r in known.ROWS if r.framework == "tensorflow"} == set(FINDINGS)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(FINDINGS))
-def test_each_finding_holds_at_its_version(matrix, name):
-    record = matrix[name]
-    assert "missing" not in record, record.get("missing")
-    for package, version in record["versions"].items():
-        assert version == PINNED[package], f"{package} {version}: check this row's findings again"
-    checks = {c["check"]: c for c in record["report"]["checks"]}
-    for check, words in FINDINGS[name].items():
-        found = checks[check]
-        if words == "raises":
-            assert found["status"] == "conforms" and found["detail"].startswith("raises"), found
-        else:
-            assert words in found["detail"], found
-
 
 # In a process of its own: TensorFlow imported into the tests' process would be probed in
 # every later in-process check (frameworks.probe tries each framework imported).
