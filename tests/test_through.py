@@ -117,6 +117,20 @@ def test_bad_ids_alone_are_no_pass_where_the_path_cannot_make_a_valid_case(worke
     assert not report.conforms
 
 
+def test_a_dtype_the_path_rejects_is_told_from_a_path_that_cannot_run_the_target(worker):
+    # no float32 case chosen: one is made along the path, and it is, so bfloat16 alone is refused
+    report = runner.run(
+        target("embedding"),
+        "lookup",
+        checks=["forward bfloat16", "bad id: vocab_size"],
+        through="onnx",
+        worker=worker,
+    )
+    found = checks_of(report)
+    assert found["forward bfloat16"].status == "rejected"
+    assert found["bad id: vocab_size"].detail.startswith("raises InvalidArgument")
+
+
 def test_a_path_that_cannot_be_set_up_or_hold_an_argument_says_so(monkeypatch):
     def broken(function):
         raise ImportError("libonnxruntime.so: cannot open shared object file")

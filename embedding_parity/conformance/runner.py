@@ -308,18 +308,21 @@ def _outcomes(chosen, cases, caller, timeout, through=None) -> list[Outcome]:
 
 
 def _runnable(chosen, options, cases, outcomes: list[Outcome], caller, timeout, through):
-    """A path that makes no program of any valid case cannot run the target at all: then its
+    """A path that makes no program of a valid case cannot run the target at all: then its
     refusals are failures, never a bad id's conforming refusal or a dtype's rejection. Where
-    only bad ids were chosen, one valid case (the probe's) is made along the path to tell."""
-    valid = [o for c, o in zip(cases, outcomes) if c.params.get("bad") is None]
-    if not valid and any(o.refused for o in outcomes):
+    no float32 case was chosen and made, one (the probe's) is made along the path to tell a
+    path that cannot run the target from one that rejects a dtype."""
+    valid = [(c, o) for c, o in zip(cases, outcomes) if c.params.get("bad") is None]
+    if not any(o.refused for o in outcomes) or any(not o.refused for _, o in valid):
+        return outcomes
+    if not any(c.params.get("dtype", "float32") == "float32" for c, _ in valid):
         params = frameworks.probe_case(chosen, options)
         if params is not None:
             probe = Case("a valid case", "a valid float32 case", params)
-            valid = [caller.ask(probe, chosen.most_elements(params), timeout, through)]
-    if valid and all(o.refused for o in valid):
-        return [Outcome(failed=o.refused) if o.refused else o for o in outcomes]
-    return outcomes
+            made = caller.ask(probe, chosen.most_elements(params), timeout, through)
+            if not made.refused:
+                return outcomes
+    return [Outcome(failed=o.refused) if o.refused else o for o in outcomes]
 
 
 def _check_path(through: str, against) -> None:
