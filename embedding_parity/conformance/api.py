@@ -66,9 +66,10 @@ def check(
     ``padding_idx`` (gradient), ``head_dim``, ``batched``, ``qk`` (rope), ``table`` (lookup:
     vocab_size, dim, max_seq_len). ``through``: a production path to run it along
     ("torch.compile", "torch.export", "onnx", "jax.jit", "jax.export"), each case run
-    eagerly too so that what the path changes is named as the path's (a callable along it in
-    this process writes the path's caches where it always does: Inductor's under $TMPDIR; a
-    string target's stay in the worker's private folder). An entry of ``expected`` that names no check of the
+    eagerly too so that what the path changes is named as the path's. A callable along a
+    torch path in this process leaves what torch leaves: $TMPDIR/torchinductor_$USER (empty
+    after an export, Inductor's cache and headers after a compilation); a string target's
+    stay in the worker's private folder. An entry of ``expected`` that names no check of the
     battery is an ``UnmatchedExpectation`` warning; bad arguments are a UsageError (a
     ValueError) in one line."""
     call = {"base": base, "padding_idx": padding_idx, "head_dim": head_dim}
