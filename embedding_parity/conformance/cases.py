@@ -32,7 +32,7 @@ import numpy as np
 
 from embedding_parity import outputs
 from embedding_parity.cli import UsageError
-from embedding_parity.conformance import numerics, runner
+from embedding_parity.conformance import runner
 from embedding_parity.conformance.kinds import KINDS, Case, Kind, Outcome
 
 SCHEMA_VERSION = 1  # of cases.json
@@ -172,7 +172,7 @@ def _expected(chosen: Kind, params: dict, name: str, into: str) -> dict:
         "must": "bit-identical" if exact else "within tolerance",
         "result_dtype": params.get("dtype", "any float"),
         "reference": _saved(into, f"{name}.reference.npy", reference.astype(np.float64)),
-        "expected": _saved(into, f"{name}.expected.npy", numerics.rounded(reference, dtype)),
+        "expected": _saved(into, f"{name}.expected.npy", chosen.rounded(reference, dtype)),
     }
     if not exact:
         tolerance = chosen.tolerance(params, dtype)

@@ -173,11 +173,21 @@ def select_cases(
         only, checks = None, [only]
     if dtypes is not None:
         dtypes = [dtypes] if isinstance(dtypes, str) else list(dtypes)
+        if not dtypes:  # would leave the bad ids alone: a lookup of zeros that raises passes
+            raise UsageError(
+                f"dtypes is empty: it tries no dtype, and the bad ids alone judge no answer; "
+                f"give one or more of {', '.join(FLOATS)}, or None for all"
+            )
         for dtype in dtypes:
             if dtype not in FLOATS:
                 raise UsageError(f"dtype {dtype!r} is not one the kit tries: {', '.join(FLOATS)}")
     if checks is not None:
         checks = [checks] if isinstance(checks, str) else list(checks)
+        if not checks:
+            raise UsageError(
+                f"checks is empty: it names no check of {kind}; give one or more of "
+                f"{', '.join(names)}, or None for all"
+            )
         unknown = [c for c in checks if c not in names]
         if unknown:
             raise UsageError(f"{unknown[0]!r} is no check of {kind}: {', '.join(names)}")
@@ -519,16 +529,14 @@ class InProcess:
             if probe is None:
                 self.framework, self.why = frameworks.detect(module, function, name)
                 return
-            with np.errstate(**worker.KIT_ERRORS):
-                arguments = self.kind.arguments(json.loads(json.dumps(probe)))
+            arguments = self.kind.arguments(json.loads(json.dumps(probe)))
             self.framework, self.why = frameworks.probe(function, arguments, module, name)
 
     def ask(self, case: Case, elements: int, timeout: float, through=None) -> Outcome:
         from embedding_parity.conformance import paths
 
         params = json.loads(json.dumps(case.params))
-        with np.errstate(**self.worker.KIT_ERRORS):
-            arguments = self.kind.arguments(params)
+        arguments = self.kind.arguments(params)
         if through and through not in self.along:
             self.along[through] = paths.along(through, self.function)
         function = self.along[through] if through else self.function

@@ -33,10 +33,8 @@ import numpy as np
 from embedding_parity.cli import UsageError
 from embedding_parity.conformance import frameworks, paths
 from embedding_parity.conformance.kinds import KINDS
+from embedding_parity.conformance.kinds.base import KIT_ERRORS
 from embedding_parity.sharding import die_with_parent
-
-# NumPy's error state as the kit builds its cases: a target may change it when imported.
-KIT_ERRORS = np.geterr()
 
 
 class Unusable(Exception):
@@ -116,8 +114,7 @@ def _load_answer(request: dict, answer):
 def _probed(request: dict, function, kind, module, shown: str) -> dict:
     """The answer to a probe request: the framework the target speaks, told by calling it
     on one valid case ({"framework", "why"}), or why it cannot be told ({"usage"})."""
-    with np.errstate(**KIT_ERRORS):
-        arguments = kind.arguments(request["probe"])
+    arguments = kind.arguments(request["probe"])
     try:
         framework, why = frameworks.probe(function, arguments, module, shown)
     except UsageError as error:  # it takes one framework's arrays and returns another's
@@ -210,8 +207,7 @@ def main(folder: str, parent: int) -> None:
             function, framework, kind, module, shown = found
             along = {}
             continue
-        with np.errstate(**KIT_ERRORS):
-            arguments = kind.arguments(request["case"])
+        arguments = kind.arguments(request["case"])
         through = request.get("through")
         if through and through not in along:
             along[through] = paths.along(through, function)

@@ -4,10 +4,17 @@ A case is plain data (``Case.params``) from which both the worker, which calls t
 the judge, which holds the result to the reference, rebuild the same arguments. A result that
 differs is compared with the float64 outputs of the mistakes people make; the first that it
 matches (bit for bit for the exact kinds, within the tolerance for the others) names it.
+
+Every method of a kind runs under the kit's own NumPy error state (``KIT_ERRORS``), whatever
+the caller's ``np.seterr`` says, and gives the caller's back when it returns: a test suite that
+raises on underflow still builds and judges the battery, and only the target's call, which is
+no method of a kind, runs under the caller's state.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from dataclasses import dataclass, field
 
@@ -24,6 +31,10 @@ ROPE_DIM = 16
 OTHER_BASES = (1000.0, 10000.0, 100000.0, 500000.0, 1000000.0)
 # 2**31 - 33 fits int32 (JAX's default) and wraps to row 31, not the clamped row 63.
 BAD_IDS = {"vocab_size": VOCAB, "-1": -1, "far out of range": 2**31 - 33}
+# NumPy's error state for the kit's own arithmetic: what it computes on purpose (float16's
+# overflow at position 65537, a reference's underflow in a cast to bfloat16, a NaN compared)
+# is a value of the contract, never an error to raise or warn about.
+KIT_ERRORS = {"all": "ignore"}
 
 
 @dataclass(frozen=True)
@@ -83,10 +94,33 @@ def exact_integers(actual: np.ndarray, expected: np.ndarray):
     return None, wrong
 
 
+def _under_kit_errors(method):
+    """``method`` run under KIT_ERRORS, the caller's NumPy error state restored after it."""
+
+    @functools.wraps(method)
+    def wrapped(*arguments, **keywords):
+        with np.errstate(**KIT_ERRORS):
+            return method(*arguments, **keywords)
+
+    return wrapped
+
+
+def _guard_methods(cls) -> None:
+    for name, value in list(vars(cls).items()):
+        if inspect.isfunction(value) and not name.startswith("__"):
+            setattr(cls, name, _under_kit_errors(value))
+
+
 class Kind:
     name = ""
     contract = ""
     exact = True  # bit-identical required; else within positional.tolerance
+
+    def __init_subclass__(cls, **keywords):
+        # one place for the error state: each kind's cases, arguments, references and
+        # judgement, wherever they are called from (the worker, the caller's process, the judge)
+        super().__init_subclass__(**keywords)
+        _guard_methods(cls)
 
     def cases(self, options: dict) -> list[Case]:
         raise NotImplementedError
@@ -111,6 +145,12 @@ class Kind:
         if params.get("bad") is not None:
             return int(arrays)
         return int(max(arrays, np.size(self.reference(params))))
+
+    def rounded(self, reference: np.ndarray, dtype) -> np.ndarray:
+        """``reference`` rounded once to ``dtype``: the bits an exact result must have (a
+        method, so that a cast that underflows is the kit's rounding, never the caller's
+        FloatingPointError)."""
+        return numerics.rounded(reference, dtype)
 
     def mistakes(self, params: dict) -> list[tuple[str, np.ndarray]]:
         """(name, float64 result) of each plausible mistake, most specific first."""
@@ -174,7 +214,7 @@ class Kind:
         dtype = self.expected_dtype(params, actual)
         if actual.dtype.name != dtype:
             return differs(f"returns {actual.dtype.name} for {dtype} (a silent change of dtype)")
-        expected = numerics.rounded(reference, dtype)
+        expected = self.rounded(reference, dtype)
         size, where = numerics.ulps(actual, reference, dtype)
         phase = self.phase(params, actual)
         if self.exact and numerics.same_bits(actual, expected):
@@ -236,6 +276,9 @@ class Kind:
 
     def classify_bad(self, params: dict, actual: np.ndarray) -> Verdict:
         raise NotImplementedError
+
+
+_guard_methods(Kind)
 
 
 def low_precision_angles(positions, frequencies, dtype):

