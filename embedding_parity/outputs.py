@@ -94,14 +94,40 @@ def write_text(path, text: str) -> None:
         out.write(text)
 
 
+def read_text(path: str, limit: int) -> str:
+    """A regular UTF-8 file of at most ``limit`` bytes, read through ``open_regular`` (never a
+    FIFO, a device or /dev/zero); else Unreadable."""
+    with open_regular(path) as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise Unreadable(f"is over {limit} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise Unreadable(f"is not UTF-8 ({error.reason})") from None
+
+
 def check_not_inputs(outputs: dict, inputs: dict) -> None:
-    """Refuse an output that is an input by any spelling (a symlink, a relative path): ValueError
-    naming both flags, before any work. ``outputs`` and ``inputs``: {flag: path or None}."""
-    for out_flag, out in outputs.items():
-        for in_flag, source in inputs.items():
-            both = out and source and os.path.exists(out) and os.path.exists(source)
-            if both and os.path.samefile(out, source):
+    """Refuse an output that is an input, or lies inside an input folder, by any spelling (a
+    symlink, a relative path), and two outputs that are one file: ValueError naming both
+    flags, before any work. ``outputs`` and ``inputs``: {flag: path or None}."""
+    named = [(flag, path) for flag, path in outputs.items() if path]
+    for number, (out_flag, out) in enumerate(named):
+        for in_flag, source in [*inputs.items(), *named[:number]]:
+            if source and _within(out, source):
                 raise ValueError(
-                    f"{out_flag} {out} is the same file as {in_flag} {source}: writing it "
-                    "would destroy the input; choose another name"
+                    f"{out_flag} {out} is {'inside' if os.path.isdir(source) else 'the same file as'} "
+                    f"{in_flag} {source}: writing it would destroy "
+                    f"{'what the run reads' if in_flag in inputs else 'the other output'}; "
+                    "choose another name"
                 )
+
+
+def _within(out: str, source: str) -> bool:
+    """``out`` is the file ``source``, or a path inside the folder ``source``."""
+    if os.path.isdir(source):
+        inside = os.path.realpath(os.path.dirname(os.path.abspath(out)))
+        return os.path.commonpath([inside, os.path.realpath(source)]) == os.path.realpath(source)
+    if os.path.exists(out) and os.path.exists(source):
+        return os.path.samefile(out, source)
+    return os.path.realpath(out) == os.path.realpath(source)

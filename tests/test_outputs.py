@@ -169,6 +169,89 @@ def test_a_check_report_cannot_overwrite_the_target(tmp_path, capsys):
     assert json.loads(target.read_text()) == {"keep": True}
 
 
+TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conformance_targets")
+
+
+def a_config(folder) -> str:
+    path = folder / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "head_dim": 16, "rope_theta": 10000.0}))
+    return str(path)
+
+
+def an_expect_file(folder) -> str:
+    path = folder / "expected.json"  # an odd name for one, but --json takes only .json
+    path.write_text("rotation float64 = computes in float32\n")
+    return str(path)
+
+
+def an_export(folder) -> str:
+    assert compare.main(["check", "--export-cases", str(folder / "battery"), "--kind", "alibi"]) == 0
+    return str(folder / "battery")
+
+
+@pytest.mark.parametrize(
+    "flag, made, reads, inside",
+    [
+        ("--config", a_config, ["--kind", "rope", "--config"], ""),
+        ("--expect-file", an_expect_file, ["--kind", "rope", "--expect-file"], ""),
+        ("--results", an_export, ["--results"], "cases.json"),
+        ("--against", lambda folder: a_config(folder), ["--kind", "rope", "--against"], ""),
+    ],
+)
+def test_a_check_report_cannot_overwrite_what_the_run_reads(
+    tmp_path, capsys, flag, made, reads, inside
+):
+    source = made(tmp_path)
+    written = os.path.join(source, inside) if inside else source
+    before = Path(written).read_bytes()
+    given = f"{source}:rope" if flag == "--against" else source
+    target = [] if flag == "--results" else [os.path.join(TARGETS, "numpy_targets.py:rope")]
+    capsys.readouterr()
+    assert compare.main(["check", *target, *reads, given, "--json", written]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert f"{flag} {source}" in line and "choose another name" in line
+    assert Path(written).read_bytes() == before
+
+
+def test_the_matrix_json_cannot_overwrite_its_page(tmp_path, capsys):
+    page = tmp_path / "conformance.md"
+    page.write_text("<!-- matrix -->")
+    os.symlink(page, tmp_path / "page.json")
+    argv = ["check", "--known", "--markdown", str(page), "--json", str(tmp_path / "page.json")]
+    assert compare.main(argv) == 2
+    assert "is the same file as --markdown" in capsys.readouterr().err
+    assert page.read_text() == "<!-- matrix -->"
+
+
+@pytest.mark.parametrize("device", ["fifo", "/dev/zero"])
+def test_the_matrix_page_is_read_only_from_a_regular_file(tmp_path, capsys, device):
+    page = tmp_path / "page.md"
+    if device == "fifo":
+        os.mkfifo(page)
+    else:
+        os.symlink(device, page)
+    assert compare.main(["check", "--known", "--markdown", str(page)]) == 2  # at once
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.endswith(f"--markdown {page} is not a regular file")
+
+
+@pytest.mark.parametrize(
+    "argv, left",
+    [
+        (["check", "--model", "list", "port.py:rope"], "TARGET"),
+        (["check", "--model", "list", "--kind", "rope"], "--kind"),
+        (["seed", "--model", "list", "--dtype", "bfloat16"], "--dtype"),
+        (["--model", "list", "--out", "x.png"], "--out"),
+    ],
+)
+def test_model_list_stands_alone(capsys, argv, left):
+    assert compare.main(argv) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert f"--model list only lists the presets and runs nothing: leave out {left}" in line
+    assert compare.main(argv[: argv.index("list") + 1]) == 0
+    assert "llama-3.2-1b" in capsys.readouterr().out
+
+
 def test_train_checks_its_second_picture_before_training(tmp_path, capsys):
     """With the learned scheme train also draws OUT-positions.png: a name it cannot take is
     refused before any step, not after the whole run."""

@@ -528,6 +528,9 @@ def a_check(name, status="conforms", detail="bit-identical (1 case)", ulps=0.0, 
 
 PHASE = {"positions": [0, 1, 7, 255, 4095, 131071], "radians": [0.0, 7e-8, 9e-8, 4e-6, 7e-5, 6e-4]}
 WRAPS = "token_ids [3, -1, 5]: wraps to row 63: a silent wrong answer"
+# What a target raised, as the matrix records it: text the page must show, not parse (a "<!--"
+# then "<script>" inside a script element held the HTML parser until the page's end).
+HOSTILE = "the kit failed to judge it: RuntimeError: no slopes <!--<script> </script> /*EXPLORER-JS*/"
 # A small matrix: one row of each finding, each path the filters must tell apart, a row written
 # before rows had paths (eager), and one not run.
 MATRIX = {
@@ -589,7 +592,7 @@ MATRIX = {
                     a_check(
                         "slopes, 1 to 128 heads",
                         "failed",
-                        "the kit failed to judge it: RuntimeError: no slopes",
+                        HOSTILE,
                         ulps=None,
                     )
                 ],
@@ -696,6 +699,12 @@ def test_a_cell_opens_its_checks_with_the_bad_ids_answer(matrix):
     cell(matrix, "NumPy", "float32").click()
     shown = matrix.page.inner_text("#conformance-detail")
     assert "forward float32 conforms · 0 ulp" in shown and "bad id" not in shown
+    assert matrix.errors == []
+
+
+def test_a_targets_text_in_the_matrix_is_shown_as_text(matrix):
+    cell(matrix, "ALiBi", "values").click()
+    assert HOSTILE in matrix.page.inner_text("#conformance-detail")
     assert matrix.errors == []
 
 

@@ -9,6 +9,7 @@ import importlib.metadata
 import re
 from dataclasses import dataclass, field, replace
 
+from embedding_parity import outputs
 from embedding_parity.cli import UsageError
 from embedding_parity.conformance import runner
 from embedding_parity.conformance.paths import PATHS
@@ -601,13 +602,15 @@ def summary(matrix: dict) -> list[str]:
 START, END = "<!-- matrix: written by make conformance -->", "<!-- end of the matrix -->"
 
 
+MARKDOWN_LIMIT = 1 << 22  # docs/conformance.md is about 80 kB
+
+
 def check_markdown(path: str) -> str:
     """The page's text; UsageError if it has no section between the markers to rewrite."""
     try:
-        with open(path, encoding="utf-8") as page:
-            text = page.read()
-    except OSError as error:
-        raise UsageError(f"--markdown {path}: {error.strerror}") from None
+        text = outputs.read_text(path, MARKDOWN_LIMIT)
+    except outputs.Unreadable as why:
+        raise UsageError(f"--markdown {path} {why}") from None
     if START not in text or END not in text:
         raise UsageError(f"--markdown {path}: no {START} ... {END} section to rewrite")
     return text
@@ -615,8 +618,6 @@ def check_markdown(path: str) -> str:
 
 def write_markdown(matrix: dict, path: str) -> None:
     """Replace the matrix between the markers in ``path`` (the page keeps its own prose)."""
-    from embedding_parity import outputs
-
     before, rest = check_markdown(path).split(START, 1)
     _, after = rest.split(END, 1)
     table = "\n".join(summary(matrix)[1:])

@@ -159,16 +159,26 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     """1 if a check differs (with --known: if a control row does)."""
     command.check_file("--json", args.json, ".json")
+    if args.model == "list":
+        from embedding_parity import configs
+
+        return command.listing_alone(args, add_arguments, configs.listing())
+    outputs.check_not_inputs(
+        {"--json": args.json, "--out": args.out},
+        {
+            "TARGET": _file_of(args.target),
+            "--against": _file_of(args.against),
+            "--config": args.config,
+            "--expect-file": args.expect_file,
+            "--results": args.results,
+            "--markdown": args.markdown,
+        },
+    )
     if args.known:
         return _known(args)
     for flag in ("rows", "markdown", "out"):
         if getattr(args, flag) is not None:
             raise UsageError(f"--{flag} goes with --known")
-    if args.model == "list":
-        from embedding_parity import configs
-
-        print(configs.listing())
-        return 0
     if args.results is not None:
         return _results(args)
     if args.kind is None or (args.target is None) == (args.export_cases is None):
@@ -192,7 +202,6 @@ def main(args) -> int:
     options.update(_configured(args))
     if args.export_cases is not None:
         return _export(args, options)
-    outputs.check_not_inputs({"--json": args.json}, {"TARGET": args.target.rpartition(":")[0]})
     report = runner.run(
         api.absolute(args.target),
         args.kind,
@@ -208,6 +217,11 @@ def main(args) -> int:
         through=args.through,
     )
     return _report(args, report)
+
+
+def _file_of(target: str | None) -> str | None:
+    """The file part of a TARGET (path/to/file.py:NAME; a module's name is no file)."""
+    return target.rpartition(":")[0] if target else None
 
 
 def _report(args, report) -> int:
@@ -236,16 +250,9 @@ def _expected(args) -> dict:
 def _small_text(path: str, limit: int = 1 << 16) -> str:
     """A regular UTF-8 file of at most ``limit`` bytes, or one line saying why not."""
     try:
-        with outputs.open_regular(path) as file:
-            data = file.read(limit + 1)
+        return outputs.read_text(path, limit)
     except outputs.Unreadable as why:
-        raise UsageError(f"--expect-file {path} {why}") from None
-    if len(data) > limit:
-        raise UsageError(f"--expect-file {path}: over {limit} bytes; it lists checks, one a line")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise UsageError(f"--expect-file {path}: not UTF-8 ({error.reason})") from None
+        raise UsageError(f"--expect-file {path} {why}: it lists checks, one a line") from None
 
 
 def _expectation(text: str) -> tuple[str, str]:

@@ -200,3 +200,27 @@ def report_parity(args, done) -> int:
         print(f"arrays: {os.path.abspath(args.save_arrays)}")
     print(done.verdict)
     return 1 if done.differing else 0
+
+
+def given_flags(args, add_arguments) -> list[str]:
+    """The flags of a job (its ``add_arguments``) that ``args`` sets away from their defaults,
+    spelled as typed (``TARGET`` for a positional)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    spelled = {a.dest: (a.option_strings or [a.metavar or a.dest])[0] for a in parser._actions}
+    defaults = vars(parser.parse_args([]))
+    return [spelled[name] for name, value in defaults.items() if getattr(args, name) != value]
+
+
+def listing_alone(args, add_arguments, listing: str) -> int:
+    """--model list: the presets, and nothing else asked for beside it (exit 0 having checked
+    nothing would read as a pass)."""
+    given = [flag for flag in given_flags(args, add_arguments) if flag != "--model"]
+    if given:
+        raise UsageError(
+            f"--model list only lists the presets and runs nothing: leave out "
+            f"{', '.join(given)}, or give --model NAME to run at a preset"
+        )
+    print(listing)
+    return 0
+

@@ -234,8 +234,7 @@ def main(args) -> int:
     if args.model == "list":
         from embedding_parity import configs
 
-        print(configs.listing())
-        return 0
+        return command.listing_alone(args, add_arguments, configs.listing())
     _check(args)
     names = command.chosen_backends(args.backends)
     settings = {
