@@ -185,7 +185,9 @@ def an_expect_file(folder) -> str:
 
 
 def an_export(folder) -> str:
-    assert compare.main(["check", "--export-cases", str(folder / "battery"), "--kind", "alibi"]) == 0
+    assert (
+        compare.main(["check", "--export-cases", str(folder / "battery"), "--kind", "alibi"]) == 0
+    )
     return str(folder / "battery")
 
 

@@ -530,7 +530,9 @@ PHASE = {"positions": [0, 1, 7, 255, 4095, 131071], "radians": [0.0, 7e-8, 9e-8,
 WRAPS = "token_ids [3, -1, 5]: wraps to row 63: a silent wrong answer"
 # What a target raised, as the matrix records it: text the page must show, not parse (a "<!--"
 # then "<script>" inside a script element held the HTML parser until the page's end).
-HOSTILE = "the kit failed to judge it: RuntimeError: no slopes <!--<script> </script> /*EXPLORER-JS*/"
+HOSTILE = (
+    "the kit failed to judge it: RuntimeError: no slopes <!--<script> </script> /*EXPLORER-JS*/"
+)
 # A small matrix: one row of each finding, each path the filters must tell apart, a row written
 # before rows had paths (eager), and one not run.
 MATRIX = {

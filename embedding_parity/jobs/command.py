@@ -223,4 +223,3 @@ def listing_alone(args, add_arguments, listing: str) -> int:
         )
     print(listing)
     return 0
-

@@ -301,7 +301,9 @@ def _check(args) -> None:
                 )
             )
     command.check_picture(args.out)
-    outputs.check_not_inputs({"--out": args.out}, {"--weights": args.weights})
+    outputs.check_not_inputs(
+        {"--out": args.out}, {"--weights": args.weights, "--config": args.config}
+    )
     _check_sizes(args)
 
 
