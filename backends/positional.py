@@ -151,6 +151,15 @@ def _llama3(dim, base, params, seq_len):
     return np.where(wavelength < context / high, w, slowed), 1.0
 
 
+def _freq_factors(dim, base, params, seq_len):
+    """llama.cpp's freq_factors (ggml_rope_ext's third operand: the rope_freqs tensor Llama 3.x
+    GGUF files carry their llama3 rule in, Phi-3's rope_factors_long or _short): each pair's
+    frequency divided by its factor, w_i = base**(-2i/dim) / factors[i]; cos and sin times
+    attention_factor (1 unless given)."""
+    w = _default(dim, base, None, None)[0] / np.asarray(params["factors"], np.float64)
+    return w, params.get("attention_factor", 1.0)
+
+
 ROPE_INIT_FUNCTIONS = {
     "default": _default,
     "linear": _linear,
@@ -158,6 +167,7 @@ ROPE_INIT_FUNCTIONS = {
     "yarn": _yarn,
     "longrope": _longrope,
     "llama3": _llama3,
+    "freq_factors": _freq_factors,
 }
 # The rules whose frequencies depend on the length: Hugging Face's max(position_ids) + 1.
 LENGTH_RULES = ("dynamic", "longrope")

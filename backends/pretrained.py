@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import math
 import os
+import stat
 import struct
 import zipfile
 from dataclasses import dataclass, field
@@ -209,66 +211,170 @@ _GGUF_SCALARS = {
     11: "q",
     12: "d",
 }
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+GGML_MAX_DIMS = 4  # ggml.h: a tensor has at most four dimensions
+# What an error quotes of a key or name read from a file: enough to find it, never megabytes.
+_QUOTED = 60
 
 
 def read_gguf(path: str) -> tuple[dict, dict]:
     """A GGUF file's metadata ({key: int, float, bool, str or list}) and tensors ({name:
     (ggml type, uint8 rows memory-mapped)}), as gguf.GGUFReader reads them, in a tenth of its
-    time: it builds an array view for each of the vocabulary's hundred thousand strings."""
+    time: it builds an array view for each of the vocabulary's hundred thousand strings.
+
+    A file llama.cpp's reader (ggml's ``gguf.cpp``) refuses is refused here, with ValueError in
+    one line naming the file and the key or tensor: not a regular file, truncated, a value type
+    it does not know, an array of arrays, a key or tensor given twice, ``general.alignment``
+    not a power of two, a tensor of more than four dimensions or past the end of the file."""
     import gguf
 
-    data = np.memmap(path, dtype=np.uint8, mode="r")
-    raw, at = data.data, 0
-
-    def take(fmt: str):
-        nonlocal at
-        (found,) = struct.unpack_from("<" + fmt, raw, at)
-        at += struct.calcsize(fmt)
-        return found
-
-    def string() -> str:
-        nonlocal at
-        size = take("Q")
-        at += size
-        return bytes(raw[at - size : at]).decode("utf-8")
-
-    def value(kind: int):
-        if kind == 8:
-            return string()
-        if kind == 9:
-            item, count = take("I"), take("Q")
-            return [value(item) for _ in range(count)]
-        return take(_GGUF_SCALARS[kind])
-
-    if bytes(raw[:4]) != b"GGUF":
+    data = _mapped(path)
+    cursor = _Cursor(data.data)
+    if bytes(cursor.raw[:4]) != b"GGUF":
         raise ValueError(f"{path} is not a GGUF file")
-    at = 4
+    cursor.at = 4
+    where = "the header"
     try:
-        version, tensor_count, kv_count = take("I"), take("Q"), take("Q")
+        version, tensor_count, kv_count = cursor.take("I")[0], *cursor.take("Q", 2)
         if version not in (2, 3):
-            raise ValueError(f"{path}: GGUF version {version}, this reader knows 2 and 3")
+            raise ValueError(f"GGUF version {version}, this reader knows 2 and 3")
         fields = {}
         for _ in range(kv_count):
-            key = string()
-            fields[key] = value(take("I"))
-        infos = []
+            where = "a key"
+            key = cursor.string()
+            where = f"key {_quoted(key)}"
+            if key in fields:
+                raise ValueError("given twice")
+            fields[key] = cursor.value(cursor.take("I")[0])
+        alignment = _alignment(fields)
+        infos = {}
         for _ in range(tensor_count):
-            name = string()
-            dims = [take("Q") for _ in range(take("I"))]
-            infos.append((name, dims, take("I"), take("Q")))
-    except (struct.error, KeyError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: a truncated or malformed GGUF file ({error!r})") from None
-    alignment = fields.get("general.alignment", 32)
-    start = -(-at // alignment) * alignment  # the tensor data, aligned
+            where = "a tensor's name"
+            name = cursor.string()
+            where = f"tensor {_quoted(name)}"
+            if name in infos:
+                raise ValueError("given twice")
+            infos[name] = _tensor_info(cursor, alignment)
+    except ValueError as error:
+        raise ValueError(f"{path}: {where}: {error}") from None
+    start = -(-cursor.at // alignment) * alignment  # the tensor data, aligned
     tensors = {}
-    for name, dims, kind, offset in infos:
-        shape = gguf.quants.quant_shape_to_byte_shape(
-            tuple(reversed(dims)), gguf.GGMLQuantizationType(kind)
-        )
-        size = int(np.prod(shape))
-        begin = start + offset
-        tensors[name] = (kind, data[begin : begin + size].reshape(shape))
+    for name, (dims, kind, offset) in infos.items():
+        try:
+            tensors[name] = (kind, _tensor_rows(gguf, data, start + offset, dims, kind))
+        except ValueError as error:
+            raise ValueError(f"{path}: tensor {_quoted(name)}: {error}") from None
     return fields, tensors
+
+
+def _mapped(path: str) -> np.memmap:
+    """The file memory-mapped; ValueError for a FIFO, a device or a folder (a read that could
+    wait forever or never end) and for a file too short to hold GGUF's header."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{path} is not a regular file: give a .gguf file")
+    if os.path.getsize(path) < 24:  # magic, version, tensor and key counts
+        raise ValueError(f"{path} is {os.path.getsize(path)} bytes: too short to be a GGUF file")
+    return np.memmap(path, dtype=np.uint8, mode="r")
+
+
+class _Cursor:
+    """GGUF's little-endian fields read from ``raw`` at ``at``; ValueError (the reason alone)
+    where a field runs past the end of the file or is not one GGUF has."""
+
+    def __init__(self, raw):
+        self.raw, self.at = raw, 0
+
+    def take(self, fmt: str, count: int = 1) -> tuple:
+        size = struct.calcsize("<" + fmt) * count
+        self._within(size, f"{count} value(s) of {size} bytes")
+        found = struct.unpack_from(f"<{count}{fmt}", self.raw, self.at)
+        self.at += size
+        return found
+
+    def string(self) -> str:
+        (size,) = self.take("Q")
+        self._within(size, f"a string of {size} bytes")
+        text = bytes(self.raw[self.at : self.at + size])
+        self.at += size
+        try:
+            return text.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"a string at byte {self.at - size} is not UTF-8 (its byte {error.start})"
+            ) from None
+
+    def value(self, kind: int):
+        if kind == _GGUF_STRING:
+            return self.string()
+        if kind != _GGUF_ARRAY:
+            return self.take(_scalar(kind))[0]
+        item, count = self.take("I")[0], self.take("Q")[0]
+        if item == _GGUF_ARRAY:
+            raise ValueError("an array of arrays, which llama.cpp's reader (gguf.cpp) refuses")
+        if item == _GGUF_STRING:
+            self._within(8 * count, f"an array of {count} strings")  # 8 bytes of length each
+            return [self.string() for _ in range(count)]
+        return list(self.take(_scalar(item), count))
+
+    def _within(self, size: int, what: str) -> None:
+        if size > len(self.raw) - self.at:
+            raise ValueError(
+                f"{what} at byte {self.at} runs past the end of the file ({len(self.raw)} "
+                "bytes): a truncated file"
+            )
+
+
+def _scalar(kind: int) -> str:
+    if kind not in _GGUF_SCALARS:
+        raise ValueError(f"value type {kind}, not one of GGUF's (0 to 12)")
+    return _GGUF_SCALARS[kind]
+
+
+def _quoted(text: str) -> str:
+    """A key or tensor name as an error quotes it: its repr, cut to _QUOTED characters."""
+    shown = repr(text)
+    return shown if len(shown) <= _QUOTED else f"{shown[:_QUOTED]}... ({len(text)} characters)"
+
+
+def _alignment(fields: dict) -> int:
+    """general.alignment (32 if not given): gguf.cpp takes a power of two, nothing else."""
+    alignment = fields.get("general.alignment", 32)
+    if type(alignment) is not int or alignment < 1 or alignment & (alignment - 1):
+        raise ValueError(
+            f"general.alignment is {alignment!r}: the tensor data's alignment must be a power "
+            "of two (GGUF's default is 32)"
+        )
+    return alignment
+
+
+def _tensor_info(cursor: _Cursor, alignment: int) -> tuple:
+    """(dims, ggml type, offset) of the tensor whose name was just read."""
+    (n_dims,) = cursor.take("I")
+    if n_dims > GGML_MAX_DIMS:
+        raise ValueError(f"{n_dims} dimensions; ggml's tensors have at most {GGML_MAX_DIMS}")
+    dims = list(cursor.take("Q", n_dims)) if n_dims else []
+    kind, offset = cursor.take("I")[0], cursor.take("Q")[0]
+    if offset % alignment:
+        raise ValueError(f"its data offset {offset} is not a multiple of the alignment {alignment}")
+    return dims, kind, offset
+
+
+def _tensor_rows(gguf, data: np.memmap, begin: int, dims: list, kind: int) -> np.ndarray:
+    """The tensor's bytes, memory-mapped, shaped (rows, bytes per row) as gguf's
+    quant_shape_to_byte_shape gives them; ValueError where the file ends before they do."""
+    try:
+        quantization = gguf.GGMLQuantizationType(kind)
+    except ValueError:
+        raise ValueError(f"ggml type {kind}, which the gguf package does not know") from None
+    shape = gguf.quants.quant_shape_to_byte_shape(tuple(reversed(dims)), quantization)
+    size = math.prod(shape)
+    if begin + size > len(data):
+        raise ValueError(
+            f"its {size} bytes from byte {begin} run past the end of the file ({len(data)} "
+            "bytes): a truncated file"
+        )
+    return data[begin : begin + size].reshape(shape)
 
 
 # The sha256 of GPT-2's files as tiktoken pins them (tiktoken_ext/openai_public.py, "gpt2");

@@ -291,6 +291,9 @@ ROPE_SCALINGS = {
         ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
         (),
     ),
+    # llama.cpp's per-pair divisors (ggml_rope_ext's freq_factors): no Hugging Face config
+    # names it; a GGUF file stores it as a tensor (rope_freqs, rope_factors_long/short).
+    "freq_factors": (("factors",), ("attention_factor",)),
 }
 # Positions are turned into float32 angles; above 2**24 float32 cannot hold every integer.
 MAX_POSITION = 2**24
@@ -363,6 +366,8 @@ def check_rope_scaling(scaling, dim: int | None = None) -> dict | None:
             params[name] = flag(value, "RoPE scaling truncate")
         elif name.endswith("_factor") and kind == "longrope" and name != "attention_factor":
             params[name] = _factor_list(value, name, dim)
+        elif name == "factors":
+            params[name] = _factor_list(value, name, dim)
         else:
             params[name] = _positive(value, f"RoPE scaling {name}")
     if kind == "llama3" and not params["high_freq_factor"] > params["low_freq_factor"] > 0:
@@ -381,7 +386,8 @@ def check_rope_scaling(scaling, dim: int | None = None) -> dict | None:
 
 
 def _factor_list(value, name: str, dim: int | None) -> tuple[float, ...]:
-    """LongRoPE's short_factor or long_factor: one positive number per rotated pair."""
+    """LongRoPE's short_factor or long_factor, or freq_factors' factors: one positive number
+    per rotated pair."""
     if isinstance(value, str) or not hasattr(value, "__len__"):
         raise TypeError(f"RoPE scaling {name} must be a list of numbers, got {value!r}")
     factors = tuple(_positive(v, f"RoPE scaling {name}") for v in value)

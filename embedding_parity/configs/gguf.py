@@ -1,54 +1,428 @@
 """A GGUF file's metadata, read as llama.cpp reads it: the ``Configuration`` it describes, or
-one line (``UsageError``) naming the file and the key."""
+one line (``UsageError``) naming the file and the key.
+
+The rules are llama.cpp's at ``LLAMA_CPP``, transcribed from ``src/llama-model.cpp``
+(``load_hparams``, ``llama_model_rope_type``, ``get_rope_factors``), ``src/llama-context.cpp``
+(the context's rope parameters) and ggml's ``rope_yarn``:
+
+- the pairs: by the architecture (``ROPE_TYPES``): NORM rotates (2i, 2i+1), the kit's
+  "interleaved"; NEOX rotates (i, i + n_rot/2), "half";
+- the width: head_dim is ``attention.key_length``, else ``embedding_length`` over
+  ``attention.head_count`` (layer 0's where given per layer: ``hparams.n_head()``), and
+  ``rope.dimension_count`` of it rotate (all of it when absent);
+- the angle of pair i at position p: p * base**(-2i/n_rot) / freq_factors[i] (the
+  ``rope_freqs`` tensor, or Phi-3's ``rope_factors_long``/``_short``) times freq_scale =
+  1 / ``rope.scaling.factor``; under YaRN (ext_factor 1) blended with the unscaled angle over
+  the correction range (beta_fast 32, beta_slow 1, ``rope.scaling.original_context_length``);
+- cos and sin times mscale = ``rope.scaling.attn_factor`` (1), and times 1 + 0.1 ln(factor)
+  under YaRN.
+
+Each is mapped onto one of the kit's rules (``backends.positional.ROPE_INIT_FUNCTIONS``)
+only where it is the same maths; every other ``rope.`` key, value or tensor is refused.
+"""
 
 from __future__ import annotations
 
+import math
 import os
 
-from embedding_parity.cli import UsageError
-from embedding_parity.configs.configuration import Configuration  # noqa: F401
-from embedding_parity.configs.hf import from_fields
+import numpy as np
 
-# GGUF architectures llama.cpp rotates in adjacent pairs (LLAMA_ROPE_TYPE_NORM).
-GGUF_INTERLEAVED = {"llama", "baichuan", "starcoder", "orion", "internlm2", "minicpm", "deci"}
+from backends import validation
+from embedding_parity.cli import UsageError
+from embedding_parity.configs.configuration import Configuration
+
+LLAMA_CPP = "llama.cpp 00342301d01a"  # ggml-org/llama.cpp commit 00342301d01add50835550e8a9...
+
+# llama_model_rope_type (src/llama-model.cpp at LLAMA_CPP), each LLM_ARCH_* by its GGUF name
+# (src/llama-arch.cpp's LLM_ARCH_NAMES, which gguf-py's MODEL_ARCH_NAMES repeats).
+ROPE_TYPES = {
+    **dict.fromkeys(
+        (
+            "clip", "gpt2", "gptj", "mpt", "refact", "bloom", "mamba", "mamba2", "jamba",
+            "jina-bert-v2", "t5", "t5encoder", "jais", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7",
+            "wavtokenizer-dec", "nemotron_h",
+        ),
+        "NONE",
+    ),  # fmt: skip
+    **dict.fromkeys(
+        (
+            "llama", "llada", "llama4", "deci", "baichuan", "starcoder", "internlm2", "minicpm",
+            "xverse", "command-r", "cohere2", "olmo", "arctic", "deepseek", "deepseek2", "plm",
+            "chatglm", "glm4", "granite", "granitemoe", "granitehybrid", "chameleon",
+            "bailingmoe", "neo-bert", "smollm3", "arcee", "ernie4_5", "ernie4_5-moe",
+        ),
+        "NORM",
+    ),  # fmt: skip
+    **dict.fromkeys(
+        (
+            "falcon", "falcon-h1", "grok", "dbrx", "bert", "jina-bert-v3", "nomic-bert",
+            "nomic-bert-moe", "stablelm", "bitnet", "qwen", "qwen2", "dream", "qwen2moe", "qwen3",
+            "qwen3moe", "qwen3next", "llada-moe", "olmo2", "olmoe", "phi2", "phi3", "phimoe",
+            "plamo", "plamo2", "gemma", "gemma2", "gemma3", "gemma3n", "gemma-embedding",
+            "starcoder2", "openelm", "gptneox", "codeshell", "orion", "nemotron", "exaone",
+            "exaone4", "minicpm3", "bailingmoe2", "dots1", "hunyuan-moe", "gpt-oss",
+            "hunyuan-dense", "lfm2", "lfm2moe", "smallthinker", "glm4moe", "seed_oss", "grovemoe",
+            "apertus",
+        ),
+        "NEOX",
+    ),  # fmt: skip
+    "qwen2vl": "MROPE",
+}
+LAYOUTS = {"NORM": "interleaved", "NEOX": "half"}
+# llama.cpp checks n_rot == head_dim for these (load_hparams: "invalid n_rot").
+WHOLE_HEAD = ("llama", "deci", "falcon")
+# Their sliding-window layers rotate at base 10000 whatever rope.freq_base says (load_hparams
+# sets rope_freq_base_train_swa = 10000 and rope_freq_scale_train_swa = 1 for them).
+SWA_BASE_10000 = ("gemma3", "gemma3n", "gemma-embedding")
+# --head-dim's cap: a wider head is no model's, and its cases would not fit in memory.
+MAX_HEAD_DIM = 65536
+# The scaling types llama.cpp knows (LLAMA_ROPE_SCALING_TYPES); absent means linear.
+SCALING_TYPES = ("none", "linear", "yarn", "longrope")
+# YaRN's tuning keys, which load_hparams reads for some architectures only: honoured at the
+# value llama.cpp takes without them (ext_factor: 1 under YaRN, 0 otherwise), refused else.
+YARN_KEYS = {
+    "rope.scaling.yarn_ext_factor": None,
+    "rope.scaling.yarn_attn_factor": 1.0,
+    "rope.scaling.yarn_beta_fast": 32.0,
+    "rope.scaling.yarn_beta_slow": 1.0,
+    "rope.scaling.yarn_log_multiplier": 0.0,
+}
+READ = (
+    "rope.freq_base",
+    "rope.dimension_count",
+    "rope.scaling.type",
+    "rope.scaling.factor",
+    "rope.scale_linear",  # the factor's older name
+    "rope.scaling.original_context_length",
+    "rope.scaling.attn_factor",
+    "rope.scaling.finetuned",  # a flag the rotation does not read
+    "rope.freq_base_swa",
+    *YARN_KEYS,
+)
+REFUSED = {
+    "rope.dimension_sections": "M-RoPE's sections (a position per section, multimodal models): "
+    "the kit checks one position per token",
+    "rope.dimension_count_swa": "the sliding-window layers rotate another width than the "
+    "others: the kit checks one rotation",
+}
+# The tensors that change the angle: Llama 3.x's llama3 rule, Phi-3's LongRoPE lists.
+FACTOR_TENSORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
+FACTOR_TYPES = {0: np.float32, 1: np.float16}  # GGML_TYPE_F32, GGML_TYPE_F16
 
 
 def from_gguf(path: str) -> Configuration:
-    """llama.cpp's metadata names for the same fields (``{arch}.rope.freq_base`` ...)."""
+    """The Configuration llama.cpp runs a GGUF file at; UsageError in one line naming the file
+    and the key or tensor it cannot honour."""
     from backends import pretrained
 
+    def refuse(message: str):
+        raise UsageError(f"--config {path}: {message}")
+
     try:
-        metadata, _ = pretrained.read_gguf(path)
-    except (OSError, ValueError) as error:
-        raise UsageError(f"--config {path}: {error}") from None
+        metadata, tensors = pretrained.read_gguf(path)
+    except OSError as error:
+        refuse(error.strerror or str(error))
+    except ValueError as error:
+        raise UsageError(f"--config {error}") from None
     arch = metadata.get("general.architecture")
-
-    def get(key):
-        return metadata.get(f"{arch}.{key}")
-
-    fields = {
+    if not isinstance(arch, str):
+        refuse(f"general.architecture is {_shown(arch)}: a GGUF file names its architecture")
+    reader = _Reader(metadata, arch, refuse)
+    name = os.path.basename(path)
+    config = {
+        "name": name,
         "model_type": arch,
-        # llama.cpp rotates llama's pairs (2i, 2i+1) (its converter permutes q and k to match)
-        "rope_interleave": arch in GGUF_INTERLEAVED,
-        "hidden_size": get("embedding_length"),
-        "num_attention_heads": get("attention.head_count"),
-        "max_position_embeddings": get("context_length"),
-        "rope_theta": get("rope.freq_base"),
+        "hidden_size": reader.integer("embedding_length", optional=True),
+        "max_position_embeddings": reader.integer("context_length", optional=True),
+        # llama.cpp scales Gemma's token rows by sqrt(n_embd) too (its graph's ggml_scale)
+        "embed_scale": arch.startswith("gemma"),
     }
-    if get("rope.dimension_count") is not None and fields["hidden_size"]:
-        head_dim = fields["hidden_size"] // fields["num_attention_heads"]
-        fields["head_dim"] = get("key_length") or head_dim
-        if get("rope.dimension_count") != fields["head_dim"]:
-            fields["rotary_dim"] = get("rope.dimension_count")
-    kind = get("rope.scaling.type")
-    if kind not in (None, "none"):
-        fields["rope_scaling"] = {
-            "rope_type": kind,
-            "factor": get("rope.scaling.factor"),
-            "original_max_position_embeddings": get("rope.scaling.original_context_length"),
-        }
-    return from_fields(
-        {k: v for k, v in fields.items() if v is not None},
-        os.path.basename(path),
-        f"--config {path}",
+    if arch not in ROPE_TYPES:
+        refuse(
+            f"architecture {_shown(arch)} is not in llama_model_rope_type ({LLAMA_CPP}): the "
+            "kit cannot tell which pairs it rotates"
+        )
+    if "position_embd.weight" in tensors or ROPE_TYPES[arch] == "NONE":
+        return _learned(reader, tensors, config, refuse)
+    if ROPE_TYPES[arch] not in LAYOUTS:
+        refuse(
+            f"architecture {arch} rotates with llama.cpp's {ROPE_TYPES[arch]} (multimodal "
+            "positions, a section each): the kit checks one position per token"
+        )
+    head_dim, rotary = _widths(reader, config["hidden_size"], refuse)
+    theta = reader.positive("rope.freq_base", 10000.0)
+    scaling, chosen = _scaling(reader, tensors, rotary, config["max_position_embeddings"], refuse)
+    _one_rotation(reader, theta, scaling, refuse)
+    if chosen:  # said in the line the kit prints: config NAME [...]
+        config["name"] = f"{name} [{chosen}]"
+    try:
+        scaling = validation.check_rope_scaling(scaling, rotary)
+    except (TypeError, ValueError) as error:
+        refuse(str(error))
+    return Configuration(
+        **config,
+        head_dim=head_dim,
+        rotary_dim=None if rotary == head_dim else rotary,
+        layout=LAYOUTS[ROPE_TYPES[arch]],
+        rope_theta=theta,
+        scaling=scaling,
     )
+
+
+class _Reader:
+    """The {arch}.* keys, each checked for its type and range where it is read; every rope.
+    key checked against what llama.cpp reads."""
+
+    def __init__(self, metadata: dict, arch: str, refuse):
+        self.metadata, self.arch, self.refuse = metadata, arch, refuse
+        prefix = f"{arch}.rope."
+        for key in metadata:
+            if not key.startswith(prefix):
+                continue
+            short = key[len(arch) + 1 :]
+            if short in REFUSED:
+                refuse(f"key {key}: {REFUSED[short]}")
+            if short not in READ:
+                refuse(
+                    f"key {_shown(key)}: a RoPE key llama.cpp ({LLAMA_CPP}) does not read; "
+                    "the kit refuses it rather than read past it"
+                )
+
+    def key(self, short: str) -> str:
+        return f"{self.arch}.{short}"
+
+    def get(self, short: str):
+        return self.metadata.get(self.key(short))
+
+    def integer(self, short: str, *, optional=False, low=1, high=None) -> int | None:
+        value = self.get(short)
+        if value is None and optional:
+            return None
+        if type(value) is not int or value < low or (high is not None and value > high):
+            upper = f" and at most {high}" if high is not None else ""
+            self.refuse(f"key {self.key(short)} is {_shown(value)}: an integer of {low}{upper}")
+        return value
+
+    def positive(self, short: str, default: float | None = None) -> float | None:
+        value = self.get(short)
+        if value is None:
+            return default
+        if (
+            type(value) not in (int, float)
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            self.refuse(f"key {self.key(short)} is {_shown(value)}: a positive finite number")
+        return float(value)
+
+
+def _learned(reader: _Reader, tensors: dict, config: dict, refuse) -> Configuration:
+    """A model without RoPE: learned positions (its position_embd tensor), or refused."""
+    if "position_embd.weight" not in tensors:
+        refuse(
+            f"architecture {reader.arch}: llama.cpp rotates nothing (LLAMA_ROPE_TYPE_NONE) and "
+            "the file has no position_embd tensor: no position scheme the kit checks"
+        )
+    return Configuration(**config)
+
+
+def _widths(reader: _Reader, hidden: int | None, refuse) -> tuple[int, int]:
+    """(head_dim, rotated width), as load_hparams sets n_embd_head_k and n_rot."""
+    head_dim = reader.integer("attention.key_length", optional=True, high=MAX_HEAD_DIM)
+    if head_dim is None:
+        heads = _heads(reader, refuse)
+        if hidden is None:
+            refuse(f"no key {reader.key('embedding_length')} to take head_dim from")
+        head_dim = hidden // heads
+        if not 1 <= head_dim <= MAX_HEAD_DIM:
+            refuse(
+                f"head_dim {head_dim} ({reader.key('embedding_length')} {hidden} // "
+                f"{heads} heads) is not in [1, {MAX_HEAD_DIM}]"
+            )
+    rotary = reader.integer("rope.dimension_count", optional=True, low=2, high=head_dim)
+    rotary = head_dim if rotary is None else rotary
+    if rotary % 2:
+        refuse(
+            f"{reader.key('rope.dimension_count')} (or head_dim) is {rotary}: RoPE turns pairs "
+            "of dims, the rotated width must be even"
+        )
+    if reader.arch in WHOLE_HEAD and rotary != head_dim:
+        refuse(
+            f"key {reader.key('rope.dimension_count')} is {rotary}, not head_dim {head_dim}: "
+            f"llama.cpp refuses it for {reader.arch} (invalid n_rot)"
+        )
+    return head_dim, rotary
+
+
+def _heads(reader: _Reader, refuse) -> int:
+    """attention.head_count: one count, or one per layer of which llama.cpp's n_head() takes
+    layer 0's."""
+    key, counts = reader.key("attention.head_count"), reader.get("attention.head_count")
+    if isinstance(counts, list):
+        if not counts or any(type(c) is not int or c < 0 for c in counts):
+            refuse(f"key {key} is {_shown(counts)}: one head count per layer (integers)")
+        counts = counts[0]
+    if type(counts) is not int or counts < 1:
+        refuse(
+            f"key {key} is {_shown(counts)}: layer 0 needs attention heads for llama.cpp to "
+            "give it a RoPE width (n_rot is 0 without them)"
+        )
+    return counts
+
+
+def _scaling(reader: _Reader, tensors: dict, rotary: int, context: int | None, refuse):
+    """(the scaling rule in backends.positional's terms (None: no scaling), which of Phi-3's
+    factor tensors it takes and why, or None)."""
+    kind = reader.get("rope.scaling.type")
+    if kind is None:
+        kind = "linear"  # load_hparams' default
+    if kind not in SCALING_TYPES:
+        refuse(
+            f"key {reader.key('rope.scaling.type')} is {_shown(kind)}: llama.cpp knows "
+            f"{', '.join(SCALING_TYPES)}"
+        )
+    factor = reader.positive("rope.scaling.factor") or reader.positive("rope.scale_linear")
+    factor = 1.0 if kind == "none" or factor is None else factor
+    attention = reader.positive("rope.scaling.attn_factor", 1.0)
+    flag = reader.get("rope.scaling.finetuned")
+    if flag is not None and type(flag) is not bool:
+        refuse(f"key {reader.key('rope.scaling.finetuned')} is {_shown(flag)}: true or false")
+    _yarn_keys(reader, kind, refuse)
+    factors, source, chosen = _factors(reader, tensors, rotary, context, refuse)
+    if factors is not None:
+        if factor != 1.0 or kind == "yarn":
+            refuse(
+                f"tensor {source} with {kind} scaling by factor {factor:g}: llama.cpp applies "
+                "both, the kit checks one rule at a time"
+            )
+        scaling = {"rope_type": "freq_factors", "factors": factors}
+        return scaling | ({"attention_factor": attention} if attention != 1.0 else {}), chosen
+    if kind == "yarn":
+        return _yarn(reader, factor, attention, context, refuse), None
+    if kind == "longrope":
+        refuse(
+            f"{reader.key('rope.scaling.type')} is longrope without rope_factors_long and "
+            "rope_factors_short tensors: no per-pair factors to scale by"
+        )
+    if attention != 1.0:
+        refuse(
+            f"key {reader.key('rope.scaling.attn_factor')} {attention:g} on cos and sin with "
+            f"{kind} scaling: the kit's {kind} rule has no attention factor"
+        )
+    return (None if factor == 1.0 else {"rope_type": "linear", "factor": factor}), None
+
+
+def _yarn_keys(reader: _Reader, kind: str, refuse) -> None:
+    for short, neutral in YARN_KEYS.items():
+        value = reader.positive(short) if short.endswith(("fast", "slow")) else reader.get(short)
+        if value is None:
+            continue
+        if type(value) not in (int, float):
+            refuse(f"key {reader.key(short)} is {_shown(value)}: a number")
+        if neutral is None:
+            neutral = 1.0 if kind == "yarn" else 0.0
+        if value != neutral:
+            refuse(
+                f"key {reader.key(short)} is {value:g}: {LLAMA_CPP} reads it for some "
+                f"architectures only, and the kit honours it only at {neutral:g}, its value "
+                "when absent"
+            )
+
+
+def _yarn(reader: _Reader, factor: float, attention: float, context: int | None, refuse):
+    """YaRN as ggml's rope_yarn computes it with ext_factor 1: Hugging Face's yarn rule (the
+    same ramp over the same floored and ceiled correction range) with its attention factor
+    attn_factor * (1 + 0.1 ln(factor))."""
+    if reader.arch in ("deepseek2", "grok"):
+        refuse(
+            f"{reader.arch} with YaRN: llama.cpp's {reader.arch} graph sets its own YaRN "
+            "attention factor or beta_fast, which the kit does not transcribe"
+        )
+    if factor < 1.0:
+        refuse(f"key {reader.key('rope.scaling.factor')} {factor:g}: YaRN stretches, by >= 1")
+    original = reader.integer("rope.scaling.original_context_length", optional=True)
+    original = original or context
+    if original is None:
+        refuse(
+            f"YaRN without {reader.key('rope.scaling.original_context_length')} or "
+            f"{reader.key('context_length')}: no original context to correct from"
+        )
+    return {
+        "rope_type": "yarn",
+        "factor": factor,
+        "original_max_position_embeddings": original,
+        "attention_factor": attention * (1 + 0.1 * math.log(factor)),
+    }
+
+
+def _factors(reader: _Reader, tensors: dict, rotary: int, context: int | None, refuse):
+    """(factors, the tensor, why that one or None): the per-pair divisors llama.cpp's
+    get_rope_factors hands ggml_rope_ext. rope_freqs if the file has it; else Phi-3's
+    rope_factors_long when the context llama.cpp runs at (n_ctx 0, its default: the file's
+    context_length, one sequence) exceeds the original context, rope_factors_short otherwise.
+    (None, None, None) without such a tensor."""
+    for name in tensors:
+        if "rope" in name and name not in FACTOR_TENSORS:
+            refuse(
+                f"tensor {_shown(name)}: a RoPE tensor the kit does not read (it reads "
+                f"{', '.join(FACTOR_TENSORS)})"
+            )
+    if "rope_freqs.weight" in tensors:
+        return _factor_tensor(tensors, "rope_freqs.weight", rotary, refuse), "rope_freqs", None
+    present = [n for n in FACTOR_TENSORS[1:] if n in tensors]
+    if not present:
+        return None, None, None
+    if len(present) == 1:
+        refuse(f"tensor {present[0]} without its pair: Phi-3 GGUFs carry long and short")
+    long, short = (_factor_tensor(tensors, n, rotary, refuse) for n in present)
+    if long == short:
+        return long, "rope_factors_long", None
+    original = reader.integer("rope.scaling.original_context_length", optional=True) or context
+    if original is None or context is None:
+        refuse(
+            "rope_factors_long and _short differ and the file gives no context_length and "
+            "original_context_length to choose between them"
+        )
+    chosen = "long" if context > original else "short"
+    why = (
+        f"rope_factors_{chosen}: llama.cpp's at its default n_ctx, the file's context_length "
+        f"{context} {'>' if chosen == 'long' else '<='} {original}; a context "
+        f"{'of at most' if chosen == 'long' else 'above'} {original} takes the other"
+    )
+    return (long if chosen == "long" else short), f"rope_factors_{chosen}", why
+
+
+def _factor_tensor(tensors: dict, name: str, rotary: int, refuse) -> tuple[float, ...]:
+    """One positive finite float per rotated pair, from an F32 or F16 tensor."""
+    kind, rows = tensors[name]
+    if kind not in FACTOR_TYPES:
+        refuse(f"tensor {name} is ggml type {kind}: the kit reads factors stored as F32 or F16")
+    values = np.asarray(rows).reshape(-1).view(FACTOR_TYPES[kind]).astype(np.float64)
+    if values.size != rotary // 2:
+        refuse(
+            f"tensor {name} has {values.size} factors; a rotated width of {rotary} has "
+            f"{rotary // 2} pairs"
+        )
+    if not (np.all(np.isfinite(values)) and np.all(values > 0)):
+        refuse(f"tensor {name} holds factors that are not positive and finite")
+    return tuple(values.tolist())
+
+
+def _one_rotation(reader: _Reader, theta: float, scaling: dict | None, refuse) -> None:
+    """Refused where llama.cpp rotates the sliding-window layers otherwise than the rest."""
+    swa = reader.positive("rope.freq_base_swa")
+    if swa is None and reader.arch in SWA_BASE_10000 and reader.get("attention.sliding_window"):
+        swa = 10000.0
+    if swa is not None and (swa != theta or (scaling and reader.arch in SWA_BASE_10000)):
+        refuse(
+            f"the sliding-window layers rotate at base {swa:g} unscaled, the others at "
+            f"{theta:g}{' with ' + scaling['rope_type'] if scaling else ''}: the kit checks one "
+            "rotation"
+        )
+
+
+def _shown(value) -> str:
+    """A value read from the file as a message quotes it: never more than 60 characters."""
+    shown = repr(value)
+    return shown if len(shown) <= 60 else f"{shown[:60]}... ({type(value).__name__})"

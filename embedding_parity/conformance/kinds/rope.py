@@ -463,8 +463,9 @@ def _first_rounded(positions, rounded) -> str:
 
 
 def _for_whole_head(scaling):
-    """A scaling dict for another rotated width (LongRoPE's per-pair lists do not stretch)."""
-    if scaling and scaling["rope_type"] == "longrope":
+    """A scaling dict for another rotated width (LongRoPE's and freq_factors' per-pair lists
+    do not stretch)."""
+    if scaling and scaling["rope_type"] in ("longrope", "freq_factors"):
         return None
     return scaling
 
