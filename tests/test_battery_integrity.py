@@ -6,6 +6,7 @@ warnings-as-errors or keeps its own environment."""
 import json
 import os
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -79,3 +80,17 @@ def test_cases_are_exported_and_judged_under_a_raising_state(raising, tmp_path):
     report = cases.judge(str(folder))
     assert {c.status for c in report.checks} == {"failed"}  # no results written: none judged
     assert np.geterr() == raising
+
+
+# --- the caller's warnings and environment -------------------------------------------------
+
+
+def test_a_check_along_onnx_in_process_keeps_the_callers_warnings_and_environment():
+    import production
+
+    before = dict(os.environ)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # python -W error: the exporter's module in eval mode
+        report = check(production.guarded, "lookup", through="onnx", dtypes=["float32"])
+    assert report.conforms, "\n".join(report.lines())
+    assert dict(os.environ) == before  # ORT_DISABLE_TELEMETRY, Inductor's cache folder

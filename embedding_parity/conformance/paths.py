@@ -17,6 +17,7 @@ import contextlib
 import io
 import os
 import re
+import warnings
 from dataclasses import dataclass
 
 
@@ -83,14 +84,22 @@ def along(path: str, function):
     """The function production calls in place of ``function`` along ``path``; where the path
     cannot even be set up (an import that fails), one that raises why, as a PathFailed."""
     try:
-        return _MAKERS[path](function)
+        made = _MAKERS[path](function)
     except Exception as error:  # noqa: BLE001 - the path's, reported on every case
         failed = _failed(f"setting up {path}", error)
 
-    def cannot(*arguments):
-        raise failed
+        def cannot(*arguments):
+            raise failed
 
-    return cannot
+        return cannot
+
+    def run(*arguments):
+        # what the path sets in the environment (ONNX Runtime's telemetry opt-out, Inductor's
+        # cache folder) is given back after each call: a check in process leaves the caller's
+        with _environment_kept():
+            return made(*arguments)
+
+    return run
 
 
 def _failed(what: str, error: BaseException) -> PathFailed:
@@ -202,7 +211,9 @@ def _module(function, arguments, arrays):
         def forward(self, *given):
             return _bound(function, arguments, arrays)(*given)
 
-    return Exported()
+    # in eval mode, as production exports: a module in training mode is an exporter's warning,
+    # every case's failure where the caller turns warnings into errors
+    return Exported().eval()
 
 
 @_once_per_signature
@@ -222,6 +233,7 @@ def _exported(function, arguments, arrays):
 def _onnx(function, arguments, arrays):
     # ONNX Runtime 1.29 and later send telemetry from Linux and write its session file (.ses)
     # into the temporary folder; this is its opt-out, read once, when it is first imported
+    # (given back after the call, as ``along`` gives back all the environment)
     os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     import torch
 
@@ -320,8 +332,29 @@ _MAKERS = {
 
 
 @contextlib.contextmanager
+def _environment_kept():
+    """The environment as it was before the block: what the block set, removed or changed
+    given back."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        for name in set(os.environ) - set(saved):
+            del os.environ[name]
+        for name, value in saved.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
 def _quiet():
     """The exporters' progress lines ("[torch.onnx] Obtain model graph ...") kept out of a
-    caller's output: the worker's go to its log anyway, the API's would reach the user's."""
-    with contextlib.redirect_stdout(io.StringIO()):
+    caller's output: the worker's go to its log anyway, the API's would reach the user's. So
+    are the exporters' notices of their own deprecated internals (torch 2.13's exporter warns
+    that ``isinstance(treespec, LeafSpec)`` is deprecated), which under a caller's
+    warnings-as-errors would fail every export; any other warning is left to the caller's
+    filters."""
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
         yield
