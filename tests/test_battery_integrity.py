@@ -94,3 +94,42 @@ def test_a_check_along_onnx_in_process_keeps_the_callers_warnings_and_environmen
         report = check(production.guarded, "lookup", through="onnx", dtypes=["float32"])
     assert report.conforms, "\n".join(report.lines())
     assert dict(os.environ) == before  # ORT_DISABLE_TELEMETRY, Inductor's cache folder
+
+
+# --- a port held to a wrong source -------------------------------------------------------
+
+
+def tokens_only(token_table, position_table, token_ids, start):
+    """A wrong source: the token rows, no position rows added."""
+    return token_table[numpy_targets._checked(token_ids, len(token_table))]
+
+
+def tokens_only_port(token_table, position_table, token_ids, start):
+    """A port that copies tokens_only bit for bit."""
+    return tokens_only(token_table, position_table, token_ids, start).copy()
+
+
+def rounded_rope(x, positions):
+    """A rotation returned as integers, where the contract is in the input's float dtype."""
+    return np.round(numpy_targets.rope(x, positions)).astype(np.int32)
+
+
+def test_a_port_bit_identical_to_a_source_that_breaks_the_contract_does_not_conform(capsys):
+    report = check(tokens_only_port, "lookup", against=tokens_only, dtypes=["float32"])
+    forward = next(c for c in report.checks if c.check == "forward float32")
+    assert not report.conforms and forward.status == "differs"
+    assert "bit-identical to test_battery_integrity.tokens_only, and as wrong" in forward.detail
+    assert "positions not added" in forward.detail
+    shown = "\n".join(report.lines())
+    assert "[contract: NO, NO]" in shown and shown.splitlines()[-1].startswith("DIFFERS")
+    target = f"{__file__}:tokens_only_port"
+    flags = ["--kind", "lookup", "--dtypes", "float32", "--against", f"{__file__}:tokens_only"]
+    assert compare.main(["check", target, *flags]) == 1
+    assert "as wrong: against the contract" in capsys.readouterr().out
+
+
+def test_the_same_integers_where_the_contract_is_in_a_float_dtype_are_a_difference():
+    report = check(rounded_rope, "rope", against=rounded_rope, dtypes=["float32"])
+    assert not report.conforms
+    assert {c.status for c in report.checks} == {"differs"}
+    assert "returns int32 for float32" in report.checks[0].detail

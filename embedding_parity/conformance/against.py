@@ -7,7 +7,9 @@ bad id's case has no result to match: there the target is held to the contract, 
 ``--against``, and so is it where the other gives no result (raises: a dtype it refuses).
 Both targets' verdicts against the contract (the float64 reference) are kept
 beside the comparison, and a difference still names the mistake the kit recognises in the
-target's result.
+target's result. A result that matches the other's is no pass where the target's own result
+breaks the contract: a port bit-identical to a wrong source (or returning the same integers
+where the contract is in a float dtype) is as wrong as it, and its check says so.
 """
 
 from __future__ import annotations
@@ -85,6 +87,15 @@ def versus(case: Case, mine: Outcome, theirs: Outcome, own: Verdict, name: str) 
 
 
 def _compared(actual: np.ndarray, other: np.ndarray, own: Verdict, name: str) -> Verdict:
+    """The comparison with the other's result, where the target's own result keeps the
+    contract; else the contract's verdict, said beside the match."""
+    matched = _matched(actual, other, own, name)
+    if matched.status != "conforms" or own.status == "conforms":
+        return matched
+    return replace(own, detail=f"{matched.detail}, and as wrong: against the contract, {own.detail}")
+
+
+def _matched(actual: np.ndarray, other: np.ndarray, own: Verdict, name: str) -> Verdict:
     if actual.shape != other.shape:
         return differs(f"shape {actual.shape} where {name} gives {other.shape}")
     named = f"; against the contract: {own.detail}" if own.status == "differs" else ""
