@@ -312,8 +312,9 @@ def add_arguments(parser) -> None:
         type=command.seconds,
         default=60.0,
         metavar="SECONDS",
-        help="how long ranks wait for each other, at the rendezvous and in each collective "
-        "(default: %(default)g)",
+        help="how long ranks wait for each other, at the rendezvous and in each collective; "
+        "the torch ranks this command starts itself get that long for their whole run, once "
+        "started (default: %(default)g)",
     )
     command.add_picture(parser, "shard.png")
     parser.set_defaults(run=main)

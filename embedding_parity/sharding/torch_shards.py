@@ -16,7 +16,9 @@ Each rank holds its shard as an ``nn.Embedding``:
 Every rank checks the ids against the *global* vocabulary before any collective runs, so a
 bad id raises the suite's IndexError on every rank and no rank waits for another. The process
 group has a timeout: a rank that dies makes the others fail with an error instead of hanging.
-The ranks are forked from one launcher process that imported torch once (``_Ranks``).
+The ranks are forked from one launcher process that imported torch once (``_Ranks``), with
+one OpenMP thread: a pool of OpenMP threads started before a fork is in the forked ranks as
+state without threads, and their first parallel operation waits for them forever.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ from embedding_parity.sharding import die_with_parent, read_checkpoint_record, r
 from embedding_parity.sharding.launch import torch_store
 
 STRATEGIES = ("rows", "columns", "dtensor")
+# Seconds the launcher may take to import torch and fork the ranks (about 2 s on 2 busy
+# cores) before their timeout starts; a run is over at the latest this long past its timeout.
+STARTUP = 10.0
 # The folder holding backends/ and embedding_parity/: the ranks import both from there.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -67,8 +72,9 @@ def embed_many(
     """Several (token_table, position_table, token_ids, start) cases, one process group.
 
     Every case is checked here, before any process starts, and again on every rank before
-    its collective. timeout: seconds for the process group's collectives and for the whole
-    run; past it every rank is stopped and RuntimeError names the rank at fault. fault, for
+    its collective. timeout: seconds for the ranks' whole run, from their start (the
+    launcher's start may take STARTUP more); past it every rank is killed and RuntimeError
+    names the rank at fault. fault, for
     the tests that show no rank hangs, is what rank k does before its first collective:
     ("raise", k) raise, ("stall", k) sleep past the timeout, ("stop", k) SIGSTOP itself,
     ("kill", k) SIGKILL itself; ("absent", k): rank k's process never runs this code.
@@ -186,9 +192,11 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False, checkpo
         env = {**os.environ, "TMPDIR": folder, "PYTHONPATH": ROOT}
         ranks = _Ranks(folder, num_shards, [mode, strategy, str(timeout), json.dumps(fault)], env)
         try:
-            # the whole run's deadline: each strategy's collectives may take the timeout
-            deadline = time.monotonic() + timeout * len(chosen) + 30
-            _wait(ranks.start(deadline), folder, deadline, timeout)
+            latest = time.monotonic() + timeout + STARTUP
+            processes = ranks.start(latest)
+            # the ranks' whole run, every strategy's collectives too, within the timeout: a
+            # rank stuck outside a collective, where no collective timeout fires, is found too
+            _wait(processes, folder, min(time.monotonic() + timeout, latest), timeout)
         finally:
             ranks.stop()  # every rank stopped, whatever happened
         with np.load(out, allow_pickle=False) as results:
@@ -201,7 +209,10 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False, checkpo
 
 class _Ranks:
     """The ranks of one run, forked from one launcher process that imported torch once (a
-    rank started by itself spends about 1.4 s of CPU importing torch). On a pipe of its own
+    rank started by itself spends about 1.4 s of CPU importing torch) with one OpenMP thread
+    (``OMP_NUM_THREADS=1``), so that it starts no OpenMP pool before it forks (importing
+    ``backends.torch_backend`` runs a parallel sin); each rank then takes as many threads as
+    torch has in this process (``torch.get_num_threads()``). On a pipe of its own
     the launcher reports each rank's pid, then each rank's exit status as it ends; its own
     output goes to launcher.log and a rank's to rank{r}.log in the run's folder. Asked to
     stop (SIGTERM, SIGINT), it kills the ranks it has not reaped yet (so no pid is signalled
@@ -216,12 +227,13 @@ class _Ranks:
     def start(self, deadline: float) -> list[_Rank]:
         self.log = open(os.path.join(self.folder, "launcher.log"), "w+")  # noqa: SIM115
         self.pipe, report = os.pipe()
+        threads = str(torch.get_num_threads())
         try:
             self.launcher = subprocess.Popen(
-                [*scratch.PYTHON, "-m", __name__, str(os.getpid()), str(report), self.folder]
-                + [str(self.num_shards), *self.args],
+                [*scratch.PYTHON, "-m", __name__, str(os.getpid()), str(report), threads]
+                + [self.folder, str(self.num_shards), *self.args],
                 cwd=ROOT,
-                env=self.env,
+                env={**self.env, "OMP_NUM_THREADS": "1"},
                 stdout=self.log,
                 stderr=subprocess.STDOUT,
                 pass_fds=(report,),
@@ -327,12 +339,12 @@ _STOPS = {signal.SIGTERM, signal.SIGINT}
 
 
 def _launch(argv) -> None:
-    """The launcher: PARENT REPORT FOLDER NUM_SHARDS MODE STRATEGY TIMEOUT FAULT (JSON), from
-    _Ranks. Forks the ranks (torch is imported already), writes each one's pid to the file
-    descriptor REPORT, then reaps them, writing "PID STATUS" for each (negative: the signal
-    that ended it), and exits."""
-    parent, report, folder, num_shards, *args = argv
-    report = int(report)
+    """The launcher: PARENT REPORT THREADS FOLDER NUM_SHARDS MODE STRATEGY TIMEOUT FAULT (JSON),
+    from _Ranks. Forks the ranks (torch is imported already, with one OpenMP thread; each rank
+    takes THREADS), writes each one's pid to the file descriptor REPORT, then reaps them,
+    writing "PID STATUS" for each (negative: the signal that ended it), and exits."""
+    parent, report, threads, folder, num_shards, *args = argv
+    report, threads = int(report), int(threads)
     die_with_parent(int(parent))
     fault = json.loads(args[-1])
     running, stopping = set(), []
@@ -356,7 +368,8 @@ def _launch(argv) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)  # no stop() between fork and add
         pid = os.fork()
         if pid == 0:
-            _forked_rank(launcher, report, log, inherited, folder, rank, num_shards, args, fault)
+            _forked_rank(launcher, report, log, inherited, threads, folder, rank, num_shards,
+                         args, fault)  # fmt: skip
         os.close(log)
         running.add(pid)
         os.write(report, f"{pid}\n".encode())
@@ -370,9 +383,11 @@ def _launch(argv) -> None:
         os.write(report, f"{pid} {os.waitstatus_to_exitcode(status)}\n".encode())
 
 
-def _forked_rank(launcher, report, log, inherited, folder, rank, num_shards, args, fault):
-    """In a forked rank: its output to rank{rank}.log, then its work; never returns. It
-    ends as an uncaught exception would end it: the traceback and status 1, SystemExit's
+def _forked_rank(launcher, report, log, inherited, threads, folder, rank, num_shards, args,
+                 fault):  # fmt: skip
+    """In a forked rank: its output to rank{rank}.log, its OpenMP threads (``threads``: a
+    pool of its own, started on its first parallel operation), then its work; never returns.
+    It ends as an uncaught exception would end it: the traceback and status 1, SystemExit's
     code, or for KeyboardInterrupt SIGINT."""
     code, interrupted = 1, False
     try:
@@ -384,6 +399,7 @@ def _forked_rank(launcher, report, log, inherited, folder, rank, num_shards, arg
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
+        torch.set_num_threads(threads)
         if fault == ["absent", rank]:  # a rank that never gets to run: a process that
             time.sleep(3600)  # only waits, as one stuck before it could start would
         main([folder, str(rank), num_shards, *args])  # ends in os._exit(0)
@@ -409,9 +425,10 @@ def _forked_rank(launcher, report, log, inherited, folder, rank, num_shards, arg
 
 
 def _wait(processes, folder: str, deadline: float, timeout: float) -> None:
-    """Until every rank has exited 0. A failure, or the deadline (the process group's own
-    timeout fires first), raises one RuntimeError that names the rank at fault and what
-    happened to it (``_culprit``), not the rank that noticed."""
+    """Until every rank has exited 0. A failure, or the deadline (the ranks' own collectives
+    give up no sooner: their timeout counts from a later start), raises one RuntimeError
+    that names the rank at fault and what happened to it (``_culprit``), not the rank that
+    noticed."""
     while True:
         codes = [p.poll() for p in processes]
         if any(code not in (None, 0) for code in codes):

@@ -1,0 +1,119 @@
+"""torch ranks on MiniLM's vocabulary, 30522 rows, which 4 ranks do not divide evenly, and a
+run whose every rank is stuck where no collective's timeout can fire: it is reported within
+its timeout (plus the launcher's start), one line, no process left behind."""
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import backends
+from tests.conftest import alive, descendants
+from tests.test_sharding import same_bits, unsharded
+
+VOCAB_SIZE = 30522  # MiniLM's (bert-base-uncased's) vocabulary: 7631 rows a rank, the last 7629
+# The first and last row of each of the 4 shards of 7631 rows, and a few between.
+IDS = np.array([[0, 7630, 7631, 15261, 15262, 22892, 22893, 30521], [5, 2054, 101, 102] * 2])
+
+
+@pytest.mark.slow
+def test_four_torch_ranks_split_minilms_vocabulary_bit_for_bit():
+    """Every strategy at 4 ranks on a 30522 x 16 table: DTensor pads the last rank's 7629
+    rows to 7631 with an operation large enough to run on several OpenMP threads, which
+    waited forever for threads the ranks' launcher had started before it forked them. The
+    ranks run here with 2 threads, as on a 2-core machine, whatever this process has."""
+    pytest.importorskip("torch")
+    import torch
+
+    from embedding_parity.sharding import torch_shards
+
+    token_table, position_table = backends.shared_weights(VOCAB_SIZE, 16, 16, seed=3)
+    upstream = np.random.default_rng(0).standard_normal((*IDS.shape, 16)).astype(np.float32)
+    case = (token_table, position_table, IDS, 16 - IDS.shape[-1], upstream)
+    plain = backends.get("numpy").TokenPositionEmbedding(token_table, position_table)
+    wanted = backends.get("numpy").gradients(plain, IDS, upstream, case[3])["token_table"]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # the ranks take this process's count
+    try:
+        found = torch_shards.training_steps(
+            [case], num_shards=4, strategy=torch_shards.STRATEGIES, timeout=60
+        )
+    finally:
+        torch.set_num_threads(threads)
+    assert list(found) == list(torch_shards.STRATEGIES)
+    for strategy, [(gradient, _, forward)] in found.items():
+        assert same_bits(forward, unsharded(*case[:4])), strategy
+        assert same_bits(gradient, wanted), strategy
+
+
+@pytest.mark.slow
+def test_a_run_stuck_outside_its_collectives_is_reported_within_its_timeout(tmp_path, monkeypatch):
+    """Rank 1 stalls before its collective, then both ranks are stopped (SIGSTOP): no
+    collective's timeout can fire, so only the run's own deadline ends it, as when every rank
+    waited on OpenMP. Reported within the timeout and the launcher's start, in one line
+    naming a stopped rank; every process killed."""
+    pytest.importorskip("torch")
+    import tempfile
+
+    from embedding_parity.sharding import torch_shards
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ranks = []
+
+    def stop_the_ranks():  # once rank 0 is in its collective and rank 1 stalls before its own
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+            _steps(tmp_path, 0) >= 2 and _steps(tmp_path, 1) >= 1
+        ):
+            time.sleep(0.05)
+        ranks.extend(_ranks())
+        for pid in ranks:
+            os.kill(pid, signal.SIGSTOP)
+
+    stopper = threading.Thread(target=stop_the_ranks, daemon=True)
+    stopper.start()
+    token_table, position_table = backends.shared_weights(103, 10, 16)
+    timeout = 5
+    began = time.monotonic()
+    try:
+        with pytest.raises(RuntimeError) as info:
+            torch_shards.embed(
+                token_table,
+                position_table,
+                np.array([1, 2]),
+                num_shards=2,
+                timeout=timeout,
+                fault=("stall", 1),
+            )
+        reported = time.monotonic() - began
+    finally:
+        stopper.join(timeout=60)
+        for pid in ranks:  # killed by the run; by this test only if the run left them
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert len(ranks) == 2
+    assert str(info.value).startswith("rank 0 is stopped (SIGSTOP)"), str(info.value)
+    assert len(str(info.value).splitlines()) == 1
+    assert reported < timeout + torch_shards.STARTUP, reported
+    assert not descendants(os.getpid()), "a rank outlived the run"
+    assert os.listdir(tmp_path) == []  # the run's own folder removed
+
+
+def _steps(folder, rank: int) -> int:
+    """How far rank ``rank`` of the one run in ``folder`` got (its progress file's bytes)."""
+    found = list(folder.glob(f"*/rank{rank}.progress"))
+    return found[0].stat().st_size if found else -1
+
+
+def _ranks() -> list[int]:
+    """The ranks: the processes whose parent is this process's child running torch_shards."""
+    found = []
+    for pid in descendants(os.getpid()):
+        with open(f"/proc/{pid}/stat") as stat, open(f"/proc/{pid}/cmdline", "rb") as line:
+            parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            if parent != os.getpid() and b"embedding_parity.sharding.torch_shards" in line.read():
+                found.append(pid)
+    return sorted(found)
