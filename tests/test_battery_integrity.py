@@ -29,7 +29,9 @@ def zeros_that_check_ids(token_table, position_table, token_ids, start):
 
 def gemma(token_table, token_ids):
     """Gemma's scaled lookup, its ids checked."""
-    return positional.scaled_embedding(token_table, numpy_targets._checked(token_ids, len(token_table)))
+    return positional.scaled_embedding(
+        token_table, numpy_targets._checked(token_ids, len(token_table))
+    )
 
 
 @pytest.fixture
@@ -58,6 +60,67 @@ def test_no_checks_is_refused_by_what_was_asked():
         check(zeros_that_check_ids, "lookup", checks=[])
 
 
+# --- a cut cases.json --------------------------------------------------------------------
+
+
+def results_of(folder: str, kind: str, function) -> None:
+    """An outside runner: each case of the folder's manifest called, its result written."""
+    with open(os.path.join(folder, "cases.json"), encoding="utf-8") as file:
+        manifest = json.load(file)
+    for entry in manifest["cases"]:
+        arguments = runner.KINDS[kind].arguments(entry["params"])
+        try:
+            result = function(*arguments)
+        except (IndexError, TypeError) as error:
+            with open(os.path.join(folder, "results", f"{entry['id']}.raised"), "w") as out:
+                out.write(f"{type(error).__name__}: {error}")
+            continue
+        if result.dtype.name == "bfloat16":
+            result = result.view(np.uint16)
+        np.save(os.path.join(folder, "results", f"{entry['id']}.npy"), result)
+
+
+def test_a_cut_manifest_its_fingerprint_recomputed_is_no_conforming_battery(tmp_path, capsys):
+    folder = str(tmp_path / "battery")
+    assert compare.main(["check", "--export-cases", folder, "--kind", "lookup"]) == 0
+    path = os.path.join(folder, "cases.json")
+    with open(path, encoding="utf-8") as file:
+        manifest = json.load(file)
+    kept = [case for case in manifest["cases"] if "bad" not in case["params"]]
+    for number, case in enumerate(kept):  # renumbered, as the judge reads them in order
+        case["id"] = f"case-{number:03d}"
+    rebuilt = {cases._key(c): c for c in runner.select_cases("lookup", manifest["options"])}
+    chosen = [rebuilt[(c["check"], c["label"], cases._canonical(c["params"]))] for c in kept]
+    fingerprint = cases._fingerprint("lookup", manifest["options"], chosen)
+    manifest |= {"cases": kept, "fingerprint": fingerprint}
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(manifest, file)
+    capsys.readouterr()
+    results_of(folder, "lookup", numpy_targets.lookup_clamps)  # clamps every bad id
+    assert compare.main(["check", "--results", folder]) == 1
+    out = capsys.readouterr().out
+    assert "4 of 4 checks conform" in out and "CONFORMS" not in out
+    assert out.splitlines()[-1].startswith("INCOMPLETE")
+    assert (
+        "left out: 4 checks of lookup's battery are not in the folder (bad id: vocab_size, "
+        "bad id: -1, bad id: far out of range, bad id: non-integer (1.5))" in out
+    )
+
+
+def test_a_part_of_the_battery_names_what_it_leaves_out_case_by_case(tmp_path):
+    chosen = runner.select_cases("lookup")
+    forward = [c for c in chosen if c.check == "forward float32"]
+    part = [c for c in chosen if c.check != "forward float32"] + forward[:1]
+    folder = cases.export(str(tmp_path / "part"), "lookup", {}, part)
+    results_of(folder, "lookup", numpy_targets.lookup)
+    report = cases.judge(folder)
+    assert report.accepted and not report.conforms
+    assert report.left_out == [f"forward float32 (1 of {len(forward)} cases)"]
+    full = cases.export(str(tmp_path / "whole"), "lookup", {}, chosen)
+    results_of(full, "lookup", numpy_targets.lookup)
+    assert cases.judge(full).conforms and cases.judge(full).left_out == []
+
+
 # --- NumPy's error state -----------------------------------------------------------------
 
 
@@ -68,8 +131,8 @@ def test_a_caller_that_raises_on_underflow_gets_the_battery_built_and_keeps_its_
         seen.append(np.geterr())
         return gemma(token_table, token_ids)
 
-    assert check(numpy_targets.rope, "rope").conforms
-    assert check(recording, "lookup", config="gemma-2-2b").conforms
+    assert check(numpy_targets.rope, "rope", framework="numpy").conforms
+    assert check(recording, "lookup", config="gemma-2-2b", framework="numpy").conforms
     assert np.geterr() == raising
     assert seen and all(state == raising for state in seen)
 
@@ -129,7 +192,8 @@ def test_a_port_bit_identical_to_a_source_that_breaks_the_contract_does_not_conf
 
 
 def test_the_same_integers_where_the_contract_is_in_a_float_dtype_are_a_difference():
-    report = check(rounded_rope, "rope", against=rounded_rope, dtypes=["float32"])
+    numpy = {"framework": "numpy", "against_framework": "numpy"}
+    report = check(rounded_rope, "rope", against=rounded_rope, dtypes=["float32"], **numpy)
     assert not report.conforms
     assert {c.status for c in report.checks} == {"differs"}
     assert "returns int32 for float32" in report.checks[0].detail

@@ -92,7 +92,9 @@ def _compared(actual: np.ndarray, other: np.ndarray, own: Verdict, name: str) ->
     matched = _matched(actual, other, own, name)
     if matched.status != "conforms" or own.status == "conforms":
         return matched
-    return replace(own, detail=f"{matched.detail}, and as wrong: against the contract, {own.detail}")
+    return replace(
+        own, detail=f"{matched.detail}, and as wrong: against the contract, {own.detail}"
+    )
 
 
 def _matched(actual: np.ndarray, other: np.ndarray, own: Verdict, name: str) -> Verdict:

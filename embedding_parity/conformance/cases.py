@@ -13,7 +13,9 @@ exception's message) for each case, as the manifest's own "results" and "rules" 
 
 The judge takes no number from the folder but the results: it rebuilds every case from the
 manifest's kind and options, refuses a battery whose fingerprint is not the kit's (the kit
-changed, or the folder was edited), and judges each result with the code of a direct run
+changed, or the folder was edited), names each check of the whole battery the folder leaves
+out (the fingerprint is a plain checksum, which anyone who cuts the manifest can recompute: no
+signature), a part of the battery never conforming, and judges each result with the code of a direct run
 (``runner.judged``, ``runner.check_results``), so the verdicts are the same. A result file is
 checked before it is read: a regular file, no larger than the case's result can be, its header
 read first, never unpickled; one that fails is that case's failure, not the run's.
@@ -100,7 +102,7 @@ def judge(folder: str, expected: dict | None = None, strict: bool = False) -> ru
     manifest = _manifest(os.path.join(folder, MANIFEST))
     kind, options = manifest["kind"], manifest["options"]
     chosen = KINDS[kind]
-    cases = _rebuilt(os.path.join(folder, MANIFEST), manifest)
+    battery, cases = _rebuilt(os.path.join(folder, MANIFEST), manifest)
     outcomes = [
         _outcome(chosen, case, os.path.join(folder, RESULTS), _id(number))
         for number, case in enumerate(cases)
@@ -116,9 +118,10 @@ def judge(folder: str, expected: dict | None = None, strict: bool = False) -> ru
         chosen.describe(options),
         strict,
     )
+    report.left_out = _left_out(battery, cases)
     if expected:  # stale only against the whole battery, not the cases exported
-        battery = [c.check for c in chosen.cases(options)]
-        report.unmatched = runner.mark_expected(report.checks, expected, battery)
+        names = [c.check for c in battery]
+        report.unmatched = runner.mark_expected(report.checks, expected, names)
     report.seconds = time.monotonic() - began
     return report
 
@@ -271,9 +274,10 @@ def _malformed(manifest) -> str:
     return ""
 
 
-def _rebuilt(path: str, manifest: dict) -> list[Case]:
-    """The kit's own cases that the manifest names (by check, label and params), in its
-    order; UsageError where one is not in the kit's battery or the fingerprint differs."""
+def _rebuilt(path: str, manifest: dict) -> tuple[list[Case], list[Case]]:
+    """(the kit's whole battery at the manifest's kind and options, its cases that the
+    manifest names by check, label and params, in the manifest's order); UsageError where one
+    is not in the kit's battery or the fingerprint differs."""
     kind, options = manifest["kind"], manifest["options"]
     again = "the kit changed since the export, or the folder was edited: export the battery again"
     try:
@@ -281,7 +285,7 @@ def _rebuilt(path: str, manifest: dict) -> list[Case]:
     except Exception as error:  # noqa: BLE001 - options the kit cannot build: one line
         said = f"{path}: {kind}'s battery cannot be built at its options ({error}); {again}"
         raise UsageError(runner.shown(said)) from None
-    by_key = {(c.check, c.label, _canonical(c.params)): c for c in battery}
+    by_key = {_key(c): c for c in battery}
     cases = []
     for entry in manifest["cases"]:
         try:
@@ -294,7 +298,25 @@ def _rebuilt(path: str, manifest: dict) -> list[Case]:
         cases.append(case)
     if _fingerprint(kind, options, cases) != manifest["fingerprint"]:
         raise UsageError(f"{path}: its fingerprint is not the battery's; {again}")
-    return cases
+    return battery, cases
+
+
+def _key(case: Case) -> tuple:
+    return case.check, case.label, _canonical(case.params)
+
+
+def _left_out(battery: list[Case], cases: list[Case]) -> list[str]:
+    """The checks of the whole battery the folder lacks, or lacks cases of ("forward float32
+    (2 of 4 cases)"): an export of a part, or a manifest cut and its fingerprint recomputed
+    (a plain checksum, which anyone can recompute: no signature)."""
+    held = {_key(c) for c in cases}
+    left = []
+    for check in dict.fromkeys(c.check for c in battery):
+        keys = [_key(c) for c in battery if c.check == check]
+        found = sum(key in held for key in keys)
+        if found < len(keys):
+            left.append(check if not found else f"{check} ({found} of {len(keys)} cases)")
+    return left
 
 
 def _outcome(chosen: Kind, case: Case, results: str, name: str) -> Outcome:

@@ -77,11 +77,18 @@ class Report:
     unmatched: list[str] = field(default_factory=list)  # --expect entries that match no check
     against: dict | None = None  # against.py: the other target and both contract verdicts
     through: dict | None = None  # the production path: its name, how, versions, eager's checks
+    left_out: list[str] = field(default_factory=list)  # --results: checks the folder lacks
 
     @property
     def conforms(self) -> bool:
         """Every check conforms, was rejected (a dtype refused is not a wrong answer) or
-        differs as expected; a fixed expectation too, unless strict."""
+        differs as expected; a fixed expectation too, unless strict. Never for a part of the
+        battery: results judged from a folder that leaves out a check (``left_out``)."""
+        return self.accepted and not self.left_out
+
+    @property
+    def accepted(self) -> bool:
+        """Every check that was run is accepted, as ``conforms`` says, whatever was left out."""
         accepted = ACCEPTED if self.strict else (*ACCEPTED, "fixed")
         return any(c.status in ("conforms", "expected", "fixed") for c in self.checks) and all(
             c.status in accepted for c in self.checks
@@ -126,6 +133,13 @@ class Report:
             if counts[s]
         )
         verdict = "CONFORMS" if self.conforms else "DIFFERS"
+        if self.left_out:
+            lines.append(
+                f"left out: {len(self.left_out)} checks of {self.kind}'s battery are not in the "
+                f"folder ({', '.join(self.left_out)}): a part of the battery is no verdict of "
+                "conformance; export the whole battery"
+            )
+            verdict = "INCOMPLETE" if self.accepted else verdict
         return [*lines, f"{verdict}: {summary} ({self.seconds:.1f} s)"]
 
     def record(self) -> dict:
