@@ -6,9 +6,12 @@ input layer or the rotation and that the kit cannot honour is refused with one l
 (``UsageError``), never ignored. Fields that bear on neither (the MLP, dropout, the
 tokenizer) are not read at all.
 
-The modules, from the bottom: ``configuration`` (what the kit understands), ``hf`` (a
-config.json as transformers reads it), ``gguf`` (a GGUF file as llama.cpp reads it),
-``presets`` (bundled config.json fields); this front reads a path or a preset name.
+The modules, from the bottom: ``configuration`` (what the kit understands), ``checks`` (each
+field's type and range), ``defaults`` (transformers' config classes' defaults),
+``hf_transformers`` (a config.json read by transformers itself) and ``hf`` (a config.json as
+transformers reads it, by transformers where it is installed, else by the kit's own rules),
+``gguf`` (a GGUF file as llama.cpp reads it), ``presets`` (bundled config.json fields); this
+front reads a path (a regular file of at most a few MB) or a preset name.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 
+from embedding_parity import outputs
 from embedding_parity.cli import UsageError
 from embedding_parity.configs.configuration import Configuration
 from embedding_parity.configs.gguf import from_gguf
@@ -25,17 +29,14 @@ from embedding_parity.configs.presets import PRESETS
 __all__ = ["Configuration", "from_fields", "listing", "preset", "read"]
 
 
+MOST_CONFIG_BYTES = 4 << 20  # a config.json is a few KB (Phi-3's long-factor lists: 10 KB)
+
+
 def read(path: str) -> Configuration:
     """A config.json (Hugging Face) or a .gguf file's metadata; UsageError in one line."""
     if path.endswith(".gguf"):
         return from_gguf(path)
-    try:
-        with open(path, encoding="utf-8") as file:
-            fields = json.load(file)
-    except OSError as error:
-        raise UsageError(f"--config {path}: {error.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UsageError(f"--config {path}: not a JSON file ({error})") from None
+    fields = load_json(path, f"--config {path}")
     if not isinstance(fields, dict):
         raise UsageError(
             f"--config {path}: a config.json holds one object, got {type(fields).__name__}"
@@ -45,7 +46,23 @@ def read(path: str) -> Configuration:
     )
 
 
+def load_json(path: str, where: str):
+    """The JSON in ``path``, a regular UTF-8 file of at most MOST_CONFIG_BYTES (never a FIFO, a
+    device, a folder); UsageError in one line naming ``where``."""
+    try:
+        text = outputs.read_text(path, MOST_CONFIG_BYTES)
+    except outputs.Unreadable as why:
+        raise UsageError(f"{where} {why}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"{where}: not a JSON file ({error})") from None
+    except RecursionError:
+        raise UsageError(f"{where}: nested too deeply to be a config.json") from None
+
+
 def preset(name: str) -> Configuration:
+    """A bundled preset (``presets.PRESETS``), read as its config.json would be."""
     if name not in PRESETS:
         raise UsageError(f"--model {name!r}: no such preset; the presets are {', '.join(PRESETS)}")
     return from_fields(PRESETS[name]["fields"], name, f"--model {name}")

@@ -1,13 +1,32 @@
 """A Hugging Face ``config.json``'s fields, read as transformers reads them: the
-``Configuration`` they describe, or one line (``UsageError``) naming the file and the field."""
+``Configuration`` they describe, or one line (``UsageError``) naming the file and the field.
+
+Two readers give the same reading (the fields transformers' config object holds after its
+defaults and its rope standardisation): transformers' own config classes where transformers is
+installed (``hf_transformers``), else the kit's transcription of their rules
+(``kit_reading``, over ``defaults.DEFAULTS``). One ``build`` then checks every field's type
+and range and makes the ``Configuration``; ``tests/test_config_reading.py`` holds the two
+readers equal.
+
+transformers' rules (5.24, ``modeling_rope_utils.RotaryEmbeddingConfigMixin``): ``rope_scaling``
+is taken whole over ``rope_parameters``; the rope dict's ``rope_theta`` and
+``partial_rotary_factor`` win over the top level's; ``original_max_position_embeddings`` comes
+from the rope dict (then ``max_position_embeddings``), except where the class has a field of
+its own (Phi-3), which wins; a multimodal config is read through its ``text_config``.
+"""
 
 from __future__ import annotations
+
+import copy
+import importlib.util
 
 import numpy as np
 
 from backends import validation
-from embedding_parity.cli import UsageError
+from embedding_parity.configs import checks
 from embedding_parity.configs.configuration import Configuration
+from embedding_parity.configs.defaults import DEFAULTS, PLAIN, TEXT_TYPES
+from embedding_parity.configs.hf_transformers import transformers_reading
 
 # Hugging Face model types whose learned positions follow a rule other than arange.
 POSITION_RULES = {
@@ -22,100 +41,258 @@ POSITION_RULES = {
 LEARNED = {"bert", "gpt2", "opt", "roberta", "xlm-roberta", "camembert", "bart", "mbart"}
 # Rotations over pairs (2i, 2i+1): GPT-J, ChatGLM; DeepSeek-V3 says so with rope_interleave.
 INTERLEAVED = {"gptj", "chatglm", "glm"}
+SCALED_LENGTH = ("llama3", "yarn", "longrope")  # rules with original_max_position_embeddings
+# The rules a config.json can name (freq_factors is llama.cpp's, from a GGUF's tensors).
+RULES = tuple(rule for rule in validation.ROPE_SCALINGS if rule != "freq_factors")
 
 
-def from_fields(fields: dict, name: str, where: str) -> Configuration:
-    """The Configuration a config's fields describe; UsageError naming ``where`` and the field."""
+def from_fields(fields: dict, name: str, where: str, reader: str | None = None) -> Configuration:
+    """The Configuration a config's fields describe; UsageError naming ``where`` and the field.
+    ``reader``: "transformers" or "kit" (default: transformers where it is installed)."""
+    text, model_type = text_fields(fields, where)
+    if reader is None:
+        reader = "transformers" if importlib.util.find_spec("transformers") else "kit"
+    if reader == "transformers":
+        reading = transformers_reading(fields, where)
+    else:
+        reading = kit_reading(text, model_type)
+    return build(reading, name, where)
 
-    def refuse(message: str):
-        raise UsageError(f"{where}: {message}")
 
-    model_type = fields.get("model_type")
-    kind = fields.get("position_embedding_type")
+def text_fields(fields: dict, where: str) -> tuple[dict, str | None]:
+    """The fields that describe the text model (a multimodal config's ``text_config``) and its
+    model type, after the checks both readers share (types transformers would take silently or
+    read past)."""
+    outer = checks.text(fields.get("model_type"), "model_type", where)
+    inner = checks.mapping(fields.get("text_config"), "text_config", where)
+    if outer in TEXT_TYPES or inner is not None:
+        fields = inner or {}
+        where = f"{where} text_config"
+    model_type = checks.text(fields.get("model_type"), "model_type", where)
+    model_type = model_type or TEXT_TYPES.get(outer) or (None if inner is not None else outer)
+    for field in ("rope_scaling", "rope_parameters"):
+        rope = checks.mapping(fields.get(field), field, where) or {}
+        if any(isinstance(v, dict) for v in rope.values()):
+            checks.refuse(
+                where, f"{field} per layer type ({', '.join(rope)}): give one layer type's config"
+            )
+    if "rope_local_base_freq" in fields:
+        checks.refuse(
+            where,
+            "rope_local_base_freq: Gemma 3's sliding-window layers rotate with another base "
+            "than its global ones; give one layer type's config (without the field for the "
+            "global layers, or with rope_theta set to it and no rope_scaling for the sliding ones)",
+        )
+    _check_given(fields, where)
+    if model_type == "gemma3_text" and fields.get("rope_parameters"):
+        checks.refuse(
+            where,
+            "rope_parameters: Gemma3TextConfig reads it only per layer type; give the global "
+            "layers' rule as rope_scaling and rope_theta",
+        )
+    return fields, model_type
+
+
+def _at_least(least: int):
+    return lambda value, field, where: checks.integer(value, field, where, least)
+
+
+# Each field's check, under each name a config.json gives it: run on the fields the file gives,
+# before either reader, so that both refuse a wrong one with the same line (transformers would
+# take most of them silently, or fail deep inside with a message naming no field).
+GIVEN = {
+    **dict.fromkeys(["hidden_size", "n_embd", "d_model"], _at_least(1)),
+    **dict.fromkeys(["num_attention_heads", "n_head", "encoder_attention_heads"], _at_least(1)),
+    **dict.fromkeys(["max_position_embeddings", "n_positions"], _at_least(1)),
+    "original_max_position_embeddings": _at_least(1),
+    **dict.fromkeys(["head_dim", "qk_rope_head_dim", "rotary_dim"], checks.head_dim),
+    **dict.fromkeys(["rope_theta", "rotary_emb_base"], checks.base),
+    **dict.fromkeys(["partial_rotary_factor", "rotary_pct"], checks.share),
+    "rope_interleave": checks.flag,
+    "pad_token_id": _at_least(0),
+    "type_vocab_size": lambda v, f, w: checks.integer(v, f, w, 1, checks.MOST_TYPE_VOCAB),
+    "layer_norm_eps": checks.positive,
+}
+# The numbers of a rope dict that transformers does arithmetic with (the rest are checked by
+# backends.validation once the rule is known).
+GIVEN_ROPE = {
+    "rope_theta": checks.base,
+    "partial_rotary_factor": checks.share,
+    "original_max_position_embeddings": _at_least(1),
+    **dict.fromkeys(["factor", "low_freq_factor", "high_freq_factor"], checks.positive),
+    **dict.fromkeys(["beta_fast", "beta_slow", "mscale", "mscale_all_dim"], checks.positive),
+    "attention_factor": checks.positive,
+}
+
+
+def _check_given(fields: dict, where: str) -> None:
+    for field, check in GIVEN.items():
+        if fields.get(field) is not None:
+            check(fields[field], field, where)
+    for rope_field in ("rope_scaling", "rope_parameters"):
+        for field, value in (fields.get(rope_field) or {}).items():
+            if field in GIVEN_ROPE and value is not None:
+                GIVEN_ROPE[field](value, f"{rope_field} {field}", where)
+
+
+def kit_reading(fields: dict, model_type: str | None) -> dict:
+    """What transformers' config object for ``model_type`` would hold, by the kit's own rules:
+    the file's fields over the class's defaults (``defaults.DEFAULTS``), the rope dict
+    standardised as ``RotaryEmbeddingConfigMixin.convert_rope_params_to_dict`` does."""
+    known = DEFAULTS.get(model_type, {})
+    aliases = known.get("aliases", {})
+
+    def get(key):
+        for name in (key, aliases.get(key)):
+            if name in fields:
+                return fields[name]
+        return known.get(key)
+
+    reading = {key: get(key) for key in PLAIN}
+    reading["model_type"] = model_type
+    no_rope = model_type in LEARNED or known.get("no_rope")
+    reading["rope"] = None if no_rope else _kit_rope(fields, model_type, known, get)
+    return reading
+
+
+def _kit_rope(fields: dict, model_type, known: dict, get) -> dict:
+    if model_type == "gemma3_text":  # Gemma3TextConfig.convert_rope_params_to_dict
+        rope = {"rope_type": "default", **(fields.get("rope_scaling") or {})}
+    else:
+        chosen = fields.get("rope_scaling") or fields.get("rope_parameters")
+        rope = copy.deepcopy(chosen or known.get("rope_parameters") or {})
+    theta_key = known.get("rope_theta_key", "rope_theta")
+    partial_key = known.get("partial_key", "partial_rotary_factor")
+    rope.setdefault("rope_theta", fields.get(theta_key, known.get("rope_theta", 10000.0)))
+    partial = fields.get(partial_key, known.get("partial_rotary_factor"))
+    if partial is not None:
+        rope.setdefault("partial_rotary_factor", partial)
+    rope.setdefault("rope_type", rope.get("type", "default"))
+    if rope["rope_type"] in SCALED_LENGTH:
+        if "original_max_position_embeddings" in known:  # a field of the class's own: it wins
+            rope["original_max_position_embeddings"] = get("original_max_position_embeddings")
+        else:
+            rope.setdefault("original_max_position_embeddings", get("max_position_embeddings"))
+    if model_type == "phi3" and rope["rope_type"] in ("su", "yarn"):
+        rope["rope_type"] = "longrope"  # Phi3Config reads both as LongRoPE
+    return rope
+
+
+def build(reading: dict, name: str, where: str) -> Configuration:
+    """The Configuration of a reading, each field checked for its type and range."""
+    model_type = checks.text(reading["model_type"], "model_type", where)
+    kind = reading["position_embedding_type"]
     if kind not in (None, "absolute"):
-        refuse(f"position_embedding_type {kind!r} is not one the kit checks (only 'absolute')")
-    if fields.get("scale_embedding"):
-        refuse("scale_embedding (BART's sqrt(d_model) on the token rows) is not one the kit checks")
-    hidden = fields.get("hidden_size", fields.get("n_embd", fields.get("d_model")))
-    heads = fields.get("num_attention_heads", fields.get("n_head"))
+        checks.refuse(
+            where,
+            f"position_embedding_type {checks.shown(kind)} is not one the kit checks "
+            "(only 'absolute')",
+        )
+    if reading["scale_embedding"]:
+        checks.refuse(
+            where,
+            "scale_embedding (BART's sqrt(d_model) on the token rows) is not one the kit checks",
+        )
+    hidden = checks.optional_integer(reading["hidden_size"], "hidden_size", where, 1)
     config = {
         "name": name,
         "model_type": model_type,
         "hidden_size": hidden,
-        "max_position_embeddings": fields.get("max_position_embeddings", fields.get("n_positions")),
+        "max_position_embeddings": checks.optional_integer(
+            reading["max_position_embeddings"], "max_position_embeddings", where, 1
+        ),
         "embed_scale": bool(model_type and model_type.startswith("gemma")),
         "position_rule": POSITION_RULES.get(model_type, "arange"),
-        "pad_token_id": fields.get("pad_token_id"),
-        "type_vocab_size": fields.get("type_vocab_size"),
-        "layer_norm_eps": fields.get("layer_norm_eps"),
+        "pad_token_id": checks.optional_integer(reading["pad_token_id"], "pad_token_id", where, 0),
+        "type_vocab_size": checks.optional_integer(
+            reading["type_vocab_size"], "type_vocab_size", where, 1, checks.MOST_TYPE_VOCAB
+        ),
+        "layer_norm_eps": _optional(
+            checks.positive, reading["layer_norm_eps"], "layer_norm_eps", where
+        ),
     }
+    if config["embed_scale"] and hidden is None:
+        checks.refuse(
+            where, f"{model_type} scales its token rows by sqrt(hidden_size): no hidden_size"
+        )
     if config["position_rule"] == "roberta" and config["pad_token_id"] is None:
-        refuse(
-            f"{model_type} counts positions from pad_token_id + 1: the config has no pad_token_id"
+        checks.refuse(
+            where,
+            f"{model_type} counts positions from pad_token_id + 1: the config has no pad_token_id",
         )
     if model_type in LEARNED:
         return Configuration(**config)
-    head_dim = fields.get("qk_rope_head_dim") or fields.get("head_dim")
-    if head_dim is None and hidden and heads:
-        head_dim = hidden // heads
-    if head_dim is None:
-        refuse("no head_dim, and no hidden_size and num_attention_heads to derive it from")
-    if "rope_local_base_freq" in fields:
-        refuse(
-            "rope_local_base_freq: Gemma 3's sliding-window layers rotate with another base "
-            "than its global ones; give one layer type's config (without the field for the "
-            "global layers, or with rope_theta set to it and no rope_scaling for the sliding ones)"
+    longest = config["max_position_embeddings"]
+    return Configuration(**config, **_rotation(reading, model_type, longest, where))
+
+
+def _optional(check, value, field: str, where: str):
+    return None if value is None else check(value, field, where)
+
+
+def _head_dim(reading: dict, where: str) -> int:
+    """qk_rope_head_dim (DeepSeek), else head_dim, else hidden_size // num_attention_heads."""
+    for field in ("qk_rope_head_dim", "head_dim"):
+        if reading[field] is not None:
+            return checks.head_dim(reading[field], field, where)
+    hidden, heads = reading["hidden_size"], reading["num_attention_heads"]
+    if hidden is None or heads is None:
+        checks.refuse(
+            where, "no head_dim, and no hidden_size and num_attention_heads to derive it from"
         )
-    rope = dict(fields.get("rope_parameters") or {})
-    if any(isinstance(v, dict) for v in rope.values()):
-        refuse(f"rope_parameters per layer type ({', '.join(rope)}): give one layer type's config")
-    rope.update({k: v for k, v in (fields.get("rope_scaling") or {}).items() if v is not None})
-    theta = rope.pop("rope_theta", fields.get("rope_theta", fields.get("rotary_emb_base", 10000.0)))
+    heads = checks.integer(heads, "num_attention_heads", where, 1)
+    return checks.head_dim(hidden // heads, "hidden_size // num_attention_heads", where)
+
+
+def _rotation(reading: dict, model_type, longest, where: str) -> dict:
+    """The Configuration's rope fields: head_dim, rotary_dim, layout, rope_theta, scaling."""
+    head_dim = _head_dim(reading, where)
+    rope = dict(reading["rope"] or {})
+    theta = checks.base(rope.pop("rope_theta", 10000.0), "rope_theta", where)
     partial = rope.pop("partial_rotary_factor", None)
-    partial = fields.get("partial_rotary_factor", fields.get("rotary_pct", partial))
-    rotary_dim = fields.get("rotary_dim")
+    partial = _optional(checks.share, partial, "partial_rotary_factor", where)
+    rotary_dim = _optional(checks.head_dim, reading["rotary_dim"], "rotary_dim", where)
     if rotary_dim is None and partial is not None and partial != 1.0:
         rotary_dim = int(head_dim * partial)
-    layout = "interleaved" if model_type in INTERLEAVED or fields.get("rope_interleave") else "half"
-    scaling = _scaling(rope, fields, refuse)
+    interleave = checks.flag(reading["rope_interleave"], "rope_interleave", where)
+    layout = "interleaved" if model_type in INTERLEAVED or interleave else "half"
+    scaling = _scaling(rope, longest, where)
     try:
         _, scaling, rotary_dim = validation.check_rope(
             (1, head_dim), np.zeros(1, np.int64), theta, layout, scaling, rotary_dim
         )
     except (TypeError, ValueError) as error:
-        refuse(str(error))
-    return Configuration(
-        **config,
-        head_dim=head_dim,
-        rotary_dim=None if rotary_dim == head_dim else rotary_dim,
-        layout=layout,
-        rope_theta=float(theta),
-        scaling=scaling,
-    )
+        checks.refuse(where, str(error))
+    return {
+        "head_dim": head_dim,
+        "rotary_dim": None if rotary_dim == head_dim else rotary_dim,
+        "layout": layout,
+        "rope_theta": theta,
+        "scaling": scaling,
+    }
 
 
-def _scaling(rope: dict, fields: dict, refuse) -> dict | None:
-    """The rope_scaling dict in backends.positional's terms: Hugging Face's defaults filled in
-    from the config (original_max_position_embeddings at the top level, YaRN's factor as the
-    ratio of the lengths, dynamic NTK's and LongRoPE's max_position_embeddings)."""
-    kind = rope.pop("rope_type", None) or rope.pop("type", None)
-    rope.pop("type", None)
+def _scaling(rope: dict, longest, where: str) -> dict | None:
+    """The standardised rope dict in backends.positional's terms: YaRN's factor as the ratio of
+    the lengths where the dict has none (as transformers' DeepSeek note does), dynamic NTK's and
+    LongRoPE's max_position_embeddings."""
+    kind = checks.text(rope.pop("rope_type", None), "rope_type", where)
+    older = checks.text(rope.pop("type", None), "type", where)
+    if kind in (None, "default"):  # Qwen2-VL's "mrope" stays "type" under a "default" rope_type
+        kind = older or kind
+    elif older not in (None, kind):
+        checks.refuse(where, f"type {older!r} where rope_type is {kind!r}: the kit checks one rule")
     if kind in (None, "default"):
         if rope:
-            refuse(f"rope_scaling fields {sorted(rope)} without a rope_type")
+            checks.refuse(where, f"fields {sorted(rope)} without a rope_type")
         return None
-    known = tuple(validation.ROPE_SCALINGS)
-    if kind not in known:
-        refuse(f"rope_type {kind!r} is not one the kit checks ({', '.join(known)})")
-    longest = fields.get("max_position_embeddings")
-    if kind in ("yarn", "longrope", "llama3") and "original_max_position_embeddings" not in rope:
-        original = fields.get("original_max_position_embeddings")
-        if original is None and kind != "llama3":
-            original = longest
-        if original is not None:
-            rope["original_max_position_embeddings"] = original
-    if kind == "yarn" and rope.get("factor") is None and longest:
-        rope["factor"] = longest / rope["original_max_position_embeddings"]
+    if kind not in RULES:
+        checks.refuse(where, f"rope_type {kind!r} is not one the kit checks ({', '.join(RULES)})")
+    field = "original_max_position_embeddings"
+    if rope.get(field) is not None:
+        rope[field] = checks.integer(rope[field], field, where, 1)
+    if kind == "yarn" and rope.get("factor") is None and longest and rope.get(field):
+        rope["factor"] = longest / rope[field]
     if kind in ("dynamic", "longrope") and longest is not None:
         rope.setdefault("max_position_embeddings", longest)
     return {"rope_type": kind, **rope}

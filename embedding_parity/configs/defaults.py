@@ -1,0 +1,183 @@
+"""What transformers' config class for each model type the kit names takes when a config.json
+leaves a field out: the kit's own reading (``hf.kit_reading``, where transformers is not
+installed) fills a missing field from here, as the class's defaults would.
+
+Transcribed from transformers 5.24.0, ``src/transformers/models/<type>/configuration_<type>.py``
+(the class named beside each entry); ``tests/test_config_reading.py`` holds every entry equal
+to the class's own defaults wherever transformers is installed. A model type not listed has
+no defaults here: a field the kit needs and the file leaves out is refused, not guessed.
+
+Besides the fields themselves: ``aliases`` (the class's ``attribute_map``: the file's name for
+a field), ``rope_theta_key`` and ``partial_key`` (the file's names for the base and the rotated
+share where the class reads others than ``rope_theta`` and ``partial_rotary_factor``),
+``rope_parameters`` (the class's rotation when the file gives none), ``no_rope`` (the class
+keeps no rope settings: the model rotates at a fixed base 10000).
+"""
+
+# The fields a reading holds besides model_type and rope (the rope dict, standardised): what
+# the kit reads off transformers' config object, or fills from here.
+PLAIN = (
+    "hidden_size",
+    "num_attention_heads",
+    "head_dim",
+    "qk_rope_head_dim",
+    "rotary_dim",
+    "rope_interleave",
+    "max_position_embeddings",
+    "pad_token_id",
+    "type_vocab_size",
+    "layer_norm_eps",
+    "position_embedding_type",
+    "scale_embedding",
+)
+
+GPT2_NAMES = {  # GPT2Config's and GPTJConfig's attribute_map
+    "hidden_size": "n_embd",
+    "num_attention_heads": "n_head",
+    "max_position_embeddings": "n_positions",
+}
+ROBERTA = {  # RobertaConfig, XLMRobertaConfig, CamembertConfig: the same defaults
+    "hidden_size": 768,
+    "num_attention_heads": 12,
+    "max_position_embeddings": 512,
+    "pad_token_id": 1,
+    "type_vocab_size": 2,
+    "layer_norm_eps": 1e-12,
+}
+BART = {  # BartConfig, MBartConfig
+    "hidden_size": 1024,
+    "num_attention_heads": 16,
+    "max_position_embeddings": 1024,
+    "pad_token_id": 1,
+    "scale_embedding": False,
+    "aliases": {"hidden_size": "d_model", "num_attention_heads": "encoder_attention_heads"},
+}
+
+DEFAULTS = {
+    # models/llama/configuration_llama.py, LlamaConfig
+    "llama": {"hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 2048},
+    # models/qwen2/configuration_qwen2.py, Qwen2Config
+    "qwen2": {"hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 32768},
+    # models/deepseek_v3/configuration_deepseek_v3.py, DeepseekV3Config (head_dim is
+    # qk_rope_head_dim there)
+    "deepseek_v3": {
+        "hidden_size": 7168,
+        "num_attention_heads": 128,
+        "qk_rope_head_dim": 64,
+        "rope_interleave": True,
+        "max_position_embeddings": 4096,
+    },
+    # models/phi3/configuration_phi3.py, Phi3Config: its own original_max_position_embeddings
+    # field wins over the rope dict's; "yarn" and "su" are read as "longrope"
+    "phi3": {
+        "hidden_size": 3072,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 4096,
+        "original_max_position_embeddings": 4096,
+        "partial_rotary_factor": 1.0,
+        "pad_token_id": 32000,
+    },
+    # models/gpt_oss/configuration_gpt_oss.py, GptOssConfig
+    "gpt_oss": {
+        "hidden_size": 2880,
+        "num_attention_heads": 64,
+        "head_dim": 64,
+        "max_position_embeddings": 131072,
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "factor": 32.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": 4096,
+        },
+        "rope_theta": 150000.0,
+    },
+    # models/gpt_neox/configuration_gpt_neox.py, GPTNeoXConfig
+    "gpt_neox": {
+        "hidden_size": 6144,
+        "num_attention_heads": 64,
+        "max_position_embeddings": 2048,
+        "layer_norm_eps": 1e-05,
+        "partial_rotary_factor": 0.25,
+        "rope_theta_key": "rotary_emb_base",
+        "partial_key": "rotary_pct",
+    },
+    # models/phi/configuration_phi.py, PhiConfig
+    "phi": {
+        "hidden_size": 2048,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 2048,
+        "layer_norm_eps": 1e-05,
+        "partial_rotary_factor": 0.5,
+    },
+    # models/gptj/configuration_gptj.py, GPTJConfig (modeling_gptj.py rotates at base 10000)
+    "gptj": {
+        "hidden_size": 4096,
+        "num_attention_heads": 16,
+        "rotary_dim": 64,
+        "max_position_embeddings": 2048,
+        "aliases": GPT2_NAMES,
+        "no_rope": True,
+    },
+    # models/gemma/configuration_gemma.py, GemmaConfig
+    "gemma": {
+        "hidden_size": 3072,
+        "num_attention_heads": 16,
+        "head_dim": 256,
+        "max_position_embeddings": 8192,
+        "pad_token_id": 0,
+    },
+    # models/gemma2/configuration_gemma2.py, Gemma2Config
+    "gemma2": {
+        "hidden_size": 2304,
+        "num_attention_heads": 8,
+        "head_dim": 256,
+        "max_position_embeddings": 8192,
+        "pad_token_id": 0,
+    },
+    # models/gemma3/configuration_gemma3.py, Gemma3TextConfig: its global layers
+    # (rope_parameters["full_attention"]), rope_scaling laid over {"rope_type": "default"}
+    "gemma3_text": {
+        "hidden_size": 2304,
+        "num_attention_heads": 8,
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
+        "pad_token_id": 0,
+        "rope_theta": 1000000.0,
+    },
+    # models/opt/configuration_opt.py, OPTConfig
+    "opt": {
+        "hidden_size": 768,
+        "num_attention_heads": 12,
+        "max_position_embeddings": 2048,
+        "pad_token_id": 1,
+    },
+    # models/roberta/, xlm_roberta/, camembert/configuration_*.py
+    "roberta": ROBERTA,
+    "xlm-roberta": ROBERTA,
+    "camembert": ROBERTA,
+    # models/bart/, mbart/configuration_*.py
+    "bart": BART,
+    "mbart": BART,
+    # models/bert/configuration_bert.py, BertConfig
+    "bert": {
+        "hidden_size": 768,
+        "num_attention_heads": 12,
+        "max_position_embeddings": 512,
+        "pad_token_id": 0,
+        "type_vocab_size": 2,
+        "layer_norm_eps": 1e-12,
+    },
+    # models/gpt2/configuration_gpt2.py, GPT2Config
+    "gpt2": {
+        "hidden_size": 768,
+        "num_attention_heads": 12,
+        "max_position_embeddings": 1024,
+        "aliases": GPT2_NAMES,
+    },
+}
+
+# Multimodal model types whose text_config, without a model_type of its own, is read as this
+# text model type's (models/gemma3/configuration_gemma3.py, Gemma3Config).
+TEXT_TYPES = {"gemma3": "gemma3_text"}

@@ -1,0 +1,75 @@
+"""A config.json read by transformers' own config classes, where transformers is installed:
+``CONFIG_MAPPING[model_type]`` (or ``PretrainedConfig`` for a type transformers does not know)
+built from the file's fields with ``from_dict`` (nothing from the hub, no remote code), its
+``get_text_config()``, and the fields the kit needs read off that object. transformers'
+logging and warnings are held back while it reads: the CLI prints the kit's lines only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import warnings
+
+from embedding_parity.configs import checks
+from embedding_parity.configs.defaults import PLAIN
+
+SAID = 200  # characters of transformers' refusal quoted (it may quote the whole value)
+
+
+def transformers_reading(fields: dict, where: str) -> dict:
+    """The reading (``hf.kit_reading``'s shape) of transformers' config object for ``fields``;
+    UsageError in one line naming ``where`` and what transformers said where it refuses them."""
+    with _quiet():
+        from transformers import PretrainedConfig
+
+        try:
+            config = _text_config(fields)
+        except Exception as error:  # noqa: BLE001: transformers' refusals have many types
+            said = str(error).strip().splitlines() or [type(error).__name__]
+            said = said[-1].strip()
+            checks.refuse(where, f"transformers refuses it: {said[:SAID]}")
+    assert isinstance(config, PretrainedConfig)
+    reading = {key: getattr(config, key, None) for key in PLAIN}
+    raw = fields.get("text_config") or fields
+    reading["model_type"] = config.model_type or raw.get("model_type") or None
+    rope = copy.deepcopy(getattr(config, "rope_parameters", None))
+    if rope is None and type(config) is PretrainedConfig:
+        # a model type transformers does not know keeps rope_theta as an attribute, which the
+        # model's own code reads
+        given = ("rope_theta", "partial_rotary_factor")
+        rope = {key: getattr(config, key) for key in given if hasattr(config, key)} or None
+    if rope and isinstance(rope.get("full_attention"), dict):
+        rope = rope["full_attention"]  # Gemma 3's global layers, as the kit's reading takes
+    reading["rope"] = rope
+    return reading
+
+
+def _text_config(fields: dict):
+    """transformers' config object for the text model ``fields`` describe."""
+    from transformers import CONFIG_MAPPING, PretrainedConfig
+
+    model_type = fields.get("model_type")
+    if model_type in CONFIG_MAPPING:
+        config = CONFIG_MAPPING[model_type].from_dict(copy.deepcopy(fields))
+        text = config.get_text_config()
+        if isinstance(text, PretrainedConfig):
+            return text
+    if isinstance(fields.get("text_config"), dict):
+        return _text_config(fields["text_config"])
+    return PretrainedConfig.from_dict(copy.deepcopy(fields))
+
+
+@contextlib.contextmanager
+def _quiet():
+    """transformers' warnings and info lines held back (its logging level restored after)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from transformers.utils import logging
+
+        level = logging.get_verbosity()
+        logging.set_verbosity_error()
+        try:
+            yield
+        finally:
+            logging.set_verbosity(level)

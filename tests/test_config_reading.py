@@ -1,0 +1,305 @@
+"""A config.json read exactly as transformers reads it: the kit's own reader (used where
+transformers is not installed) gives the Configuration transformers' config classes give, on
+every preset and on every case where the two could part (a field given twice, a default of the
+model type, a text_config); every field checked for type and range, naming the file and the
+field; every config read through the bounded reader of regular files."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+
+from embedding_parity import configs
+from embedding_parity.cli import UsageError
+from embedding_parity.configs import hf
+from embedding_parity.configs.defaults import DEFAULTS
+from embedding_parity.configs.presets import PRESETS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = os.path.join(ROOT, "tests", "conformance_targets", "configured.py") + ":llama32_rope"
+READERS = ("kit", "transformers")
+LLAMA = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4}
+WHERE = "--config dir/config.json"
+
+
+def read(fields: dict, reader: str) -> configs.Configuration:
+    return hf.from_fields(fields, "case", WHERE, reader=reader)
+
+
+def both(fields: dict) -> configs.Configuration:
+    """The Configuration both readers give; they must agree."""
+    kit, transformers = (read(fields, reader) for reader in READERS)
+    assert kit == transformers
+    return kit
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_readers_agree_on_every_preset(name):
+    both(PRESETS[name]["fields"])
+
+
+@pytest.mark.parametrize("model_type", list(DEFAULTS))
+def test_readers_agree_on_each_model_types_defaults(model_type):
+    """A config that names only its model type: every default of the kit's table is the
+    class's own (roberta's family needs a pad_token_id, which the class defaults to 1)."""
+    both({"model_type": model_type})
+
+
+# (fields, what transformers' config object makes of them)
+CONFLICTS = {
+    "rope_scaling taken whole over rope_parameters, with the top level's theta": (
+        {
+            **LLAMA,
+            "rope_theta": 500000.0,
+            "rope_scaling": {"rope_type": "linear", "factor": 2.0},
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+        },
+        {"rope_theta": 500000.0, "scaling": {"rope_type": "linear", "factor": 2.0}},
+    ),
+    "rope_parameters' theta over the top level's": (
+        {**LLAMA, "rope_theta": 500000.0, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}},
+        {"rope_theta": 10000.0, "scaling": None},
+    ),
+    "original_max_position_embeddings: the rope dict's over the top level's": (
+        {
+            **LLAMA,
+            "max_position_embeddings": 8192,
+            "original_max_position_embeddings": 2048,
+            "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024},
+        },
+        {"scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}},
+    ),
+    "original_max_position_embeddings: Phi-3's own field over the rope dict's": (
+        {
+            **PRESETS["phi-3-mini-128k"]["fields"],
+            "original_max_position_embeddings": 2048,
+            "rope_scaling": {
+                **PRESETS["phi-3-mini-128k"]["fields"]["rope_scaling"],
+                "original_max_position_embeddings": 1024,
+            },
+        },
+        {"max_position_embeddings": 131072},
+    ),
+    "partial_rotary_factor: the rope dict's over the top level's": (
+        {
+            "model_type": "phi",
+            "hidden_size": 2560,
+            "num_attention_heads": 32,
+            "partial_rotary_factor": 0.5,
+            "rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.25},
+        },
+        {"head_dim": 80, "rotary_dim": 20},
+    ),
+    "Phi's partial_rotary_factor defaults to 0.5": (
+        {"model_type": "phi", "hidden_size": 2560, "num_attention_heads": 32},
+        {"head_dim": 80, "rotary_dim": 40},
+    ),
+    "text_config over the top level's hidden_size and num_attention_heads": (
+        {
+            "model_type": "gemma3",
+            "hidden_size": 64,
+            "num_attention_heads": 2,
+            "text_config": {
+                "hidden_size": 2560,
+                "num_attention_heads": 8,
+                "rope_theta": 1000000.0,
+                "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+            },
+        },
+        {"hidden_size": 2560, "head_dim": 256, "model_type": "gemma3_text", "rope_theta": 1e6},
+    ),
+    "Gemma 3 with no text_config: Gemma3TextConfig's defaults": (
+        {"model_type": "gemma3", "hidden_size": 64, "num_attention_heads": 2},
+        {"hidden_size": 2304, "head_dim": 256, "model_type": "gemma3_text"},
+    ),
+    "Gemma without hidden_size: GemmaConfig's 3072": (
+        {"model_type": "gemma", "head_dim": 256},
+        {"hidden_size": 3072, "embed_scale": True},
+    ),
+    "gpt-oss without rope fields: GptOssConfig's YaRN": (
+        {"model_type": "gpt_oss"},
+        {"rope_theta": 150000.0, "head_dim": 64},
+    ),
+    "GPT-NeoX reads rotary_emb_base and rotary_pct": (
+        {"model_type": "gpt_neox", "hidden_size": 512, "num_attention_heads": 4, "rotary_pct": 0.5},
+        {"head_dim": 128, "rotary_dim": 64, "rope_theta": 10000.0},
+    ),
+    "Qwen2.5's older 'type' key": (
+        PRESETS["qwen2.5-7b"]["fields"],
+        {"scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}},
+    ),
+    "DeepSeek-V3: qk_rope_head_dim, interleaved by default": (
+        {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128},
+        {"head_dim": 64, "layout": "interleaved"},
+    ),
+    "a model type transformers and the kit do not know: the file's fields only": (
+        {"model_type": "unknown_lm", "hidden_size": 256, "num_attention_heads": 4, "rope_theta": 5e5},
+        {"head_dim": 64, "rope_theta": 500000.0},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CONFLICTS))
+def test_readers_agree_where_a_field_could_be_read_two_ways(case):
+    fields, expected = CONFLICTS[case]
+    config = both(fields)
+    assert {key: getattr(config, key) for key in expected} == expected
+
+
+def test_phi3_original_length_is_its_own_field():
+    fields = CONFLICTS["original_max_position_embeddings: Phi-3's own field over the rope dict's"]
+    assert both(fields[0]).scaling["original_max_position_embeddings"] == 2048
+
+
+# (fields, the field the refusal names)
+REFUSED = {
+    "rope_scaling a list": ({**LLAMA, "rope_scaling": [1, 2]}, "rope_scaling"),
+    "rope_scaling a string": ({**LLAMA, "rope_scaling": "linear"}, "rope_scaling"),
+    "rope_parameters a list": ({**LLAMA, "rope_parameters": ["x"]}, "rope_parameters"),
+    "model_type a number": ({**LLAMA, "model_type": 7}, "model_type"),
+    "model_type a list": ({**LLAMA, "model_type": ["llama"]}, "model_type"),
+    "text_config a string": ({"model_type": "gemma3", "text_config": "x"}, "text_config"),
+    "head_dim a float": ({**LLAMA, "head_dim": 1e6}, "head_dim"),
+    "head_dim over the cap": ({**LLAMA, "head_dim": 1 << 20}, "head_dim"),
+    "head_dim 0": ({**LLAMA, "head_dim": 0}, "head_dim"),
+    "head_dim odd": ({**LLAMA, "head_dim": 63}, "head_dim"),
+    "head_dim a string": ({**LLAMA, "head_dim": "64"}, "head_dim"),
+    "hidden_size a string": ({**LLAMA, "hidden_size": "256"}, "hidden_size"),
+    "num_attention_heads 0": ({**LLAMA, "num_attention_heads": 0}, "num_attention_heads"),
+    "rope_theta 1e-300": ({**LLAMA, "rope_theta": 1e-300}, "rope_theta"),
+    "rope_theta 1": ({**LLAMA, "rope_theta": 1}, "rope_theta"),
+    "rope_theta NaN": ({**LLAMA, "rope_theta": float("nan")}, "rope_theta"),
+    "rope_theta a string": ({**LLAMA, "rope_theta": "1e4"}, "rope_theta"),
+    "partial_rotary_factor a string": (
+        {**LLAMA, "partial_rotary_factor": "0.4" * 1000},
+        "partial_rotary_factor",
+    ),
+    "partial_rotary_factor 0": ({**LLAMA, "partial_rotary_factor": 0}, "partial_rotary_factor"),
+    "partial_rotary_factor 1.5": ({**LLAMA, "partial_rotary_factor": 1.5}, "partial_rotary_factor"),
+    "rotary_dim odd": ({**LLAMA, "rotary_dim": 7}, "rotary_dim"),
+    "rope_interleave a string": ({**LLAMA, "rope_interleave": "yes"}, "rope_interleave"),
+    "factor a string": (
+        {**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": "2"}},
+        "factor",
+    ),
+    "factor negative": ({**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": -2.0}}, "factor"),
+    "original_max_position_embeddings a string": (
+        {
+            **LLAMA,
+            "rope_scaling": {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": "1024",
+            },
+        },
+        "original_max_position_embeddings",
+    ),
+    "max_position_embeddings negative": (
+        {**LLAMA, "max_position_embeddings": -1},
+        "max_position_embeddings",
+    ),
+    "type_vocab_size 0": ({"model_type": "bert", "type_vocab_size": 0}, "type_vocab_size"),
+    "type_vocab_size over the cap": (
+        {"model_type": "bert", "type_vocab_size": 10**9},
+        "type_vocab_size",
+    ),
+    "type_vocab_size a string": ({"model_type": "bert", "type_vocab_size": "2"}, "type_vocab_size"),
+    "pad_token_id negative": ({"model_type": "bert", "pad_token_id": -1}, "pad_token_id"),
+    "pad_token_id a float": ({"model_type": "opt", "pad_token_id": 1.5}, "pad_token_id"),
+    "layer_norm_eps a string": ({"model_type": "bert", "layer_norm_eps": "x"}, "layer_norm_eps"),
+    "rope_type unknown": ({**LLAMA, "rope_scaling": {"rope_type": "ntk-by-parts"}}, "rope_type"),
+}
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_every_field_is_checked_naming_the_file_and_the_field(case, reader):
+    fields, field = REFUSED[case]
+    with pytest.raises(UsageError) as refused:
+        read(fields, reader)
+    message = str(refused.value)
+    assert message.startswith(WHERE) and field in message, message
+    assert "\n" not in message and len(message) < 400, message
+
+
+def test_transformers_keeps_its_logging_to_itself(caplog, capsys):
+    """A factor below 1 makes transformers log a warning; the kit's reading prints nothing."""
+    fields = {**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": 0.5}}
+    with caplog.at_level(logging.DEBUG):
+        config = read(fields, "transformers")
+    assert config.scaling == {"rope_type": "linear", "factor": 0.5}
+    assert caplog.records == []
+    assert capsys.readouterr() == ("", "")
+
+
+def test_a_deeply_nested_config_is_refused(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(UsageError, match="nested too deeply"):
+        configs.read(str(path))
+
+
+def test_a_config_over_the_size_cap_is_refused(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LLAMA, "padding": "x" * configs.MOST_CONFIG_BYTES}))
+    with pytest.raises(UsageError, match="over"):
+        configs.read(str(path))
+
+
+def cli(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "compare.py", *arguments],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def refused_in_one_line(done: subprocess.CompletedProcess, *words: str) -> None:
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and all(word in lines[0] for word in words), lines
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero", "folder"])
+def test_check_refuses_a_config_that_is_not_a_regular_file(tmp_path, special):
+    path = str(tmp_path / "config.json")
+    if special == "fifo":
+        os.mkfifo(path)  # nobody writes it: reading it would wait for ever
+    elif special == "folder":
+        os.mkdir(path)
+    else:
+        path = special
+    done = cli("check", TARGET, "--kind", "rope", "--config", path)
+    refused_in_one_line(done, f"--config {path}")
+
+
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        ({**LLAMA, "head_dim": 1e6}, "head_dim"),
+        ({**LLAMA, "head_dim": 0}, "head_dim"),
+        ({**LLAMA, "rope_scaling": [1]}, "rope_scaling"),
+        ({**LLAMA, "model_type": 3}, "model_type"),
+    ],
+    ids=["head_dim 1e6", "head_dim 0", "rope_scaling a list", "model_type a number"],
+)
+def test_check_refuses_a_bad_field_with_exit_two(tmp_path, fields, field):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(fields))
+    done = cli("check", TARGET, "--kind", "rope", "--config", str(path))
+    refused_in_one_line(done, f"--config {path}", field)
+
+
+def test_seed_refuses_a_base_that_overflows_the_frequencies(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LLAMA, "rope_theta": 1e-300}))
+    done = cli("seed", "--config", str(path), "--out", str(tmp_path / "seed.png"))
+    refused_in_one_line(done, f"--config {path}", "rope_theta")
