@@ -117,3 +117,22 @@ def _ranks() -> list[int]:
             if parent != os.getpid() and b"embedding_parity.sharding.torch_shards" in line.read():
                 found.append(pid)
     return sorted(found)
+
+
+def test_ranks_stuck_together_are_reported_with_the_step_they_are_in(tmp_path):
+    """The line for ranks that all hang in one step (as they did on OpenMP, in DTensor's
+    padding) names the step: each rank's progress file says it began the third strategy."""
+    pytest.importorskip("torch")
+    from embedding_parity.sharding import torch_shards
+
+    class Running:  # a rank still running, as _Rank answers: this process, never stopped
+        pid, returncode = os.getpid(), None
+
+        def poll(self):
+            return None
+
+    for rank in range(4):  # in the group, then rows', columns' and dtensor's case 0 begun
+        (tmp_path / f"rank{rank}.progress").write_text("....")
+    steps = torch_shards._step_names(torch_shards.STRATEGIES, 1)
+    line = torch_shards._culprit([Running()] * 4, str(tmp_path), 20, steps, expired=True)
+    assert line == "the 4 ranks did not finish in 20 s, every one in case 0's collective (dtensor)"

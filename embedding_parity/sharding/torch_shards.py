@@ -196,7 +196,8 @@ def _spawn(cases, mode, num_shards, strategy, timeout, fault, raw=False, checkpo
             processes = ranks.start(latest)
             # the ranks' whole run, every strategy's collectives too, within the timeout: a
             # rank stuck outside a collective, where no collective timeout fires, is found too
-            _wait(processes, folder, min(time.monotonic() + timeout, latest), timeout)
+            deadline = min(time.monotonic() + timeout, latest)
+            _wait(processes, folder, deadline, timeout, _step_names(chosen, len(checked)))
         finally:
             ranks.stop()  # every rank stopped, whatever happened
         with np.load(out, allow_pickle=False) as results:
@@ -424,24 +425,24 @@ def _forked_rank(launcher, report, log, inherited, threads, folder, rank, num_sh
         os._exit(code)
 
 
-def _wait(processes, folder: str, deadline: float, timeout: float) -> None:
+def _wait(processes, folder: str, deadline: float, timeout: float, steps: list[str]) -> None:
     """Until every rank has exited 0. A failure, or the deadline (the ranks' own collectives
     give up no sooner: their timeout counts from a later start), raises one RuntimeError
     that names the rank at fault and what happened to it (``_culprit``), not the rank that
-    noticed."""
+    noticed. steps: what each step of a rank's progress after the rendezvous begins."""
     while True:
         codes = [p.poll() for p in processes]
         if any(code not in (None, 0) for code in codes):
             time.sleep(0.2)  # the others' errors, which say who was lost, arrive together
-            raise RuntimeError(_culprit(processes, folder, timeout))
+            raise RuntimeError(_culprit(processes, folder, timeout, steps))
         if all(code == 0 for code in codes):
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(_culprit(processes, folder, timeout, expired=True))
+            raise RuntimeError(_culprit(processes, folder, timeout, steps, expired=True))
         time.sleep(0.05)
 
 
-def _culprit(processes, folder: str, timeout: float, expired: bool = False) -> str:
+def _culprit(processes, folder: str, timeout: float, steps, expired: bool = False) -> str:
     """One line: the rank at fault and what happened. In order: a rank killed by a signal, a
     stopped rank (SIGSTOP), a rank whose own error is not about a lost peer, a rank behind the
     others (its last step, from rank*.progress); then every rank's error."""
@@ -463,7 +464,7 @@ def _culprit(processes, folder: str, timeout: float, expired: bool = False) -> s
         waited = (
             f"; the others gave up waiting for it after {timeout:g} s" if "stop" in state else ""
         )
-        return f"rank {rank} {state} before {_step(progress[rank])}{waited}"
+        return f"rank {rank} {state} before {_step(progress[rank], steps)}{waited}"
     absent = [rank for rank, step in progress.items() if step < 0]
     if absent and len(absent) < len(processes):
         return (
@@ -477,12 +478,13 @@ def _culprit(processes, folder: str, timeout: float, expired: bool = False) -> s
     laggards = [rank for rank, step in progress.items() if step == behind]
     if len(laggards) < len(processes):
         rank = laggards[0]
-        return (
-            f"rank {rank} stalled before {_step(behind)} (the others waited {timeout:g} s for it)"
-            + (f"; rank {min(errors)}: {errors[min(errors)]}" if errors else "")
+        waited = f" (the others waited {timeout:g} s for it)"
+        return f"rank {rank} stalled before {_step(behind, steps)}{waited}" + (
+            f"; rank {min(errors)}: {errors[min(errors)]}" if errors else ""
         )
-    if expired:
-        return f"the {len(processes)} ranks did not finish in {timeout:g} s"
+    if expired:  # every rank as far as the others: the step each is in
+        where = f", every one in {_step(behind - 1, steps)}" if behind >= 0 else ""
+        return f"the {len(processes)} ranks did not finish in {timeout:g} s{where}"
     failed = next(i for i, p in enumerate(processes) if p.poll() not in (None, 0))
     last = _read(os.path.join(folder, f"rank{failed}.log")).strip().splitlines()[-1:]
     return "; ".join(f"rank {r}: {e}" for r, e in errors.items()) or (
@@ -492,7 +494,7 @@ def _culprit(processes, folder: str, timeout: float, expired: bool = False) -> s
 
 def _progress(folder: str, rank: int) -> int:
     """How far the rank got: -1 not started (no progress file), 0 waiting at the rendezvous,
-    1 in the process group, 1 + k: began case k - 1's collectives (a byte a step, by _mark)."""
+    1 in the process group, 1 + k: began step k - 1 of ``_step_names`` (a byte a step, by _mark)."""
     path = os.path.join(folder, f"rank{rank}.progress")
     try:
         return len(_read(path))
@@ -500,9 +502,21 @@ def _progress(folder: str, rank: int) -> int:
         return -1
 
 
-def _step(count: int) -> str:
+def _step_names(strategies: tuple, num_cases: int) -> list[str]:
+    """What each mark of a rank's progress after the rendezvous begins: every case's
+    collectives, for each strategy in turn (named when there are several)."""
+    return [
+        f"case {i}'s collective" + (f" ({one})" if len(strategies) > 1 else "")
+        for one in strategies
+        for i in range(num_cases)
+    ]
+
+
+def _step(count: int, steps: list[str]) -> str:
     """Where a rank with this progress stands: before the step it did not begin."""
-    return "the rendezvous" if count < 1 else f"case {count - 1}'s collective"
+    if count < 1:
+        return "the rendezvous"
+    return steps[count - 1] if count - 1 < len(steps) else "the end of its run"
 
 
 def _write_cases(path: str, cases, checkpoint: str | None = None) -> None:
