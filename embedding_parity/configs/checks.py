@@ -26,10 +26,11 @@ def refuse(where: str, message: str):
 
 def integer(value, field: str, where: str, least: int, most: int = MOST_INT) -> int:
     """An int (not a bool, not 2.0) in [least, most]."""
+    span = f"in [{least}, {most}]" if most < MOST_INT else f"of at least {least}"
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        refuse(where, f"{field} must be an integer, got {shown(value)}")
+        refuse(where, f"{field} must be an integer {span}, got {shown(value)}")
     if not least <= value <= most:
-        refuse(where, f"{field} {value} is outside [{least}, {most}]")
+        refuse(where, f"{field} {value} must be an integer {span}")
     return int(value)
 
 
