@@ -62,7 +62,11 @@ CONFLICTS = {
         {"rope_theta": 500000.0, "scaling": {"rope_type": "linear", "factor": 2.0}},
     ),
     "rope_parameters' theta over the top level's": (
-        {**LLAMA, "rope_theta": 500000.0, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}},
+        {
+            **LLAMA,
+            "rope_theta": 500000.0,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1e4},
+        },
         {"rope_theta": 10000.0, "scaling": None},
     ),
     "original_max_position_embeddings: the rope dict's over the top level's": (
@@ -70,7 +74,11 @@ CONFLICTS = {
             **LLAMA,
             "max_position_embeddings": 8192,
             "original_max_position_embeddings": 2048,
-            "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024},
+            "rope_scaling": {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 1024,
+            },
         },
         {"scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}},
     ),
@@ -131,14 +139,25 @@ CONFLICTS = {
     ),
     "Qwen2.5's older 'type' key": (
         PRESETS["qwen2.5-7b"]["fields"],
-        {"scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}},
+        {
+            "scaling": {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 32768,
+            }
+        },
     ),
     "DeepSeek-V3: qk_rope_head_dim, interleaved by default": (
         {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128},
         {"head_dim": 64, "layout": "interleaved"},
     ),
     "a model type transformers and the kit do not know: the file's fields only": (
-        {"model_type": "unknown_lm", "hidden_size": 256, "num_attention_heads": 4, "rope_theta": 5e5},
+        {
+            "model_type": "unknown_lm",
+            "hidden_size": 256,
+            "num_attention_heads": 4,
+            "rope_theta": 5e5,
+        },
         {"head_dim": 64, "rope_theta": 500000.0},
     ),
 }
@@ -187,7 +206,15 @@ REFUSED = {
         {**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": "2"}},
         "factor",
     ),
-    "factor negative": ({**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": -2.0}}, "factor"),
+    "factor negative": (
+        {**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": -2.0}},
+        "factor",
+    ),
+    "factor past float64": (
+        {**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": 10**400}},
+        "factor",
+    ),
+    "rope_theta past float64": ({**LLAMA, "rope_theta": 10**400}, "rope_theta"),
     "original_max_position_embeddings a string": (
         {
             **LLAMA,
@@ -241,6 +268,14 @@ def test_a_deeply_nested_config_is_refused(tmp_path):
     path = tmp_path / "config.json"
     path.write_text("[" * 100000 + "]" * 100000)
     with pytest.raises(UsageError, match="nested too deeply"):
+        configs.read(str(path))
+
+
+def test_a_config_nested_past_a_few_levels_is_refused(tmp_path):
+    """Under Python's recursion limit, but deep enough that copying it would reach it."""
+    path = tmp_path / "config.json"
+    path.write_text('{"rope_scaling": {"factor": ' + "[" * 600 + "]" * 600 + "}}")
+    with pytest.raises(UsageError, match="nested over"):
         configs.read(str(path))
 
 

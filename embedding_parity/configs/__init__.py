@@ -30,6 +30,7 @@ __all__ = ["Configuration", "from_fields", "listing", "preset", "read"]
 
 
 MOST_CONFIG_BYTES = 4 << 20  # a config.json is a few KB (Phi-3's long-factor lists: 10 KB)
+MOST_DEPTH = 32  # a config.json nests a few levels (text_config, rope_scaling, a factor list)
 
 
 def read(path: str) -> Configuration:
@@ -54,11 +55,30 @@ def load_json(path: str, where: str):
     except outputs.Unreadable as why:
         raise UsageError(f"{where} {why}") from None
     try:
-        return json.loads(text)
+        fields = json.loads(text)
     except json.JSONDecodeError as error:
         raise UsageError(f"{where}: not a JSON file ({error})") from None
     except RecursionError:
         raise UsageError(f"{where}: nested too deeply to be a config.json") from None
+    if _depth(fields) > MOST_DEPTH:
+        raise UsageError(
+            f"{where}: nested over {MOST_DEPTH} levels deep; a config.json nests a few"
+        )
+    return fields
+
+
+def _depth(value) -> int:
+    """How deeply ``value``'s lists and objects nest, counted without recursion (the readers
+    copy and compare values recursively)."""
+    deepest, level = 0, [value]
+    while containers := [held for held in level if isinstance(held, dict | list)]:
+        deepest += 1
+        level = [
+            item
+            for held in containers
+            for item in (held.values() if isinstance(held, dict) else held)
+        ]
+    return deepest
 
 
 def preset(name: str) -> Configuration:

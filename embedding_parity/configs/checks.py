@@ -50,9 +50,13 @@ def real(value, field: str, where: str) -> float:
     """A finite number (not a bool, not a string)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         refuse(where, f"{field} must be a number, got {shown(value)}")
-    if not math.isfinite(value):
+    try:
+        number = float(value)
+    except OverflowError:  # an int of 400 digits
+        refuse(where, f"{field} {shown(value)} must be finite: it is past float64's range")
+    if not math.isfinite(number):
         refuse(where, f"{field} must be finite, got {value}")
-    return float(value)
+    return number
 
 
 def base(value, field: str, where: str) -> float:

@@ -29,7 +29,6 @@ def transformers_reading(fields: dict, where: str) -> dict:
             said = str(error).strip().splitlines() or [type(error).__name__]
             said = said[-1].strip()
             checks.refuse(where, f"transformers refuses it: {said[:SAID]}")
-    assert isinstance(config, PretrainedConfig)
     reading = {key: getattr(config, key, None) for key in PLAIN}
     raw = fields.get("text_config") or fields
     reading["model_type"] = config.model_type or raw.get("model_type") or None
