@@ -119,9 +119,17 @@ def _ranks() -> list[int]:
     return sorted(found)
 
 
-def test_ranks_stuck_together_are_reported_with_the_step_they_are_in(tmp_path):
-    """The line for ranks that all hang in one step (as they did on OpenMP, in DTensor's
-    padding) names the step: each rank's progress file says it began the third strategy."""
+@pytest.mark.parametrize(
+    "progress, where",
+    [
+        ("....", "every one in case 0's collective (dtensor)"),  # the third strategy begun
+        (".", "every one before case 0's collective (rows)"),  # in the group, no step begun
+        ("", "every one at the rendezvous"),
+    ],
+)
+def test_ranks_stuck_together_are_reported_with_the_step_they_are_in(tmp_path, progress, where):
+    """The line for ranks that all hang in one place (as they did on OpenMP, in DTensor's
+    padding) says where, from their progress files (a byte for the group, one a step)."""
     pytest.importorskip("torch")
     from embedding_parity.sharding import torch_shards
 
@@ -131,8 +139,8 @@ def test_ranks_stuck_together_are_reported_with_the_step_they_are_in(tmp_path):
         def poll(self):
             return None
 
-    for rank in range(4):  # in the group, then rows', columns' and dtensor's case 0 begun
-        (tmp_path / f"rank{rank}.progress").write_text("....")
+    for rank in range(4):
+        (tmp_path / f"rank{rank}.progress").write_text(progress)
     steps = torch_shards._step_names(torch_shards.STRATEGIES, 1)
     line = torch_shards._culprit([Running()] * 4, str(tmp_path), 20, steps, expired=True)
-    assert line == "the 4 ranks did not finish in 20 s, every one in case 0's collective (dtensor)"
+    assert line == f"the 4 ranks did not finish in 20 s, {where}"

@@ -482,8 +482,8 @@ def _culprit(processes, folder: str, timeout: float, steps, expired: bool = Fals
         return f"rank {rank} stalled before {_step(behind, steps)}{waited}" + (
             f"; rank {min(errors)}: {errors[min(errors)]}" if errors else ""
         )
-    if expired:  # every rank as far as the others: the step each is in
-        where = f", every one in {_step(behind - 1, steps)}" if behind >= 0 else ""
+    if expired:  # every rank as far as the others
+        where = _where_all(behind, steps)
         return f"the {len(processes)} ranks did not finish in {timeout:g} s{where}"
     failed = next(i for i, p in enumerate(processes) if p.poll() not in (None, 0))
     last = _read(os.path.join(folder, f"rank{failed}.log")).strip().splitlines()[-1:]
@@ -510,6 +510,17 @@ def _step_names(strategies: tuple, num_cases: int) -> list[str]:
         for one in strategies
         for i in range(num_cases)
     ]
+
+
+def _where_all(count: int, steps: list[str]) -> str:
+    """Where ranks that all have this progress stand, for a run past its deadline."""
+    if count < 0:
+        return ""
+    if count == 0:
+        return ", every one at the rendezvous"
+    if count == 1:
+        return f", every one before {steps[0]}" if steps else ""
+    return f", every one in {steps[count - 2]}"  # the last step they began
 
 
 def _step(count: int, steps: list[str]) -> str:
