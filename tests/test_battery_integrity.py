@@ -197,3 +197,33 @@ def test_the_same_integers_where_the_contract_is_in_a_float_dtype_are_a_differen
     assert not report.conforms
     assert {c.status for c in report.checks} == {"differs"}
     assert "returns int32 for float32" in report.checks[0].detail
+
+
+# --- bad ids along a path ----------------------------------------------------------------
+
+
+def checked_at_length_three(token_table, position_table, token_ids, start):
+    """A JAX lookup whose ids are checked on the host where they are three long (the bad
+    ids' length): a tracer refuses the check, so the path refuses that program, while the
+    programs of the valid lengths read token_table[token_ids], which clamps."""
+    if token_ids.shape[-1] == 3:
+        numpy_targets._checked(np.asarray(token_ids), len(token_table))
+    return token_table[token_ids] + position_table[start : start + token_ids.shape[-1]]
+
+
+def test_a_path_tries_each_bad_id_at_every_shape_it_exports():
+    report = check(
+        checked_at_length_three, "lookup", through="jax.jit", dtypes=["float32"], framework="jax"
+    )
+    bad = next(c for c in report.checks if c.check == "bad id: -1")
+    labels = [case["label"] for case in bad.cases]
+    assert labels == [
+        "token_ids [3, -1, 5]",
+        "token_ids [3, -1, 5] repeated to shape (5,)",
+        "token_ids [3, -1, 5] repeated to shape (3, 5)",
+    ]
+    assert bad.cases[0]["status"] == "conforms"  # refused at length 3: no program
+    assert bad.status == "differs" and "shape (5,)" in bad.detail and "row 63" in bad.detail
+    assert not report.conforms
+    direct = [c.params["shape"] for c in runner.select_cases("lookup") if "bad" in c.params]
+    assert direct == [(3,)] * 4  # a direct run's battery (and an export's) is as it was

@@ -57,11 +57,11 @@ def check(
 
     ``config``: a model's config.json or .gguf path, a bundled preset's name, or a
     ``configs.Configuration``: the contract it sets. ``dtypes``: the dtypes tried (default
-    all four; a bad id is always tried). ``framework``: what it takes and returns (default:
+    all four; a bad id is always tried; none, ``[]``, is refused). ``framework``: what it takes and returns (default:
     told by a probe call). ``against``: another implementation, or a source the kit ships
     ("hf", "torchtune"), to hold this one to case by case (``against_framework``: its
     framework). ``expected``: {check name, test id or glob: why it differs}; ``strict``: such
-    a check that conforms fails the report. ``checks``: only these checks, by exact name.
+    a check that conforms fails the report. ``checks``: only these checks, by exact name (``[]`` is refused).
     ``timeout``: seconds per case in the worker. The call: ``base`` (rope, sinusoidal),
     ``padding_idx`` (gradient), ``head_dim``, ``batched``, ``qk`` (rope), ``table`` (lookup:
     vocab_size, dim, max_seq_len). ``through``: a production path to run it along
@@ -69,7 +69,8 @@ def check(
     eagerly too so that what the path changes is named as the path's. A callable along a
     torch path in this process leaves what torch leaves: $TMPDIR/torchinductor_$USER (empty
     after an export, Inductor's cache and headers after a compilation); a string target's
-    stay in the worker's private folder. An entry of ``expected`` that names no check of the
+    stay in the worker's private folder. The caller's NumPy error state and environment are
+    given back as they were; the target's own call runs under the caller's error state. An entry of ``expected`` that names no check of the
     battery is an ``UnmatchedExpectation`` warning; bad arguments are a UsageError (a
     ValueError) in one line."""
     call = {"base": base, "padding_idx": padding_idx, "head_dim": head_dim}

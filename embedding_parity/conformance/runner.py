@@ -259,6 +259,7 @@ def run(
     cases = select_cases(kind, options, only=only, checks=checks, dtypes=dtypes)
     if through is not None:
         _check_path(through, against)
+        cases = at_every_shape(cases)
     with contextlib.ExitStack() as stack:
         caller = _caller(stack, target, kind, options, framework, env, worker, timeout)
         if through is not None:
@@ -325,6 +326,25 @@ def _caller(stack, target, kind, options, framework, env, worker, timeout):
             f"not {type(target).__name__}"
         )
     return InProcess(target, kind, framework, options)
+
+
+def at_every_shape(cases: list[Case]) -> list[Case]:
+    """``cases``, each bad id's case followed by the same bad id at every other shape of ids a
+    valid case has: a path makes one program per shape, and a bad id tried at one shape alone
+    says nothing of the programs the valid cases run (a check that only a short input
+    reaches, a bounds check compiled away at one size)."""
+    shapes = [c.params.get("shape") for c in cases if c.params.get("bad") is None]
+    shapes = list(dict.fromkeys(tuple(s) for s in shapes if s is not None))
+    found = []
+    for case in cases:
+        found.append(case)
+        if case.params.get("bad") is None or "shape" not in case.params:
+            continue
+        for shape in shapes:
+            if shape != tuple(case.params["shape"]):
+                label = f"{case.label} repeated to shape {shape}"
+                found.append(Case(case.check, label, {**case.params, "shape": shape}))
+    return found
 
 
 def _outcomes(chosen, cases, caller, timeout, through=None) -> list[Outcome]:
@@ -468,9 +488,8 @@ def check_id(name: str) -> str:
 def judged(chosen, case: Case, outcome: Outcome) -> Verdict:
     """The verdict on what the target did with ``case``. The kit's own failure to judge it is
     the kit's, said as such, never the target's."""
-    try:
-        with np.errstate(all="ignore"):  # the judge compares NaN and infinities on purpose
-            return chosen.judge(case, outcome)
+    try:  # under the kit's error state, as every method of a kind (kinds.base.KIT_ERRORS)
+        return chosen.judge(case, outcome)
     except Exception as error:  # noqa: BLE001 - reported, not raised: the run goes on
         return Verdict(
             "failed", shown(f"the kit failed to judge it: {type(error).__name__}: {error}")

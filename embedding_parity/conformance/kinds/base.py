@@ -253,9 +253,7 @@ class Kind:
         """The mistake the result matches, or the one it is far closest to; "" if none.
         A NaN where the mistake has a NaN matches it (positions rounded to float16 overflow)."""
         closest, closest_error = "", math.inf
-        with np.errstate(all="ignore"):
-            mistakes = self.mistakes(params)
-        for name, result in mistakes:
+        for name, result in self.mistakes(params):
             if result.shape != actual.shape:
                 continue
             if self.exact and numerics.same_bits(actual, numerics.rounded(result, dtype)):

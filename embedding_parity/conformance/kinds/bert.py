@@ -60,8 +60,8 @@ class Bert(Kind):
         types = rng.standard_normal((params["types"], DIM)).astype(word.dtype)
         ids = rng.integers(0, VOCAB, math.prod(params["shape"])).reshape(params["shape"])
         type_ids = rng.integers(0, params["types"], ids.shape)
-        if params.get("bad") is not None:
-            type_ids = np.array([0, params["bad"], 0])
+        if params.get("bad") is not None:  # [0, bad, 0] repeated to any shape (--through)
+            type_ids = np.resize(np.array([0, params["bad"], 0]), ids.shape)
         return [word, types, position, ids, type_ids, params["start"]]
 
     def reference(self, params):

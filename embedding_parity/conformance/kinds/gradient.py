@@ -141,19 +141,26 @@ class Gradient(Kind):
         if actual.shape != token_table.shape:
             return differs(f"returns shape {actual.shape} without raising")
         actual = actual.astype(np.float64)
+        bad = params["bad"]
+        flat, rows = ids.reshape(-1), upstream.reshape(-1, DIM).astype(np.float64)
         good = np.zeros(token_table.shape)
-        np.add.at(good, ids[[0, 2]], upstream[[0, 2]].astype(np.float64))
+        np.add.at(good, flat[flat != bad], rows[flat != bad])
         if np.isnan(actual).any():
             return differs("fills NaN: a NaN gradient instead of an error")
-        bad = params["bad"]
         for name, row in (
             (f"clamps to row {min(max(bad, 0), VOCAB - 1)}", min(max(bad, 0), VOCAB - 1)),
             (f"wraps to row {bad % VOCAB}", bad % VOCAB),
         ):
             moved = good.copy()
-            moved[row] += upstream[1].astype(np.float64)
-            if np.array_equal(actual, moved):
+            np.add.at(moved, np.full(int((flat == bad).sum()), row), rows[flat == bad])
+            if np.array_equal(actual, _in(moved, upstream.dtype)):
                 return differs(f"{name}: its upstream row trains another token, silently")
-        if np.array_equal(actual, good):
+        if np.array_equal(actual, _in(good, upstream.dtype)):
             return differs("drops it: its upstream row is lost, silently")
         return differs("returns a gradient without raising (none of clamp, wrap, drop)")
+
+
+def _in(grad: np.ndarray, dtype) -> np.ndarray:
+    """A float64 gradient as the implementation returns it: rounded to its dtype (a row of
+    several terms, where a bad id repeats in longer ids, sums to one rounding)."""
+    return grad.astype(dtype).astype(np.float64)

@@ -52,9 +52,11 @@ def battery_ids(params: dict) -> np.ndarray:
     vocab = table_of(params)[0]
     if params.get("bad") is not None:
         bad, (before, after) = params["bad"], neighbours(vocab)
+        # [before, bad, after], repeated to the case's shape: along a path (--through) a bad
+        # id is tried at every shape a valid case exports
         if bad == "1.5":
-            return np.array([before, 1.5, after], np.float32)
-        return np.array([before, bad, after], np.int64)
+            return np.resize(np.array([before, 1.5, after], np.float32), params["shape"])
+        return np.resize(np.array([before, bad, after], np.int64), params["shape"])
     rng = np.random.default_rng(params["seed"] + 1)
     # at most two of each id, so that the gradient's rows sum at most two terms (taken again
     # in turn where a small vocabulary has fewer than the ids asked for)
@@ -179,10 +181,10 @@ class Lookup(Kind):
             return differs(
                 f"returns {actual.dtype.name} {actual.shape} for a bad id without raising"
             )
-        token_table, position_table, _, start = self.arguments(params)
-        if actual.shape != (3, token_table.shape[1]) or actual.dtype.name not in FLOATS:
+        token_table, position_table, ids, start = self.arguments(params)
+        if actual.shape != (*ids.shape, token_table.shape[1]) or actual.dtype.name not in FLOATS:
             return differs(f"returns {actual.dtype.name} {actual.shape} without raising")
-        row = actual[1]
+        row = actual.reshape(-1, token_table.shape[1])[1]  # the first bad id, at start + 1
         return differs(_bad_row(params["bad"], row, token_table, position_table[start + 1]))
 
 
