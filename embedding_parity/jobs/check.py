@@ -38,8 +38,9 @@ parametrize_with_checks (docs/conformance.md, "Add it to your CI").
 
 Exit status: 0 every check conforms, or differs as --expect said (with --known: the suite's
 own control rows conform), 1 one differs or fails (the report says which and how; with
---strict, an expected difference that conforms too), 2 bad usage (TARGET cannot be imported
-or is not callable, a flag that does not fit).
+--strict, an expected difference that conforms too; with --results, a folder that leaves out
+checks of the battery), 2 bad usage (TARGET cannot be imported or is not callable, a flag
+that does not fit).
 """
 
 from __future__ import annotations
