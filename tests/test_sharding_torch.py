@@ -22,6 +22,16 @@ def torch_cases():
     return cases
 
 
+# MiniLM's (bert-base-uncased's) vocabulary, 30522 rows: 7631 a rank at 4 ranks, the last 7629.
+# The first and last row of each of the 4 shards, and a few between.
+MINILM_IDS = np.array([[0, 7630, 7631, 15261, 15262, 22892, 22893, 30521], [5, 2054, 101, 102] * 2])
+
+
+def minilm_sized_case():
+    token_table, position_table = backends.shared_weights(30522, 16, 16, seed=3)
+    return (token_table, position_table, MINILM_IDS, 16 - MINILM_IDS.shape[-1])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "strategy, num_shards",
@@ -33,7 +43,11 @@ def test_torch_ranks_give_the_unsharded_layer_gradient_and_adam_step_bit_for_bit
 ):
     """Every strategy at 4 ranks (4 splits 103 rows and 10 columns unevenly; the three in one
     start of the ranks, in turn), rows at 1, 2 and 3 as well (every strategy at 2 ranks
-    started by torchrun: test_sharding_launched.py). Each rank looks up
+    started by torchrun: test_sharding_launched.py). At 4 ranks also a table of MiniLM's 30522
+    rows, with 2 OpenMP threads a rank whatever this process has: DTensor pads the last
+    rank's 7629 rows to 7631 with an operation large enough to run on several threads, which
+    waited forever for threads the ranks' launcher had started before it forked them (small
+    tables pad on one thread). Each rank looks up
     its shard (the forward, all-reduced or gathered: the unsharded layer's bits), computes the
     gradient of its own shard and takes one Adam step on it alone; gathered, the gradient is
     gradients()'s and the table is the unsharded Adam step's, bit for bit (each row here sums
@@ -47,12 +61,19 @@ def test_torch_ranks_give_the_unsharded_layer_gradient_and_adam_step_bit_for_bit
     numpy_backend = backends.get("numpy")
     rng = np.random.default_rng(0)
     cases, wanted = [], []
-    for token_table, position_table, token_ids, start in torch_cases():
-        upstream = rng.standard_normal((*token_ids.shape, 10)).astype(token_table.dtype)
+    uneven = [minilm_sized_case()] if num_shards == 4 else []
+    for token_table, position_table, token_ids, start in torch_cases() + uneven:
+        shape = (*token_ids.shape, token_table.shape[1])
+        upstream = rng.standard_normal(shape).astype(token_table.dtype)
         cases.append((token_table, position_table, token_ids, start, upstream))
         plain = numpy_backend.TokenPositionEmbedding(token_table, position_table)
         wanted.append(numpy_backend.gradients(plain, token_ids, upstream, start)["token_table"])
-    found = torch_shards.training_steps(cases, num_shards=num_shards, strategy=strategy)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # the ranks take this process's count
+    try:
+        found = torch_shards.training_steps(cases, num_shards=num_shards, strategy=strategy)
+    finally:
+        torch.set_num_threads(threads)
     if isinstance(strategy, tuple):
         assert list(found) == list(strategy)
         found = [result for one in strategy for result in found[one]]
