@@ -188,6 +188,18 @@ def _positive(value, what: str) -> float:
     return number
 
 
+def check_base(value, what: str = "base") -> float:
+    """A sinusoidal or RoPE base: a finite number above 1. Only above 1 do the frequencies
+    base**(-2i/dim) fall from 1 (at 1e-300 they overflow to inf, and every row is NaN)."""
+    number = _positive(value, what)
+    if not number > 1:
+        raise ValueError(
+            f"{what} must be above 1, got {value!r}: the frequencies base**(-2i/dim) fall from "
+            "1 only for a base above 1 (models use 10000 to 1e7)"
+        )
+    return number
+
+
 def negative_start_message(start) -> str:
     return f"start {start} is negative: positions count from 0"
 
@@ -329,7 +341,7 @@ def check_sinusoidal(num_positions, dim, base, layout) -> tuple[int, int, float]
         f"a sinusoidal table of num_positions x dim = {num_positions} x {dim}",
         "build fewer positions or a narrower table",
     )
-    return num_positions, dim, _positive(base, "base")
+    return num_positions, dim, check_base(base)
 
 
 def check_rope_scaling(scaling, dim: int | None = None) -> dict | None:
@@ -426,7 +438,7 @@ def check_rope(
                 f"rotary_dim {rotary_dim} must be even and in [2, {shape[-1]}] for a head of "
                 f"{shape[-1]} dims: the first rotary_dim dims are rotated, the rest pass through"
             )
-    _positive(base, "base")
+    check_base(base)
     if positions.dtype.kind not in "iu":
         raise ids_dtype_error(positions.dtype, "positions")
     if positions.shape != (shape[-2],):

@@ -240,6 +240,7 @@ def test_right_bytes_in_the_wrong_dtype_differ(tmp_path, capsys, monkeypatch):
     [
         (["text", "hi", "--demo", "order"], "--demo is now a command: compare.py demo ..."),
         (["--scheme", "rope", "--base", "0"], "--base: must be positive and finite, got 0"),
+        (["--scheme", "rope", "--base", "1e-300"], "--base: must be above 1, got 1e-300"),
         (["--batch", "2", "--tokens", "200", "--vocab-size", "5"], "token id 200 at token_ids[0]"),
         (["--start", "20"], "exceeds max_seq_len 16: start below 16"),
     ],

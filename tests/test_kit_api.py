@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import compare
+from embedding_parity.cli import UsageError
 from embedding_parity.conformance import api, assert_conforms, check, runner
 from embedding_parity.conformance.api import UnmatchedExpectation
 
@@ -439,3 +440,10 @@ def test_an_expect_file_that_is_no_regular_file_is_one_line(capsys, tmp_path):
     for path, said in ((tmp_path, "is not a regular file"), (tmp_path / "none", "cannot be read")):
         code, out = run_check(capsys, f"{PORTS}:rope", "--kind", "rope", "--expect-file", str(path))
         assert code == 2 and f"--expect-file {path} {said}" in out and len(out.splitlines()) == 1
+
+
+@pytest.mark.parametrize("base", [1e-300, 1.0, 0.5])
+def test_a_base_at_or_below_one_is_refused_not_judged(base):
+    """At 1e-300 every frequency overflowed, the reference was NaN, and a port CONFORMED."""
+    with pytest.raises(UsageError, match=f"base= {base!r}: must be finite and above 1"):
+        check(ports.rope, "rope", base=base)

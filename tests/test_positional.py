@@ -425,6 +425,8 @@ def test_odd_dim_sinusoidal_layer(backend):
         (10, -2, 10000.0, ValueError, "needs dim >= 2, got -2"),
         (10, 8, float("inf"), ValueError, "base must be positive and finite, got inf"),
         (10, 8, "10000", TypeError, "base must be a number"),
+        (10, 8, 1.0, ValueError, "base must be above 1, got 1.0"),
+        (10, 8, 1e-300, ValueError, "base must be above 1, got 1e-300"),
     ],
 )
 def test_sinusoidal_sizes_and_base_are_checked(backend, num_positions, dim, base, error, message):
@@ -446,6 +448,9 @@ def test_sinusoidal_sizes_and_base_are_checked(backend, num_positions, dim, base
         ),
         ({"base": float("inf")}, "base must be positive and finite, got inf"),
         ({"base": -1.0}, "base must be positive and finite, got -1.0"),
+        # below 1 the frequencies grow: at 1e-300 they overflow and every row was NaN
+        ({"base": 1e-300}, "base must be above 1, got 1e-300: the frequencies"),
+        ({"base": 0.5}, "base must be above 1, got 0.5"),
     ],
 )
 def test_rope_numbers_must_be_finite(backend, kwargs, message):

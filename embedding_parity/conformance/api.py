@@ -131,8 +131,11 @@ def options_for(
         if value is not None and kind not in fits[name]:
             kinds = " or ".join(fits[name])
             raise UsageError(f"{spell(name)} goes with {spell_kind(kinds)}, not {kind}")
-    if base is not None and not (isinstance(base, (int, float)) and 0 < base < math.inf):
-        raise UsageError(f"{spell('base')} {base!r}: must be positive and finite")
+    if base is not None and not (isinstance(base, (int, float)) and 1 < base < math.inf):
+        raise UsageError(
+            f"{spell('base')} {base!r}: must be finite and above 1 (the frequencies "
+            "base**(-2i/dim) fall from 1 only above 1)"
+        )
     if padding_idx is not None and not (isinstance(padding_idx, int) and 0 <= padding_idx < VOCAB):
         raise UsageError(
             f"{spell('padding_idx')} {padding_idx!r} is past the battery's {VOCAB}-row table: "

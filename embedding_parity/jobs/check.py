@@ -68,7 +68,7 @@ def add_arguments(parser) -> None:
     add("--framework", choices=FRAMEWORKS, help="what TARGET takes and returns (default: detected)")
     add(
         "--base",
-        type=command.positive_finite,
+        type=command.base,
         default=10000.0,
         help="rope and sinusoidal base (default: %(default)g)",
     )

@@ -48,6 +48,17 @@ def positive_finite(text: str) -> float:
 
 positive_finite.__name__ = "float"
 
+
+def base(text: str) -> float:
+    """An argparse type: a sinusoidal or RoPE base (``validation.check_base``: above 1)."""
+    try:
+        return backends.validation.check_base(positive_finite(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).replace("base ", "", 1)) from None
+
+
+base.__name__ = "float"
+
 LONGEST_WAIT = 86400.0  # seconds: a day, past which a time limit is a typo, not a limit
 
 

@@ -183,7 +183,7 @@ def add_arguments(parser) -> None:
     )
     add(
         "--base",
-        type=command.positive_finite,
+        type=command.base,
         help="sinusoidal and rope frequency base (default: 10000)",
     )
     add(
