@@ -185,8 +185,8 @@ class _Reader:
                 refuse(f"key {key}: {REFUSED[short]}")
             if short not in READ:
                 refuse(
-                    f"key {_shown(key)}: a RoPE key llama.cpp ({LLAMA_CPP}) does not read; "
-                    "the kit refuses it rather than read past it"
+                    f"key {_shown(key)}: a RoPE key the kit does not honour (not among "
+                    f"those {LLAMA_CPP} reads for every architecture): refused, not read past"
                 )
 
     def key(self, short: str) -> str:
@@ -425,4 +425,7 @@ def _one_rotation(reader: _Reader, theta: float, scaling: dict | None, refuse) -
 def _shown(value) -> str:
     """A value read from the file as a message quotes it: never more than 60 characters."""
     shown = repr(value)
-    return shown if len(shown) <= 60 else f"{shown[:60]}... ({type(value).__name__})"
+    if len(shown) <= 60:
+        return shown
+    size = f"{len(value)} characters" if isinstance(value, str) else type(value).__name__
+    return f"{shown[:60]}... ({size})"

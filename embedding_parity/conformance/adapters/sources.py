@@ -43,9 +43,18 @@ def hf_rope(options):
     """LlamaRotaryEmbedding (every rope type), GPT-NeoX's for a partial rotation; applied as
     GPT-NeoX, DeepSeek-V3 (interleaved) or GLM (interleaved, partial) apply it; q and k in
     one call with the option qk, a batch of position rows (B, T) as the models pass them."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
     from embedding_parity.conformance.adapters import transformers_configured
 
-    return transformers_configured.rotary(rotation(options), qk=bool(options.get("qk")))
+    rope = rotation(options)
+    kind = rope["scaling"] and rope["scaling"]["rope_type"]
+    if kind and kind not in ROPE_INIT_FUNCTIONS:  # the kit's freq_factors: llama.cpp's, a GGUF's
+        raise UsageError(
+            f"hf has no {kind} rule (transformers' rope types: {', '.join(ROPE_INIT_FUNCTIONS)})"
+            ": check against the contract alone"
+        )
+    return transformers_configured.rotary(rope, qk=bool(options.get("qk")))
 
 
 def hf_lookup(options):
