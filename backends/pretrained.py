@@ -212,7 +212,7 @@ _GGUF_SCALARS = {
     12: "d",
 }
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
-GGML_MAX_DIMS = 4  # ggml.h: a tensor has at most four dimensions
+_GGML_MAX_DIMS = 4  # ggml.h: a tensor has at most four dimensions
 # What an error quotes of a key or name read from a file: enough to find it, never megabytes.
 _QUOTED = 60
 
@@ -351,8 +351,8 @@ def _alignment(fields: dict) -> int:
 def _tensor_info(cursor: _Cursor, alignment: int) -> tuple:
     """(dims, ggml type, offset) of the tensor whose name was just read."""
     (n_dims,) = cursor.take("I")
-    if n_dims > GGML_MAX_DIMS:
-        raise ValueError(f"{n_dims} dimensions; ggml's tensors have at most {GGML_MAX_DIMS}")
+    if n_dims > _GGML_MAX_DIMS:
+        raise ValueError(f"{n_dims} dimensions; ggml's tensors have at most {_GGML_MAX_DIMS}")
     dims = list(cursor.take("Q", n_dims)) if n_dims else []
     kind, offset = cursor.take("I")[0], cursor.take("Q")[0]
     if offset % alignment:

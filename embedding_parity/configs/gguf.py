@@ -32,41 +32,39 @@ from backends import validation
 from embedding_parity.cli import UsageError
 from embedding_parity.configs.configuration import Configuration
 
-LLAMA_CPP = "llama.cpp 00342301d01a"  # ggml-org/llama.cpp commit 00342301d01add50835550e8a9...
+# The llama.cpp whose rules are transcribed here: ggml-org/llama.cpp commit
+# 00342301d01add50835550e8a916f12097d94517 (src/llama-model.cpp, src/llama-context.cpp).
+LLAMA_CPP = "llama.cpp 00342301d01a"
 
 # llama_model_rope_type (src/llama-model.cpp at LLAMA_CPP), each LLM_ARCH_* by its GGUF name
 # (src/llama-arch.cpp's LLM_ARCH_NAMES, which gguf-py's MODEL_ARCH_NAMES repeats).
 ROPE_TYPES = {
     **dict.fromkeys(
         (
-            "clip", "gpt2", "gptj", "mpt", "refact", "bloom", "mamba", "mamba2", "jamba",
-            "jina-bert-v2", "t5", "t5encoder", "jais", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7",
-            "wavtokenizer-dec", "nemotron_h",
-        ),
+            "clip gpt2 gptj mpt refact bloom mamba mamba2 jamba jina-bert-v2 t5 t5encoder jais "
+            "rwkv6 rwkv6qwen2 rwkv7 arwkv7 wavtokenizer-dec nemotron_h"
+        ).split(),
         "NONE",
-    ),  # fmt: skip
+    ),
     **dict.fromkeys(
         (
-            "llama", "llada", "llama4", "deci", "baichuan", "starcoder", "internlm2", "minicpm",
-            "xverse", "command-r", "cohere2", "olmo", "arctic", "deepseek", "deepseek2", "plm",
-            "chatglm", "glm4", "granite", "granitemoe", "granitehybrid", "chameleon",
-            "bailingmoe", "neo-bert", "smollm3", "arcee", "ernie4_5", "ernie4_5-moe",
-        ),
+            "llama llada llama4 deci baichuan starcoder internlm2 minicpm xverse command-r cohere2 "
+            "olmo arctic deepseek deepseek2 plm chatglm glm4 granite granitemoe granitehybrid "
+            "chameleon bailingmoe neo-bert smollm3 arcee ernie4_5 ernie4_5-moe"
+        ).split(),
         "NORM",
-    ),  # fmt: skip
+    ),
     **dict.fromkeys(
         (
-            "falcon", "falcon-h1", "grok", "dbrx", "bert", "jina-bert-v3", "nomic-bert",
-            "nomic-bert-moe", "stablelm", "bitnet", "qwen", "qwen2", "dream", "qwen2moe", "qwen3",
-            "qwen3moe", "qwen3next", "llada-moe", "olmo2", "olmoe", "phi2", "phi3", "phimoe",
-            "plamo", "plamo2", "gemma", "gemma2", "gemma3", "gemma3n", "gemma-embedding",
-            "starcoder2", "openelm", "gptneox", "codeshell", "orion", "nemotron", "exaone",
-            "exaone4", "minicpm3", "bailingmoe2", "dots1", "hunyuan-moe", "gpt-oss",
-            "hunyuan-dense", "lfm2", "lfm2moe", "smallthinker", "glm4moe", "seed_oss", "grovemoe",
-            "apertus",
-        ),
+            "falcon falcon-h1 grok dbrx bert jina-bert-v3 nomic-bert nomic-bert-moe stablelm "
+            "bitnet qwen qwen2 dream qwen2moe qwen3 qwen3moe qwen3next llada-moe olmo2 olmoe phi2 "
+            "phi3 phimoe plamo plamo2 gemma gemma2 gemma3 gemma3n gemma-embedding starcoder2 "
+            "openelm gptneox codeshell orion nemotron exaone exaone4 minicpm3 bailingmoe2 dots1 "
+            "hunyuan-moe gpt-oss hunyuan-dense lfm2 lfm2moe smallthinker glm4moe seed_oss grovemoe "
+            "apertus"
+        ).split(),
         "NEOX",
-    ),  # fmt: skip
+    ),
     "qwen2vl": "MROPE",
 }
 LAYOUTS = {"NORM": "interleaved", "NEOX": "half"}
@@ -108,7 +106,7 @@ REFUSED = {
 }
 # The tensors that change the angle: Llama 3.x's llama3 rule, Phi-3's LongRoPE lists.
 FACTOR_TENSORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
-FACTOR_TYPES = {0: np.float32, 1: np.float16}  # GGML_TYPE_F32, GGML_TYPE_F16
+FACTOR_TYPES = {0: "<f4", 1: "<f2"}  # GGML_TYPE_F32, GGML_TYPE_F16; GGUF is little-endian
 
 
 def from_gguf(path: str) -> Configuration:
@@ -135,7 +133,8 @@ def from_gguf(path: str) -> Configuration:
         "model_type": arch,
         "hidden_size": reader.integer("embedding_length", optional=True),
         "max_position_embeddings": reader.integer("context_length", optional=True),
-        # llama.cpp scales Gemma's token rows by sqrt(n_embd) too (its graph's ggml_scale)
+        # llama.cpp scales Gemma's token rows by sqrt(n_embd) too (its graph's ggml_scale, in
+        # float32 rows: the kit's lookup contract is transformers', rounded to the dtype)
         "embed_scale": arch.startswith("gemma"),
     }
     if arch not in ROPE_TYPES:
@@ -208,11 +207,7 @@ class _Reader:
         value = self.get(short)
         if value is None:
             return default
-        if (
-            type(value) not in (int, float)
-            or not math.isfinite(value)
-            or value <= 0
-        ):
+        if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:
             self.refuse(f"key {self.key(short)} is {_shown(value)}: a positive finite number")
         return float(value)
 
@@ -414,12 +409,16 @@ def _one_rotation(reader: _Reader, theta: float, scaling: dict | None, refuse) -
     swa = reader.positive("rope.freq_base_swa")
     if swa is None and reader.arch in SWA_BASE_10000 and reader.get("attention.sliding_window"):
         swa = 10000.0
-    if swa is not None and (swa != theta or (scaling and reader.arch in SWA_BASE_10000)):
-        refuse(
-            f"the sliding-window layers rotate at base {swa:g} unscaled, the others at "
-            f"{theta:g}{' with ' + scaling['rope_type'] if scaling else ''}: the kit checks one "
-            "rotation"
-        )
+    unscaled = bool(scaling) and reader.arch in SWA_BASE_10000  # freq_scale_swa 1 for them
+    if swa is None or (swa == theta and not unscaled):
+        return
+    refuse(
+        f"the sliding-window layers rotate at base {swa:g}"
+        + (" unscaled" if unscaled else "")
+        + f", the others at {theta:g}"
+        + (f" with {scaling['rope_type']} scaling" if unscaled else "")
+        + ": the kit checks one rotation"
+    )
 
 
 def _shown(value) -> str:
