@@ -133,6 +133,33 @@ def test_a_llama3_gguf_holds_ports_to_its_rope_freqs(tmp_path):
     assert "freq_factors scaling ignored (the plain rotation)" in "\n".join(report.lines())
 
 
+def test_a_partial_rotation_with_rope_freqs_is_judged(tmp_path):
+    # The kind's "partial rotary ignored" mistake rotates the whole head: the 8 factors of 16
+    # rotated dims do not stretch to 64 (before, building that mistake raised: "the kit failed
+    # to judge it").
+    shape = {"context_length": 4096, "embedding_length": 2048, "attention.head_count": 32}
+    factors = np.linspace(1.0, 4.0, 8, dtype=np.float32)
+    path = write(
+        tmp_path / "m.gguf",
+        "stablelm",
+        {"rope.dimension_count": 16},
+        {"rope_freqs.weight": factors},
+        base=shape,
+    )
+    config = configs.read(path)
+
+    def port(x, positions):
+        return numpy_backend.apply_rope(x, positions, **config.rope_options())
+
+    def whole_head(x, positions):
+        return numpy_backend.apply_rope(x, positions, base=10000.0)
+
+    assert check(port, "rope", config=path, dtypes=["float32"]).conforms
+    report = check(whole_head, "rope", config=path, dtypes=["float32"])
+    assert [c.status for c in report.checks] == ["differs", "differs"]
+    assert "partial rotary ignored: the whole head rotated" in "\n".join(report.lines())
+
+
 def test_the_freq_factors_rule_divides_each_pairs_frequency():
     factors = tuple(float(f) for f in llama3_factors())
     w, attention = positional.rope_parameters(
@@ -295,7 +322,7 @@ def test_phi3s_factors_are_llama_cpps_choice_at_the_files_context(tmp_path, cont
     expected = factors[f"rope_factors_{chosen}.weight"].astype(np.float64)
     np.testing.assert_array_equal(config.scaling["factors"], expected)
     assert config.scaling["attention_factor"] == np.float32(1.19)
-    assert f"[rope_factors_{chosen}: llama.cpp's at its default n_ctx" in config.line()
+    assert f"[rope_factors_{chosen}: llama.cpp's at n_ctx {context}, the file's" in config.line()
 
 
 @pytest.mark.parametrize(

@@ -354,9 +354,10 @@ def _yarn(reader: _Reader, factor: float, attention: float, context: int | None,
 def _factors(reader: _Reader, tensors: dict, rotary: int, context: int | None, refuse):
     """(factors, the tensor, why that one or None): the per-pair divisors llama.cpp's
     get_rope_factors hands ggml_rope_ext. rope_freqs if the file has it; else Phi-3's
-    rope_factors_long when the context llama.cpp runs at (n_ctx 0, its default: the file's
-    context_length, one sequence) exceeds the original context, rope_factors_short otherwise.
-    (None, None, None) without such a tensor."""
+    rope_factors_long when the context llama.cpp runs at exceeds the original context,
+    rope_factors_short otherwise. That context is a run's, not the file's: the kit takes
+    n_ctx 0 (-c 0: the file's context_length, one sequence) and says so. (None, None, None)
+    without such a tensor."""
     for name in tensors:
         if "rope" in name and name not in FACTOR_TENSORS:
             refuse(
@@ -379,11 +380,11 @@ def _factors(reader: _Reader, tensors: dict, rotary: int, context: int | None, r
             "rope_factors_long and _short differ and the file gives no context_length and "
             "original_context_length to choose between them"
         )
-    chosen = "long" if context > original else "short"
+    chosen, other = ("long", "short") if context > original else ("short", "long")
     why = (
-        f"rope_factors_{chosen}: llama.cpp's at its default n_ctx, the file's context_length "
-        f"{context} {'>' if chosen == 'long' else '<='} {original}; a context "
-        f"{'of at most' if chosen == 'long' else 'above'} {original} takes the other"
+        f"rope_factors_{chosen}: llama.cpp's at n_ctx {context}, the file's context_length "
+        f"(-c 0); -c {'at most' if chosen == 'long' else 'above'} {original} takes "
+        f"rope_factors_{other}"
     )
     return (long if chosen == "long" else short), f"rope_factors_{chosen}", why
 
