@@ -265,6 +265,7 @@ def test_a_linear_factor_without_a_type_is_linear(tmp_path):
         ("qwen2", {"rope.scaling.yarn_attn_factor": 2.0}, "yarn_attn_factor is 2"),
         ("qwen2", {"rope.freq_base_swa": 10000.0}, "sliding-window layers rotate at base 10000"),
         ("gemma3", {"attention.sliding_window": 512, "rope.freq_base": 1e6}, "base 10000"),
+        ("gemma3", {"attention.sliding_window": "512"}, "sliding_window is '512'"),
         (
             "deepseek2",
             {"rope.scaling.type": "yarn", "rope.scaling.factor": 40.0},

@@ -408,7 +408,8 @@ def _factor_tensor(tensors: dict, name: str, rotary: int, refuse) -> tuple[float
 def _one_rotation(reader: _Reader, theta: float, scaling: dict | None, refuse) -> None:
     """Refused where llama.cpp rotates the sliding-window layers otherwise than the rest."""
     swa = reader.positive("rope.freq_base_swa")
-    if swa is None and reader.arch in SWA_BASE_10000 and reader.get("attention.sliding_window"):
+    window = reader.integer("attention.sliding_window", optional=True, low=0)
+    if swa is None and reader.arch in SWA_BASE_10000 and window:
         swa = 10000.0
     unscaled = bool(scaling) and reader.arch in SWA_BASE_10000  # freq_scale_swa 1 for them
     if swa is None or (swa == theta and not unscaled):
