@@ -107,27 +107,38 @@ def read_text(path: str, limit: int) -> str:
         raise Unreadable(f"is not UTF-8 ({error.reason})") from None
 
 
-def check_not_inputs(outputs: dict, inputs: dict) -> None:
+def check_not_inputs(outputs: dict, inputs: dict, folders: dict | None = None) -> None:
     """Refuse an output that is an input, or lies inside an input folder, by any spelling (a
     symlink, a relative path), and two outputs that are one file: ValueError naming both
-    flags, before any work. ``outputs`` and ``inputs``: {flag: path or None}."""
+    flags, before any work. ``outputs``, ``inputs`` (files) and ``folders`` (input folders):
+    {flag: path or None}."""
     named = [(flag, path) for flag, path in outputs.items() if path]
     for number, (out_flag, out) in enumerate(named):
-        for in_flag, source in [*inputs.items(), *named[:number]]:
-            if source and _within(out, source):
+        for in_flag, folder in (folders or {}).items():
+            if folder and os.path.isdir(folder) and _inside(out, folder):
                 raise ValueError(
-                    f"{out_flag} {out} is {'inside' if os.path.isdir(source) else 'the same file as'} "
-                    f"{in_flag} {source}: writing it would destroy "
-                    f"{'what the run reads' if in_flag in inputs else 'the other output'}; "
-                    "choose another name"
+                    f"{out_flag} {out} is inside {in_flag} {folder}: writing it would destroy "
+                    "what the run reads; choose another name"
+                )
+        for in_flag, source in [*inputs.items(), *named[:number]]:
+            if source and _same(out, source):
+                whose = "the input" if in_flag in inputs else "the other output"
+                raise ValueError(
+                    f"{out_flag} {out} is the same file as {in_flag} {source}: writing it would "
+                    f"destroy {whose}; choose another name"
                 )
 
 
-def _within(out: str, source: str) -> bool:
-    """``out`` is the file ``source``, or a path inside the folder ``source``."""
-    if os.path.isdir(source):
-        inside = os.path.realpath(os.path.dirname(os.path.abspath(out)))
-        return os.path.commonpath([inside, os.path.realpath(source)]) == os.path.realpath(source)
+def _inside(out: str, folder: str) -> bool:
+    parent, folder = (
+        os.path.realpath(os.path.dirname(os.path.abspath(out))),
+        os.path.realpath(folder),
+    )
+    return os.path.commonpath([parent, folder]) == folder
+
+
+def _same(out: str, source: str) -> bool:
+    """The same file, by any spelling; two paths that do not exist yet, by their real path."""
     if os.path.exists(out) and os.path.exists(source):
         return os.path.samefile(out, source)
     return os.path.realpath(out) == os.path.realpath(source)

@@ -324,6 +324,19 @@ def test_phi3s_factors_are_llama_cpps_choice_at_the_files_context(tmp_path, cont
     np.testing.assert_array_equal(config.scaling["factors"], expected)
     assert config.scaling["attention_factor"] == np.float32(1.19)
     assert f"[rope_factors_{chosen}: llama.cpp's at n_ctx {context}, the file's" in config.line()
+    assert config.name == "phi3.gguf"  # the choice is a note beside the name, not in it
+
+
+def test_a_gemma_gguf_lookup_is_refused_as_llama_cpps_scale_is_not_transformers(tmp_path):
+    """llama.cpp multiplies the float32 rows it gathered by sqrtf(n_embd); transformers (the
+    kit's Gemma lookup contract) multiplies in the table's dtype by the scale rounded to it:
+    for a bfloat16 table the two differ, so a verdict from the GGUF would be the wrong rule."""
+    keys = {"embedding_length": 2048, "attention.head_count": 8, "attention.key_length": 256}
+    path = write(tmp_path / "gemma.gguf", "gemma", keys, base={"context_length": 8192})
+    config = configs.read(path)
+    assert config.rope and config.head_dim == 256  # its rotation is llama.cpp's to say
+    with pytest.raises(UsageError, match="llama.cpp scales gemma's rows after the lookup"):
+        config.options("lookup")
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,8 @@ class Configuration:
     pad_token_id: int | None = None
     type_vocab_size: int | None = None
     layer_norm_eps: float | None = None
+    owner: str = "transformers"  # whose rules read the file: "transformers" or "llama.cpp"
+    note: str | None = None  # a choice the reading made that the file alone does not say
 
     @property
     def rope(self) -> bool:
@@ -50,6 +52,13 @@ class Configuration:
             rope = {**self.rope_options(), "head_dim": self.head_dim}
             return {"rope": {**rope, "max_position_embeddings": self.max_position_embeddings}}
         if kind == "lookup":
+            if self.embed_scale and self.owner == "llama.cpp":
+                raise UsageError(
+                    f"{flag}: llama.cpp scales {self.model_type}'s rows after the lookup, in "
+                    f"float32 (rows of any table dtype times sqrtf({self.hidden_size})), where "
+                    "the kit's lookup contract is transformers' (the scale rounded to the "
+                    "table's dtype first): check the lookup at the model's config.json"
+                )
             if not self.embed_scale:
                 raise UsageError(
                     f"{flag}: {self.name} does not scale its token rows: its lookup is the "
@@ -64,7 +73,7 @@ class Configuration:
 
     def line(self) -> str:
         """What was understood, in one line."""
-        said = [f"config {self.name}"]
+        said = [f"config {self.name}" + (f" [{self.note}]" if self.note else "")]
         if self.rope:
             rule = "no scaling" if self.scaling is None else self.scaling["rope_type"]
             if self.scaling:

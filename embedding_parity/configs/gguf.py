@@ -136,6 +136,7 @@ def from_gguf(path: str) -> Configuration:
         # llama.cpp scales Gemma's token rows by sqrt(n_embd) too (its graph's ggml_scale, in
         # float32 rows: the kit's lookup contract is transformers', rounded to the dtype)
         "embed_scale": arch.startswith("gemma"),
+        "owner": "llama.cpp",
     }
     if arch not in ROPE_TYPES:
         refuse(
@@ -153,8 +154,7 @@ def from_gguf(path: str) -> Configuration:
     theta = reader.positive("rope.freq_base", 10000.0)
     scaling, chosen = _scaling(reader, tensors, rotary, config["max_position_embeddings"], refuse)
     _one_rotation(reader, theta, scaling, refuse)
-    if chosen:  # said in the line the kit prints: config NAME [...]
-        config["name"] = f"{name} [{chosen}]"
+    config["note"] = chosen  # said in the line the kit prints: config NAME [...]
     try:
         scaling = validation.check_rope_scaling(scaling, rotary)
     except (TypeError, ValueError) as error:

@@ -171,9 +171,9 @@ def main(args) -> int:
             "--against": _file_of(args.against),
             "--config": args.config,
             "--expect-file": args.expect_file,
-            "--results": args.results,
             "--markdown": args.markdown,
         },
+        {"--results": args.results},
     )
     if args.known:
         return _known(args)
