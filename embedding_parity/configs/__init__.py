@@ -82,10 +82,12 @@ def _depth(value) -> int:
 
 
 def preset(name: str) -> Configuration:
-    """A bundled preset (``presets.PRESETS``), read as its config.json would be."""
+    """A bundled preset (``presets.PRESETS``), read as its config.json would be: by the kit's
+    own reader, which tests/test_config_reading.py holds equal to transformers' on every preset
+    (so a process that reads one imports no transformers, nor the torch it imports)."""
     if name not in PRESETS:
         raise UsageError(f"--model {name!r}: no such preset; the presets are {', '.join(PRESETS)}")
-    return from_fields(PRESETS[name]["fields"], name, f"--model {name}")
+    return from_fields(PRESETS[name]["fields"], name, f"--model {name}", reader="kit")
 
 
 def listing() -> str:
