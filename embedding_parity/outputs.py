@@ -117,8 +117,8 @@ def check_not_inputs(outputs: dict, inputs: dict, folders: dict | None = None) -
         for in_flag, folder in (folders or {}).items():
             if folder and os.path.isdir(folder) and _inside(out, folder):
                 raise ValueError(
-                    f"{out_flag} {out} is inside {in_flag} {folder}: writing it would destroy "
-                    "what the run reads; choose another name"
+                    f"{out_flag} {out} is inside {in_flag} {folder}, a folder the run reads "
+                    "(an output there could replace one of its files); choose another folder"
                 )
         for in_flag, source in [*inputs.items(), *named[:number]]:
             if source and _same(out, source):

@@ -237,9 +237,25 @@ REFUSED = {
     ),
     "type_vocab_size a string": ({"model_type": "bert", "type_vocab_size": "2"}, "type_vocab_size"),
     "pad_token_id negative": ({"model_type": "bert", "pad_token_id": -1}, "pad_token_id"),
+    "pad_token_id past int32's positions": (
+        {"model_type": "roberta", "pad_token_id": 2**31 - 1},
+        "pad_token_id",
+    ),
     "pad_token_id a float": ({"model_type": "opt", "pad_token_id": 1.5}, "pad_token_id"),
     "layer_norm_eps a string": ({"model_type": "bert", "layer_norm_eps": "x"}, "layer_norm_eps"),
     "rope_type unknown": ({**LLAMA, "rope_scaling": {"rope_type": "ntk-by-parts"}}, "rope_type"),
+    # transformers builds a list per layer as it reads: 30 million layers ran for minutes
+    "num_hidden_layers past any model": ({**LLAMA, "num_hidden_layers": 30_000_000}, "layers"),
+    "num_key_value_heads 0": ({**LLAMA, "num_key_value_heads": 0}, "num_key_value_heads"),
+    # transformers 5.24 refuses a YaRN dict without its factor: the kit derived one
+    "yarn without its factor": (
+        {
+            **LLAMA,
+            "max_position_embeddings": 32768,
+            "rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 4096},
+        },
+        "factor",
+    ),
 }
 
 
@@ -252,6 +268,34 @@ def test_every_field_is_checked_naming_the_file_and_the_field(case, reader):
     message = str(refused.value)
     assert message.startswith(WHERE) and field in message, message
     assert "\n" not in message and len(message) < 400, message
+
+
+@pytest.mark.parametrize(
+    "model_type, theirs",
+    [("qwen3", {"head_dim": 128}), ("glm", {"rotary_dim": 64}), ("mistral", {})],
+)
+def test_a_model_type_without_known_defaults_is_read_by_transformers_alone(model_type, theirs):
+    """Their classes' defaults decide what the file leaves out (Qwen3's head_dim is 128, not
+    hidden_size / heads; GLM rotates half its head): the kit's own reader cannot know them."""
+    fields = {"model_type": model_type, "hidden_size": 512, "num_attention_heads": 4}
+    config = read(fields, "transformers")
+    assert {key: getattr(config, key) for key in theirs} == theirs
+    with pytest.raises(UsageError, match=f"model_type '{model_type}': transformers' {model_type}"):
+        read(fields, "kit")
+
+
+def test_the_kit_knows_which_model_types_transformers_has_a_class_for():
+    from transformers import CONFIG_MAPPING
+
+    from embedding_parity.configs.transformers_types import KNOWN_TO_TRANSFORMERS
+
+    assert set(CONFIG_MAPPING.keys()) == KNOWN_TO_TRANSFORMERS
+
+
+def test_a_broken_transformers_is_one_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # its import raises ImportError
+    with pytest.raises(UsageError, match="transformers is installed but cannot be imported"):
+        read(LLAMA, "transformers")
 
 
 def test_transformers_keeps_its_logging_to_itself(caplog, capsys):

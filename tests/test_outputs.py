@@ -211,7 +211,7 @@ def test_a_check_report_cannot_overwrite_what_the_run_reads(
     capsys.readouterr()
     assert compare.main(["check", *target, *reads, given, "--json", written]) == 2
     [line] = capsys.readouterr().err.splitlines()
-    assert f"{flag} {source}" in line and "choose another name" in line
+    assert f"{flag} {source}" in line and "choose another" in line
     assert Path(written).read_bytes() == before
 
 

@@ -62,7 +62,8 @@ def test_a_run_stuck_outside_its_collectives_is_reported_within_its_timeout(tmp_
     assert len(ranks) == 2
     assert str(info.value).startswith("rank 0 is stopped (SIGSTOP)"), str(info.value)
     assert len(str(info.value).splitlines()) == 1
-    assert reported < timeout + torch_shards.STARTUP, reported
+    # the "within its --timeout plus a few seconds", the launcher's start among them
+    assert reported < timeout + 10, reported
     assert not descendants(os.getpid()), "a rank outlived the run"
     assert os.listdir(tmp_path) == []  # the run's own folder removed
 

@@ -10,6 +10,10 @@ from embedding_parity.cli import UsageError
 
 MOST_HEAD_DIM = 1 << 16  # the rope kind's cap (kinds/rope.py MOST_HEAD_DIM, as --head-dim)
 MOST_TYPE_VOCAB = 1 << 16  # type rows; models have 1 (RoBERTa) to a few (BERT 2)
+# Token ids: vocabularies reach 262144 (Gemma 3); RoBERTa counts positions from pad_token_id + 1,
+# which must stay an int32 in every backend.
+MOST_TOKEN_ID = 1 << 24
+MOST_LAYERS = 4096  # decoder layers; the deepest models have about 128
 MOST_INT = 2**31 - 1  # widths, lengths and token ids fit an int32 in every backend
 SHOWN = 60  # characters of a refused value quoted in the message
 

@@ -4,8 +4,8 @@ installed) fills a missing field from here, as the class's defaults would.
 
 Transcribed from transformers 5.24.0, ``src/transformers/models/<type>/configuration_<type>.py``
 (the class named beside each entry); ``tests/test_config_reading.py`` holds every entry equal
-to the class's own defaults wherever transformers is installed. A model type not listed has
-no defaults here: a field the kit needs and the file leaves out is refused, not guessed.
+to the class's own defaults wherever transformers is installed. A model type not listed is
+refused by the kit's reading (its class's defaults would decide what the file leaves out).
 
 Besides the fields themselves: ``aliases`` (the class's ``attribute_map``: the file's name for
 a field), ``rope_theta_key`` and ``partial_key`` (the file's names for the base and the rotated

@@ -27,6 +27,7 @@ from embedding_parity.configs import checks
 from embedding_parity.configs.configuration import Configuration
 from embedding_parity.configs.defaults import DEFAULTS, PLAIN, TEXT_TYPES
 from embedding_parity.configs.hf_transformers import transformers_reading
+from embedding_parity.configs.transformers_types import KNOWN_TO_TRANSFORMERS
 
 # Hugging Face model types whose learned positions follow a rule other than arange.
 POSITION_RULES = {
@@ -55,7 +56,7 @@ def from_fields(fields: dict, name: str, where: str, reader: str | None = None) 
     if reader == "transformers":
         reading = transformers_reading(fields, where)
     else:
-        reading = kit_reading(text, model_type)
+        reading = kit_reading(text, model_type, where)
     return build(reading, name, where)
 
 
@@ -109,9 +110,16 @@ GIVEN = {
     **dict.fromkeys(["rope_theta", "rotary_emb_base"], checks.base),
     **dict.fromkeys(["partial_rotary_factor", "rotary_pct"], checks.share),
     "rope_interleave": checks.flag,
-    "pad_token_id": _at_least(0),
+    "pad_token_id": lambda v, f, w: checks.integer(v, f, w, 0, checks.MOST_TOKEN_ID),
     "type_vocab_size": lambda v, f, w: checks.integer(v, f, w, 1, checks.MOST_TYPE_VOCAB),
     "layer_norm_eps": checks.positive,
+    # transformers builds a list per layer (layer_types) as it reads: 30 million layers ran
+    # for minutes, where the deepest models have about 128
+    **dict.fromkeys(
+        ["num_hidden_layers", "n_layer", "num_layers"],
+        lambda v, f, w: checks.integer(v, f, w, 1, checks.MOST_LAYERS),
+    ),
+    **dict.fromkeys(["num_key_value_heads", "num_local_experts"], _at_least(1)),
 }
 # The numbers of a rope dict that transformers does arithmetic with (the rest are checked by
 # backends.validation once the rule is known).
@@ -135,10 +143,22 @@ def _check_given(fields: dict, where: str) -> None:
                 GIVEN_ROPE[field](value, f"{rope_field} {field}", where)
 
 
-def kit_reading(fields: dict, model_type: str | None) -> dict:
+def kit_reading(fields: dict, model_type: str | None, where: str) -> dict:
     """What transformers' config object for ``model_type`` would hold, by the kit's own rules:
     the file's fields over the class's defaults (``defaults.DEFAULTS``), the rope dict
-    standardised as ``RotaryEmbeddingConfigMixin.convert_rope_params_to_dict`` does."""
+    standardised as ``RotaryEmbeddingConfigMixin.convert_rope_params_to_dict`` does. A model
+    type without an entry there is refused: its class's defaults (Qwen3's head_dim 128, GLM's
+    partial rotation) would decide what the file leaves out, and the kit cannot know them; a
+    type transformers has no class for is read from the file's fields alone, as transformers'
+    ``PretrainedConfig`` reads it."""
+    if model_type in KNOWN_TO_TRANSFORMERS and model_type not in DEFAULTS:
+        checks.refuse(
+            where,
+            f"model_type {checks.shown(model_type)}: transformers' {model_type} class fills in "
+            "what the file leaves out, and without transformers the kit knows the defaults of "
+            f"{', '.join(sorted(DEFAULTS))} only; install transformers to read it as "
+            "transformers does",
+        )
     known = DEFAULTS.get(model_type, {})
     aliases = known.get("aliases", {})
 
@@ -203,7 +223,9 @@ def build(reading: dict, name: str, where: str) -> Configuration:
         ),
         "embed_scale": bool(model_type and model_type.startswith("gemma")),
         "position_rule": POSITION_RULES.get(model_type, "arange"),
-        "pad_token_id": checks.optional_integer(reading["pad_token_id"], "pad_token_id", where, 0),
+        "pad_token_id": checks.optional_integer(
+            reading["pad_token_id"], "pad_token_id", where, 0, checks.MOST_TOKEN_ID
+        ),
         "type_vocab_size": checks.optional_integer(
             reading["type_vocab_size"], "type_vocab_size", where, 1, checks.MOST_TYPE_VOCAB
         ),
@@ -273,9 +295,9 @@ def _rotation(reading: dict, model_type, longest, where: str) -> dict:
 
 
 def _scaling(rope: dict, longest, where: str) -> dict | None:
-    """The standardised rope dict in backends.positional's terms: YaRN's factor as the ratio of
-    the lengths where the dict has none (as transformers' DeepSeek note does), dynamic NTK's and
-    LongRoPE's max_position_embeddings."""
+    """The standardised rope dict in backends.positional's terms: dynamic NTK's and LongRoPE's
+    max_position_embeddings from the config (a YaRN dict without its factor is refused, as
+    transformers 5.24 refuses it)."""
     kind = checks.text(rope.pop("rope_type", None), "rope_type", where)
     older = checks.text(rope.pop("type", None), "type", where)
     if kind in (None, "default"):  # Qwen2-VL's "mrope" stays "type" under a "default" rope_type
@@ -291,8 +313,6 @@ def _scaling(rope: dict, longest, where: str) -> dict | None:
     field = "original_max_position_embeddings"
     if rope.get(field) is not None:
         rope[field] = checks.integer(rope[field], field, where, 1)
-    if kind == "yarn" and rope.get("factor") is None and longest and rope.get(field):
-        rope["factor"] = longest / rope[field]
     if kind in ("dynamic", "longrope") and longest is not None:
         rope.setdefault("max_position_embeddings", longest)
     return {"rope_type": kind, **rope}

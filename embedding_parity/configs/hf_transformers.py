@@ -20,12 +20,21 @@ SAID = 200  # characters of transformers' refusal quoted (it may quote the whole
 def transformers_reading(fields: dict, where: str) -> dict:
     """The reading (``hf.kit_reading``'s shape) of transformers' config object for ``fields``;
     UsageError in one line naming ``where`` and what transformers said where it refuses them."""
+    try:
+        with _quiet():
+            from transformers import PretrainedConfig
+    except Exception as error:  # noqa: BLE001 - a broken install raises what its imports raise
+        said = (str(error).strip().splitlines() or [""])[0][:SAID]
+        checks.refuse(
+            where,
+            f"transformers is installed but cannot be imported ({type(error).__name__}: "
+            f"{said}): repair it, or uninstall it to read the file by the kit's own "
+            "transcription of its rules",
+        )
     with _quiet():
-        from transformers import PretrainedConfig
-
         try:
             config = _text_config(fields)
-        except Exception as error:  # noqa: BLE001: transformers' refusals have many types
+        except Exception as error:  # noqa: BLE001 - transformers' refusals have many types
             said = str(error).strip().splitlines() or [type(error).__name__]
             said = said[-1].strip()
             checks.refuse(where, f"transformers refuses it: {said[:SAID]}")
