@@ -21,7 +21,10 @@ SHOWN = 60  # characters of a refused value quoted in the message
 def shown(value) -> str:
     """``value``'s repr, cut short: a refusal stays one readable line whatever the file holds."""
     text = repr(value)
-    return text if len(text) <= SHOWN else f"{text[:SHOWN]}... ({len(text)} characters)"
+    if len(text) <= SHOWN:
+        return text
+    size = f"{len(value)} characters" if isinstance(value, str) else type(value).__name__
+    return f"{text[:SHOWN]}... ({size})"
 
 
 def refuse(where: str, message: str):

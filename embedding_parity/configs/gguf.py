@@ -30,6 +30,7 @@ import numpy as np
 
 from backends import validation
 from embedding_parity.cli import UsageError
+from embedding_parity.configs import checks
 from embedding_parity.configs.configuration import Configuration
 
 # The llama.cpp whose rules are transcribed here: ggml-org/llama.cpp commit
@@ -73,8 +74,6 @@ WHOLE_HEAD = ("llama", "deci", "falcon")
 # Their sliding-window layers rotate at base 10000 whatever rope.freq_base says (load_hparams
 # sets rope_freq_base_train_swa = 10000 and rope_freq_scale_train_swa = 1 for them).
 SWA_BASE_10000 = ("gemma3", "gemma3n", "gemma-embedding")
-# --head-dim's cap: a wider head is no model's, and its cases would not fit in memory.
-MAX_HEAD_DIM = 65536
 # The scaling types llama.cpp knows (LLAMA_ROPE_SCALING_TYPES); absent means linear.
 SCALING_TYPES = ("none", "linear", "yarn", "longrope")
 # YaRN's tuning keys, which load_hparams reads for some architectures only: honoured at the
@@ -125,7 +124,7 @@ def from_gguf(path: str) -> Configuration:
         raise UsageError(f"--config {error}") from None
     arch = metadata.get("general.architecture")
     if not isinstance(arch, str):
-        refuse(f"general.architecture is {_shown(arch)}: a GGUF file names its architecture")
+        refuse(f"general.architecture is {checks.shown(arch)}: a GGUF file names its architecture")
     reader = _Reader(metadata, arch, refuse)
     name = os.path.basename(path)
     config = {
@@ -140,7 +139,7 @@ def from_gguf(path: str) -> Configuration:
     }
     if arch not in ROPE_TYPES:
         refuse(
-            f"architecture {_shown(arch)} is not in llama_model_rope_type ({LLAMA_CPP}): the "
+            f"architecture {checks.shown(arch)} is not in llama_model_rope_type ({LLAMA_CPP}): the "
             "kit cannot tell which pairs it rotates"
         )
     if "position_embd.weight" in tensors or ROPE_TYPES[arch] == "NONE":
@@ -184,7 +183,7 @@ class _Reader:
                 refuse(f"key {key}: {REFUSED[short]}")
             if short not in READ:
                 refuse(
-                    f"key {_shown(key)}: a RoPE key the kit does not honour (not among "
+                    f"key {checks.shown(key)}: a RoPE key the kit does not honour (not among "
                     f"those {LLAMA_CPP} reads for every architecture): refused, not read past"
                 )
 
@@ -200,7 +199,9 @@ class _Reader:
             return None
         if type(value) is not int or value < low or (high is not None and value > high):
             upper = f" and at most {high}" if high is not None else ""
-            self.refuse(f"key {self.key(short)} is {_shown(value)}: an integer of {low}{upper}")
+            self.refuse(
+                f"key {self.key(short)} is {checks.shown(value)}: an integer of {low}{upper}"
+            )
         return value
 
     def positive(self, short: str, default: float | None = None) -> float | None:
@@ -208,7 +209,7 @@ class _Reader:
         if value is None:
             return default
         if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:
-            self.refuse(f"key {self.key(short)} is {_shown(value)}: a positive finite number")
+            self.refuse(f"key {self.key(short)} is {checks.shown(value)}: a positive finite number")
         return float(value)
 
 
@@ -224,16 +225,16 @@ def _learned(reader: _Reader, tensors: dict, config: dict, refuse) -> Configurat
 
 def _widths(reader: _Reader, hidden: int | None, refuse) -> tuple[int, int]:
     """(head_dim, rotated width), as load_hparams sets n_embd_head_k and n_rot."""
-    head_dim = reader.integer("attention.key_length", optional=True, high=MAX_HEAD_DIM)
+    head_dim = reader.integer("attention.key_length", optional=True, high=checks.MOST_HEAD_DIM)
     if head_dim is None:
         heads = _heads(reader, refuse)
         if hidden is None:
             refuse(f"no key {reader.key('embedding_length')} to take head_dim from")
         head_dim = hidden // heads
-        if not 1 <= head_dim <= MAX_HEAD_DIM:
+        if not 1 <= head_dim <= checks.MOST_HEAD_DIM:
             refuse(
                 f"head_dim {head_dim} ({reader.key('embedding_length')} {hidden} // "
-                f"{heads} heads) is not in [1, {MAX_HEAD_DIM}]"
+                f"{heads} heads) is not in [1, {checks.MOST_HEAD_DIM}]"
             )
     rotary = reader.integer("rope.dimension_count", optional=True, low=2, high=head_dim)
     rotary = head_dim if rotary is None else rotary
@@ -256,11 +257,11 @@ def _heads(reader: _Reader, refuse) -> int:
     key, counts = reader.key("attention.head_count"), reader.get("attention.head_count")
     if isinstance(counts, list):
         if not counts or any(type(c) is not int or c < 0 for c in counts):
-            refuse(f"key {key} is {_shown(counts)}: one head count per layer (integers)")
+            refuse(f"key {key} is {checks.shown(counts)}: one head count per layer (integers)")
         counts = counts[0]
     if type(counts) is not int or counts < 1:
         refuse(
-            f"key {key} is {_shown(counts)}: layer 0 needs attention heads for llama.cpp to "
+            f"key {key} is {checks.shown(counts)}: layer 0 needs attention heads for llama.cpp to "
             "give it a RoPE width (n_rot is 0 without them)"
         )
     return counts
@@ -274,7 +275,7 @@ def _scaling(reader: _Reader, tensors: dict, rotary: int, context: int | None, r
         kind = "linear"  # load_hparams' default
     if kind not in SCALING_TYPES:
         refuse(
-            f"key {reader.key('rope.scaling.type')} is {_shown(kind)}: llama.cpp knows "
+            f"key {reader.key('rope.scaling.type')} is {checks.shown(kind)}: llama.cpp knows "
             f"{', '.join(SCALING_TYPES)}"
         )
     factor = reader.positive("rope.scaling.factor") or reader.positive("rope.scale_linear")
@@ -282,7 +283,7 @@ def _scaling(reader: _Reader, tensors: dict, rotary: int, context: int | None, r
     attention = reader.positive("rope.scaling.attn_factor", 1.0)
     flag = reader.get("rope.scaling.finetuned")
     if flag is not None and type(flag) is not bool:
-        refuse(f"key {reader.key('rope.scaling.finetuned')} is {_shown(flag)}: true or false")
+        refuse(f"key {reader.key('rope.scaling.finetuned')} is {checks.shown(flag)}: true or false")
     _yarn_keys(reader, kind, refuse)
     factors, source, chosen = _factors(reader, tensors, rotary, context, refuse)
     if factors is not None:
@@ -314,7 +315,7 @@ def _yarn_keys(reader: _Reader, kind: str, refuse) -> None:
         if value is None:
             continue
         if type(value) not in (int, float):
-            refuse(f"key {reader.key(short)} is {_shown(value)}: a number")
+            refuse(f"key {reader.key(short)} is {checks.shown(value)}: a number")
         if neutral is None:
             neutral = 1.0 if kind == "yarn" else 0.0
         if value != neutral:
@@ -361,7 +362,7 @@ def _factors(reader: _Reader, tensors: dict, rotary: int, context: int | None, r
     for name in tensors:
         if "rope" in name and name not in FACTOR_TENSORS:
             refuse(
-                f"tensor {_shown(name)}: a RoPE tensor the kit does not read (it reads "
+                f"tensor {checks.shown(name)}: a RoPE tensor the kit does not read (it reads "
                 f"{', '.join(FACTOR_TENSORS)})"
             )
     if "rope_freqs.weight" in tensors:
@@ -421,12 +422,3 @@ def _one_rotation(reader: _Reader, theta: float, scaling: dict | None, refuse) -
         + (f" with {scaling['rope_type']} scaling" if unscaled else "")
         + ": the kit checks one rotation"
     )
-
-
-def _shown(value) -> str:
-    """A value read from the file as a message quotes it: never more than 60 characters."""
-    shown = repr(value)
-    if len(shown) <= 60:
-        return shown
-    size = f"{len(value)} characters" if isinstance(value, str) else type(value).__name__
-    return f"{shown[:60]}... ({size})"

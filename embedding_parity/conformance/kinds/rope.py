@@ -246,8 +246,7 @@ class Rope(Kind):
             ]
         dtype = params["dtype"]
         if dtype in ("float16", "bfloat16"):
-            with np.errstate(over="ignore"):
-                rounded = positions.astype(validation.resolve_dtype(dtype)).astype(np.float64)
+            rounded = positions.astype(validation.resolve_dtype(dtype)).astype(np.float64)
             found.append(
                 (
                     f"positions rounded to the input's dtype ({dtype}) before the angles: {_first_rounded(positions, rounded)}",

@@ -77,17 +77,16 @@ class T5(Kind):
 
     def mistakes(self, params):
         relative, bidirectional, n, d = self.arguments(params)
-        with np.errstate(all="ignore"):
-            return [
-                (
-                    "the log in float32, as Hugging Face's T5 computes it",
-                    _float_log_buckets(relative, bidirectional, n, d, np.float32),
-                ),
-                (
-                    "the log in float64 (the published formula)",
-                    _float_log_buckets(relative, bidirectional, n, d, np.float64),
-                ),
-            ]
+        return [
+            (
+                "the log in float32, as Hugging Face's T5 computes it",
+                _float_log_buckets(relative, bidirectional, n, d, np.float32),
+            ),
+            (
+                "the log in float64 (the published formula)",
+                _float_log_buckets(relative, bidirectional, n, d, np.float64),
+            ),
+        ]
 
 
 def _float_log_buckets(relative, bidirectional, num_buckets, max_distance, dtype):
