@@ -133,6 +133,30 @@ def test_a_llama3_gguf_holds_ports_to_its_rope_freqs(tmp_path):
     assert "freq_factors scaling ignored (the plain rotation)" in "\n".join(report.lines())
 
 
+def test_in_float64_a_gguf_port_uses_the_files_factors(tmp_path):
+    """The file's factors are float32 values: llama.cpp's port, dividing by them, conforms in
+    every dtype; the llama3 rule computed again in float64 differs by their rounding (2e-9),
+    and is told so rather than called a float32 computation."""
+    factors = llama3_factors()
+    path = write(tmp_path / "llama.gguf", tensors={"rope_freqs.weight": factors})
+    scaling = {"rope_type": "freq_factors", "factors": tuple(factors.astype(np.float64))}
+
+    def llama_cpp(x, positions):
+        return numpy_backend.apply_rope(
+            x, positions, base=500000.0, layout="interleaved", scaling=scaling
+        )
+
+    def llama3(x, positions):
+        return numpy_backend.apply_rope(
+            x, positions, base=500000.0, layout="interleaved", scaling=LLAMA3
+        )
+
+    assert check(llama_cpp, "rope", config=path).conforms
+    recomputed = check(llama3, "rope", config=path, dtypes=["float64"])
+    assert [c.status for c in recomputed.checks] == ["differs", "differs"]
+    assert all("from factors other than the file's" in c.detail for c in recomputed.checks)
+
+
 def test_a_partial_rotation_with_rope_freqs_is_judged(tmp_path):
     # The kind's "partial rotary ignored" mistake rotates the whole head: the 8 factors of 16
     # rotated dims do not stretch to 64 (before, building that mistake raised: "the kit failed

@@ -315,6 +315,13 @@ class Rope(Kind):
             <= 1
         ):
             found = "computed in float32: within float32's tolerance, not float64's"
+            scaling = params["rope"].get("scaling") or {}
+            if scaling.get("rope_type") == "freq_factors":  # a GGUF's tensor: float32 values
+                found = (
+                    "within float32's tolerance, not float64's: computed in float32, or from "
+                    "factors other than the file's (they are float32 values: a port that "
+                    "computes them again from their rule in float64 differs here)"
+                )
         return _with_phase(found, self.phase(params, actual))
 
 
