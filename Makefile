@@ -31,8 +31,9 @@ $(VENV)/.installed-conformance: $(VENV)/.installed requirements-conformance.txt
 compare: install
 	MPLBACKEND=Agg $(PY) compare.py
 
-# Two pytest workers, one test file each at a time (module fixtures are built once): 3 min 7 s
-# to 4 min 58 s on 2 cores in nine fresh clones (docs/development.md); three workers are slower.
+# Two pytest workers, one test file each at a time (module fixtures are built once): 7 min 52 s
+# on 2 cores in a fresh clone, in an hour when its parent took 6 min 54 s (docs/development.md);
+# three workers are slower.
 TEST_WORKERS ?= 2
 test: install-conformance
 	REQUIRED_BACKENDS=$(REQUIRED_BACKENDS) REQUIRED_MODELS=$(REQUIRED_MODELS) \
