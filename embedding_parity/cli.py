@@ -13,20 +13,18 @@ files live in one private folder that every one of these ways out removes (``scr
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import re
 import signal
 import sys
 
 from embedding_parity import scratch
+from embedding_parity.jobs import check, demos, page, seed, shard, text, train
+from embedding_parity.usage import UsageError
 
-# Job modules in embedding_parity.jobs, in the order --help lists them; the first is the default.
-JOBS = ("seed", "text", "demos", "train", "shard", "page", "check")
-
-
-class UsageError(ValueError):
-    """Bad arguments or input: the CLI prints the message as one line and exits 2."""
+# The job modules, in the order --help lists them; the first is the default.
+JOB_MODULES = (seed, text, demos, train, shard, page, check)
+JOBS = tuple(job.__name__.rsplit(".", 1)[1] for job in JOB_MODULES)
 
 
 class Parser(argparse.ArgumentParser):
@@ -57,8 +55,7 @@ def build_parser(prog: str = "compare.py") -> Parser:
         "fails), 2 bad arguments or input (one line), 130 interrupted, 143 terminated.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    for name in JOBS:
-        job = importlib.import_module(f"embedding_parity.jobs.{name}")
+    for job in JOB_MODULES:
         summary = job.__doc__.split("\n\n")[0].replace("\n", " ")
         sub = commands.add_parser(
             job.COMMAND,

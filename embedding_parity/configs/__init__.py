@@ -20,11 +20,11 @@ import json
 import os
 
 from embedding_parity import outputs
-from embedding_parity.cli import UsageError
 from embedding_parity.configs.configuration import Configuration
 from embedding_parity.configs.gguf import from_gguf
 from embedding_parity.configs.hf import from_fields
 from embedding_parity.configs.presets import PRESETS
+from embedding_parity.usage import UsageError
 
 __all__ = ["Configuration", "from_fields", "listing", "preset", "read"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from embedding_parity.cli import UsageError
+from embedding_parity.usage import UsageError
 
 MOST_HEAD_DIM = 1 << 16  # the rope kind's cap (kinds/rope.py MOST_HEAD_DIM, as --head-dim)
 MOST_TYPE_VOCAB = 1 << 16  # type rows; models have 1 (RoBERTa) to a few (BERT 2)

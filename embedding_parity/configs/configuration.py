@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from embedding_parity.cli import UsageError
+from embedding_parity.usage import UsageError
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ import os
 import numpy as np
 
 from backends import validation
-from embedding_parity.cli import UsageError
 from embedding_parity.configs import checks
 from embedding_parity.configs.configuration import Configuration
+from embedding_parity.usage import UsageError
 
 # The llama.cpp whose rules are transcribed here: ggml-org/llama.cpp commit
 # 00342301d01add50835550e8a916f12097d94517 (src/llama-model.cpp, src/llama-context.cpp).

@@ -23,7 +23,7 @@ def transformers_reading(fields: dict, where: str) -> dict:
     try:
         with _quiet():
             from transformers import PretrainedConfig
-    except Exception as error:  # noqa: BLE001 - a broken install raises what its imports raise
+    except Exception as error:
         said = (str(error).strip().splitlines() or [""])[0][:SAID]
         checks.refuse(
             where,
@@ -34,7 +34,7 @@ def transformers_reading(fields: dict, where: str) -> dict:
     with _quiet():
         try:
             config = _text_config(fields)
-        except Exception as error:  # noqa: BLE001 - transformers' refusals have many types
+        except Exception as error:
             said = str(error).strip().splitlines() or [type(error).__name__]
             said = said[-1].strip()
             checks.refuse(where, f"transformers refuses it: {said[:SAID]}")

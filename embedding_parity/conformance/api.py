@@ -19,10 +19,10 @@ import os
 import shlex
 import warnings
 
-from embedding_parity.cli import UsageError
 from embedding_parity.conformance import runner
 from embedding_parity.conformance.frameworks import FRAMEWORKS
 from embedding_parity.conformance.kinds import VOCAB
+from embedding_parity.usage import UsageError
 
 DEFAULT_BASE = 10000.0
 

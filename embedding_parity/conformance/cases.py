@@ -33,9 +33,9 @@ import ml_dtypes
 import numpy as np
 
 from embedding_parity import outputs
-from embedding_parity.cli import UsageError
 from embedding_parity.conformance import runner
 from embedding_parity.conformance.kinds import KINDS, Case, Kind, Outcome
+from embedding_parity.usage import UsageError
 
 SCHEMA_VERSION = 1  # of cases.json
 MANIFEST, RESULTS = "cases.json", "results"
@@ -282,7 +282,7 @@ def _rebuilt(path: str, manifest: dict) -> tuple[list[Case], list[Case]]:
     again = "the kit changed since the export, or the folder was edited: export the battery again"
     try:
         battery = runner.select_cases(kind, options)
-    except Exception as error:  # noqa: BLE001 - options the kit cannot build: one line
+    except Exception as error:
         said = f"{path}: {kind}'s battery cannot be built at its options ({error}); {again}"
         raise UsageError(runner.shown(said)) from None
     by_key = {_key(c): c for c in battery}

@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass, field, replace
 
 from embedding_parity import outputs
-from embedding_parity.cli import UsageError
 from embedding_parity.conformance import runner
 from embedding_parity.conformance.paths import PATHS
+from embedding_parity.usage import UsageError
 
 ADAPTERS = "embedding_parity.conformance.adapters"
 

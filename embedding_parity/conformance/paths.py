@@ -85,7 +85,7 @@ def along(path: str, function):
     cannot even be set up (an import that fails), one that raises why, as a PathFailed."""
     try:
         made = _MAKERS[path](function)
-    except Exception as error:  # noqa: BLE001 - the path's, reported on every case
+    except Exception as error:
         failed = _failed(f"setting up {path}", error)
 
         def cannot(*arguments):
@@ -224,7 +224,7 @@ def _exported(function, arguments, arrays):
     try:
         with _quiet():
             program = torch.export.export(_module(function, arguments, arrays), inputs)
-    except Exception as error:  # noqa: BLE001 - an export that fails is the path's finding
+    except Exception as error:
         raise _failed("torch.export.export", error) from None
     return program.module()
 
@@ -239,7 +239,7 @@ def _onnx(function, arguments, arrays):
 
     try:
         import onnxruntime
-    except Exception as error:  # noqa: BLE001 - a broken install is the path's, not the target's
+    except Exception as error:
         raise _failed("import onnxruntime", error) from None
 
     inputs = tuple(arguments[i] for i in arrays)
@@ -254,13 +254,13 @@ def _onnx(function, arguments, arrays):
                 verbose=False,
             )
         model = program.model_proto.SerializeToString()
-    except Exception as error:  # noqa: BLE001 - an export that fails is the path's finding
+    except Exception as error:
         raise _failed("torch.onnx.export", error) from None
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # its warnings go nowhere useful: errors still raise
     try:
         session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    except Exception as error:  # noqa: BLE001 - a model the runtime cannot load
+    except Exception as error:
         raise _failed("onnxruntime.InferenceSession", error) from None
     wanted = {i.name for i in session.get_inputs()}  # an unused input is dropped by the export
 
@@ -317,7 +317,7 @@ def _jax_exported(function, arguments, arrays):
     try:
         exported = export.export(jax.jit(_bound(function, arguments, arrays)))(*shapes)
         reloaded = export.deserialize(exported.serialize())
-    except Exception as error:  # noqa: BLE001 - an export that fails is the path's finding
+    except Exception as error:
         raise _failed("jax.export.export", error) from None
     return reloaded.call
 

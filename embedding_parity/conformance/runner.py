@@ -29,10 +29,10 @@ import ml_dtypes
 import numpy as np
 
 from embedding_parity import scratch
-from embedding_parity.cli import UsageError
 from embedding_parity.conformance import frameworks
 from embedding_parity.conformance.kinds import KINDS, Case, Outcome, Verdict
 from embedding_parity.conformance.numerics import FLOATS
+from embedding_parity.usage import UsageError
 
 ROOT = str(Path(__file__).resolve().parents[2])  # holds backends/ and embedding_parity/
 IMPORT_SECONDS = 180  # the target's own import (transformers takes seconds) and the frameworks'
@@ -490,7 +490,7 @@ def judged(chosen, case: Case, outcome: Outcome) -> Verdict:
     the kit's, said as such, never the target's."""
     try:  # under the kit's error state, as every method of a kind (kinds.base.KIT_ERRORS)
         return chosen.judge(case, outcome)
-    except Exception as error:  # noqa: BLE001 - reported, not raised: the run goes on
+    except Exception as error:
         return Verdict(
             "failed", shown(f"the kit failed to judge it: {type(error).__name__}: {error}")
         )

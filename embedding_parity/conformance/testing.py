@@ -20,8 +20,8 @@ import dataclasses
 import inspect
 import warnings
 
-from embedding_parity.cli import UsageError
 from embedding_parity.conformance import api, runner
+from embedding_parity.usage import UsageError
 
 
 def parametrize_with_checks(

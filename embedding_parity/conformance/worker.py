@@ -30,11 +30,11 @@ import traceback
 import ml_dtypes
 import numpy as np
 
-from embedding_parity.cli import UsageError
 from embedding_parity.conformance import frameworks, paths
 from embedding_parity.conformance.kinds import KINDS
 from embedding_parity.conformance.kinds.base import KIT_ERRORS
 from embedding_parity.sharding import die_with_parent
+from embedding_parity.usage import UsageError
 
 
 class Unusable(Exception):
@@ -89,7 +89,7 @@ def _load_answer(request: dict, answer):
     if request["target"] in sources.SOURCES:  # a source the kit ships (--against hf)
         try:
             function = sources.make(request["target"], request["kind"], request["options"])
-        except Exception as error:  # noqa: BLE001 - a piece the source lacks: one line
+        except Exception as error:
             answer(usage=str(error))
             return None
         answer(ready=True, framework="torch", why=sources.SOURCES[request["target"]])
@@ -99,7 +99,7 @@ def _load_answer(request: dict, answer):
     except Unusable as error:
         answer(usage=str(error))
         return None
-    except Exception as error:  # noqa: BLE001 - any failure to import is the user's to read
+    except Exception as error:
         first = (str(error).splitlines() or [""])[0]
         target = request["target"]
         answer(usage=f"TARGET {target!r}: importing it raised {type(error).__name__}: {first}")
@@ -131,7 +131,7 @@ def _changed(kept: list, native: list) -> list[dict]:
             continue
         try:
             after = frameworks.to_numpy(given)
-        except Exception:  # noqa: BLE001 - deleted, moved to another device: the caller's, lost
+        except Exception:
             found.append({"argument": index, "elements": int(before.size)})
             continue
         if after.shape != before.shape or after.dtype != before.dtype:  # resized, retyped
@@ -166,7 +166,7 @@ def _numbers(returned):
     try:
         with np.errstate(**KIT_ERRORS):
             array = frameworks.to_numpy(returned)
-    except Exception:  # noqa: BLE001 - whatever cannot become an array is named by its type
+    except Exception:
         return None, type(returned).__name__
     if array.dtype.kind in "biufc" or array.dtype == ml_dtypes.bfloat16:
         return array, None
@@ -250,7 +250,7 @@ def _call(function, framework, arguments, log: bool) -> dict:
             returned = frameworks.settle(function(*native))
         except paths.PathFailed as error:  # the path's machinery, not the target, failed
             return {"refused": str(error)}
-        except Exception as error:  # noqa: BLE001 - the target's exception is the finding
+        except Exception as error:
             if log:
                 traceback.print_exc()
             first = (str(error).splitlines() or [""])[0]

@@ -16,7 +16,7 @@ from __future__ import annotations
 def require() -> None:
     """ImportError, naming the extra to install, when Matplotlib is missing."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib
     except ModuleNotFoundError as missing:
         if missing.name != "matplotlib":
             raise

@@ -50,12 +50,12 @@ import json
 import os
 
 from embedding_parity import outputs
-from embedding_parity.cli import UsageError
 from embedding_parity.conformance.frameworks import FRAMEWORKS
 from embedding_parity.conformance.kinds import KINDS
 from embedding_parity.conformance.numerics import FLOATS
 from embedding_parity.conformance.paths import PATHS
 from embedding_parity.jobs import command
+from embedding_parity.usage import UsageError
 
 COMMAND = "check"
 DEFAULT_BASE = 10000.0

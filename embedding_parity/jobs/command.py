@@ -4,13 +4,12 @@ parity run. Each job module declares its own flags with these and checks the res
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import tempfile
 
 import backends
-from embedding_parity.cli import UsageError
+from embedding_parity.usage import UsageError, positive_finite, seconds
 
 # The most values one array that a job builds from its flags may hold: 2 GiB in float64. A
 # job works out its largest arrays from the flags alone and refuses past this, before it
@@ -38,17 +37,6 @@ def at_least(least: int):
     return parse
 
 
-def positive_finite(text: str) -> float:
-    """An argparse type: a float that is positive and finite."""
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be positive and finite, got {value:g}")
-    return value
-
-
-positive_finite.__name__ = "float"
-
-
 def base(text: str) -> float:
     """An argparse type: a sinusoidal or RoPE base (``validation.check_base``: above 1)."""
     try:
@@ -58,22 +46,6 @@ def base(text: str) -> float:
 
 
 base.__name__ = "float"
-
-LONGEST_WAIT = 86400.0  # seconds: a day, past which a time limit is a typo, not a limit
-
-
-def seconds(text: str) -> float:
-    """An argparse type: a time limit, positive and at most a day (1e300 would overflow the
-    clocks that the waits use, late in the run)."""
-    value = positive_finite(text)
-    if value > LONGEST_WAIT:
-        raise argparse.ArgumentTypeError(
-            f"{value:g} seconds: give at most {LONGEST_WAIT:g} (a day)"
-        )
-    return value
-
-
-seconds.__name__ = "float"
 
 
 def column_range(text: str) -> tuple[int, int]:

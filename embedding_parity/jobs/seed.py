@@ -23,7 +23,6 @@ import numpy as np
 import backends
 from backends import validation
 from embedding_parity import outputs
-from embedding_parity.cli import UsageError
 from embedding_parity.jobs import command
 from embedding_parity.jobs.parity import (
     Run,
@@ -34,6 +33,7 @@ from embedding_parity.jobs.parity import (
     run_sinusoidal,
     run_tokens,
 )
+from embedding_parity.usage import UsageError
 
 COMMAND = "seed"
 

@@ -557,7 +557,7 @@ def _real_tables(args, sizes, launch) -> tuple:
     table_file = position_key = None
     try:
         location = pretrained.table_locations(args.weights, args.token_key, args.position_key)
-    except Exception:  # noqa: BLE001 - a bad file or key: load_tables below says what is wrong
+    except Exception:
         location = None
     if location is not None:
         path, token_key, position_key = location

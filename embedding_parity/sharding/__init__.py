@@ -73,7 +73,7 @@ def read_checkpoint_record(folder: str, framework: str, vocab_size=None, dim=Non
     except (ValueError, RecursionError) as error:  # RecursionError: JSON nested too deep
         raise ValueError(f"{folder} is not a checkpoint of this suite ({error})") from None
     if not isinstance(record, dict):
-        raise ValueError(  # noqa: TRY004 (bad input: exit 2 at the command line, one line)
+        raise ValueError(
             f"{path} holds {json.dumps(record)[:40]}, not an object of the checkpoint's fields: "
             + DAMAGED
         )

@@ -261,7 +261,7 @@ def join(launch, timeout: float):
                 process_id=launch.rank,
                 **waits,
             )
-    except Exception as error:  # noqa: BLE001 - JAX raises several kinds here
+    except Exception as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         where = f" at {launch.address}" if launch.address else ""
         raise RuntimeError(
@@ -305,7 +305,7 @@ def embed_launched(cases, strategies, launch, *, timeout: float = 60.0) -> dict:
 
 
 def main(argv=None) -> int:
-    from embedding_parity.jobs.command import seconds
+    from embedding_parity.usage import seconds
 
     parser = argparse.ArgumentParser(
         prog="python -m embedding_parity.sharding.jax_processes", description=__doc__
@@ -335,7 +335,7 @@ def main(argv=None) -> int:
     )
     try:
         _lookups(args)
-    except BaseException:  # noqa: BLE001 - any failure, even KeyboardInterrupt: exit now
+    except BaseException:
         # Exit now: JAX's exit hook would wait at a barrier for the other processes, which
         # are waiting in a collective for this one.
         traceback.print_exc()

@@ -285,7 +285,7 @@ def load_checkpoint(
             restored = ocp.PyTreeCheckpointer().restore(
                 os.path.join(folder, "orbax"), args=ocp.args.PyTreeRestore(restore_args=restore)
             )
-    except Exception as error:  # noqa: BLE001 (a damaged file: Orbax raises Exception itself)
+    except Exception as error:
         raise ValueError(f"Orbax could not restore {folder}: {_orbax_error(error)}") from None
     layer = ShardedEmbedding.__new__(ShardedEmbedding)  # the table is already on its devices
     layer.vocab_size, layer.dim, layer.max_seq_len = vocab_size, dim, len(position_table)

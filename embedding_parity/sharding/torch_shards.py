@@ -226,7 +226,7 @@ class _Ranks:
         self.pipe, self.ended = None, False
 
     def start(self, deadline: float) -> list[_Rank]:
-        self.log = open(os.path.join(self.folder, "launcher.log"), "w+")  # noqa: SIM115
+        self.log = open(os.path.join(self.folder, "launcher.log"), "w+")
         self.pipe, report = os.pipe()
         threads = str(torch.get_num_threads())
         try:
@@ -410,7 +410,7 @@ def _forked_rank(launcher, report, log, inherited, threads, folder, rank, num_sh
             print(done.code, file=sys.stderr)
     except KeyboardInterrupt:
         code, interrupted = 128 + signal.SIGINT, True
-    except BaseException:  # noqa: BLE001 - as an uncaught exception would end it
+    except BaseException:
         import traceback
 
         traceback.print_exc()
@@ -576,7 +576,7 @@ def _read_cases(path: str) -> list[tuple]:
 
 def _rank(rank, num_shards, folder, cases, mode, strategy, timeout, fault, out, checkpoint=None):
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo's pairs: loopback only
-    progress = open(os.path.join(folder, f"rank{rank}.progress"), "w")  # noqa: SIM115
+    progress = open(os.path.join(folder, f"rank{rank}.progress"), "w")
     mark = partial(_mark, progress)
     dist.init_process_group(
         "gloo",

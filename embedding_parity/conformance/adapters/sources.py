@@ -10,8 +10,8 @@ for.
 
 No library is imported until ``make`` builds a piece: ``SOURCES`` names them without torch."""
 
-from embedding_parity.cli import UsageError
 from embedding_parity.conformance.kinds import KINDS
+from embedding_parity.usage import UsageError
 
 SOURCES = {
     "hf": "Hugging Face transformers: the models' own modules, built from the config",

@@ -14,7 +14,6 @@ import numpy as np
 
 import backends
 from backends import positional, validation
-from embedding_parity.cli import UsageError
 from embedding_parity.conformance import numerics
 from embedding_parity.conformance.kinds.base import (
     BAD_IDS,
@@ -27,6 +26,7 @@ from embedding_parity.conformance.kinds.base import (
     differs,
 )
 from embedding_parity.conformance.numerics import FLOATS
+from embedding_parity.usage import UsageError
 
 # The most values a ``table`` option's two tables may hold together (512 MiB in float64): they
 # are built for every case, in the worker and again in the judge. GPT-2's are 39 million.

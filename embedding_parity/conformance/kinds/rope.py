@@ -21,7 +21,6 @@ import math
 import numpy as np
 
 from backends import positional, validation
-from embedding_parity.cli import UsageError
 from embedding_parity.conformance import numerics
 from embedding_parity.conformance.kinds.base import (
     LONG,
@@ -34,6 +33,7 @@ from embedding_parity.conformance.kinds.base import (
     low_precision_angles,
 )
 from embedding_parity.conformance.numerics import FLOATS
+from embedding_parity.usage import UsageError
 
 MOST_HEAD_DIM = 1 << 16  # the widest head the battery builds (models' are 64 to 512)
 TEXTBOOK = {"head_dim": ROPE_DIM, "base": 10000.0, "layout": "half", "scaling": None}
