@@ -99,7 +99,7 @@ def _main(argv, prog: str) -> int:
     except KeyboardInterrupt as stop:  # Ctrl-C, or scratch.Terminated (SIGTERM, SIGHUP)
         return scratch.stopped(where, stop)
     except UsageError as error:
-        print(f"{where}: error: {_hint(parser, str(error))}", file=sys.stderr)
+        print(f"{where}: error: {_hint(parser, str(error), argv)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         raise  # main's: not an error of the input
@@ -153,9 +153,10 @@ def _subcommands(parser) -> dict:
     return {}
 
 
-def _hint(parser, message: str) -> str:
-    """argparse's message, plus where an unrecognised flag belongs: another command's flag,
-    or a flag that became a command (--text is now `compare.py text`)."""
+def _hint(parser, message: str, argv) -> str:
+    """argparse's message, plus where an unrecognised argument belongs: another command's flag,
+    a flag that became a command (--text is now `compare.py text`), or the next value of a flag
+    that takes a comma list (--dtypes float32 bfloat16 means --dtypes float32,bfloat16)."""
     found = re.match(r"unrecognized arguments: (.*)", message)
     if not found:
         return message
@@ -167,7 +168,36 @@ def _hint(parser, message: str) -> str:
         owners = [" ".join(path) for path, sub in _all_commands(parser) if flag in _flags(sub)]
         if owners:
             hints.append(f"{flag} goes with {' or '.join(owners)}")
+    hints += _comma_lists(parser, argv)
     return message + (f" ({'; '.join(hints)})" if hints else "")
+
+
+def _comma_lists(parser, argv) -> list[str]:
+    """A hint for each flag whose value is a comma list (a comma in its metavar: DTYPE[,DTYPE...])
+    given its values as separate words, which left some over (unrecognised, or taken by a
+    positional that pushed another out): the longest run of them the flag accepts, joined."""
+    command = parser
+    for word in _command_words(parser, argv):
+        command = _subcommands(command)[word]
+    hints = []
+    for at, word in enumerate(argv):
+        flag, equals, value = word.partition("=")
+        action = command._option_string_actions.get(flag)
+        if action is None or "," not in str(action.metavar):
+            continue
+        words = [value] if equals else []
+        for next_word in argv[at + 1 :]:
+            if next_word.startswith("-"):
+                break
+            words.append(next_word)
+        for end in range(len(words), 1, -1):  # the longest run first
+            try:
+                (action.type or str)(",".join(words[:end]))
+            except (argparse.ArgumentTypeError, ValueError):
+                continue
+            hints.append(f"{flag} takes a comma list: {flag} {','.join(words[:end])}")
+            break
+    return hints
 
 
 def _all_commands(parser, path=None):

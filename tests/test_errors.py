@@ -1,13 +1,15 @@
 """Bad input raises the same exception, with the same message, on every backend.
 
 Raw NumPy wraps negative ids and JAX clamps out-of-range ones; the suite checks
-everything on the host first, with one shared implementation.
+everything on the host first, with one shared implementation. And at the command line, a
+flag that takes a comma list, given its values as separate words, says how to type them.
 """
 
 import numpy as np
 import pytest
 
 import backends
+import compare
 from tests.conftest import native
 from tests.test_parity import _no_grad
 
@@ -492,3 +494,39 @@ def test_bad_input_raises_the_same_error_everywhere(backend, case):
     got = error_of(lambda: call(backend))
     assert got[0] is kind and fragment in got[1], got
     assert got == error_of(lambda: call(backends.get("numpy")))
+
+
+# --- a comma list given as separate words --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, ending",
+    [
+        # the second dtype left over, or taken as TARGET (pushing the real one out)
+        (
+            ["x.py:f", "--kind", "rope", "--dtypes", "float32", "bfloat16"],
+            "bfloat16 (--dtypes takes a comma list: --dtypes float32,bfloat16)",
+        ),
+        (
+            ["--dtypes", "float32", "bfloat16", "--kind", "rope", "x.py:f"],
+            "x.py:f (--dtypes takes a comma list: --dtypes float32,bfloat16)",
+        ),
+        (
+            ["--dtypes=float32", "float16", "bfloat16", "x.py:f"],
+            "x.py:f (--dtypes takes a comma list: --dtypes float32,float16,bfloat16)",
+        ),
+        (
+            ["--kind", "rope", "--dtypes", "float32", "bfloat16"],
+            "TARGET 'bfloat16' is a dtype: --dtypes takes a comma list: --dtypes float32,bfloat16",
+        ),
+    ],
+)
+def test_a_comma_list_given_as_words_is_refused_with_the_list_to_type(capsys, argv, ending):
+    assert compare.main(["check", *argv]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("compare.py check: error: ") and line.endswith(ending), line
+
+
+def test_a_word_the_comma_list_would_not_take_gets_no_such_hint(capsys):
+    assert compare.main(["check", "x.py:f", "--kind", "rope", "--dtypes", "float32", "y"]) == 2
+    assert capsys.readouterr().err == "compare.py check: error: unrecognized arguments: y\n"

@@ -159,6 +159,11 @@ def add_arguments(parser) -> None:
 
 def main(args) -> int:
     """1 if a check differs (with --known: if a control row does)."""
+    if args.dtypes and args.target in FLOATS:  # --dtypes float32 bfloat16: TARGET took the second
+        joined = ",".join([*args.dtypes, args.target])
+        raise UsageError(
+            f"TARGET {args.target!r} is a dtype: --dtypes takes a comma list: --dtypes {joined}"
+        )
     command.check_file("--json", args.json, ".json")
     if args.model == "list":
         from embedding_parity import configs
