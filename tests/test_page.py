@@ -683,13 +683,14 @@ def test_conformance_filters_combine(matrix, kind, path, finding, expected):
     assert matrix.page.inner_text("#conformance-count") == f"{len(expected)} of 5 rows"
 
 
-def test_the_filters_offer_what_the_matrix_holds(matrix):
+def test_the_filters_offer_what_the_matrix_holds_and_every_finding_with_its_count(matrix):
     paths = matrix.page.locator("#conformance-path option").all_inner_texts()
     assert paths == ["every path", "eager", "torch.compile", "jax.jit", MATRIX["rows"][4]["path"]]
     kinds = matrix.page.locator("#conformance-kind option").all_inner_texts()
     assert kinds == ["every kind", "lookup", "rope", "sinusoidal", "alibi"]
     findings = matrix.page.locator("#conformance-finding option").all_inner_texts()
-    assert findings == ["any finding"] + [f for f in page.FINDINGS if f != "rejects a dtype"]
+    counts = {f: 1 for f in page.FINDINGS} | {"rejects a dtype": 0}  # MATRIX: one row of each
+    assert findings == ["any finding"] + [f"{f} ({counts[f]})" for f in page.FINDINGS]
 
 
 def test_a_cell_opens_its_checks_with_the_bad_ids_answer(matrix):
@@ -778,6 +779,81 @@ def test_the_recorded_matrix_builds_a_page_under_the_size_limit(opened, explorer
     assert opened.page.inner_text("#conformance-source").startswith(
         "From docs/conformance.json, written by make conformance. Versions: "
     )
+
+
+def test_not_run_shows_exactly_the_rows_that_did_not_run_with_their_count(opened, explorer):
+    # The recorded matrix may have none: the filter is offered all the same, and says so.
+    rows = explorer[1]["conformance"]["rows"]
+    missing = [r["name"] for r in rows if "missing" in r]
+    opened.show("conformance")
+    option = opened.page.locator("#conformance-finding option[value='not run']")
+    assert option.inner_text() == f"not run ({len(missing)})"
+    opened.page.select_option("#conformance-finding", "not run")
+    assert shown_rows(opened) == missing
+    assert opened.page.inner_text("#conformance-count") == f"{len(missing)} of {len(rows)} rows"
+
+
+def test_the_conformance_table_fits_1280_by_800_in_rows_of_two_lines(opened):
+    assert opened.page.viewport_size == {"width": 1280, "height": 800}
+    opened.show("conformance")
+    fit = opened.page.evaluate(
+        """() => {
+        const page = document.documentElement, box = document.getElementById('conformance-scroll');
+        return {page: page.scrollWidth - page.clientWidth, box: box.scrollWidth - box.clientWidth};
+    }"""
+    )
+    assert fit == {"page": 0, "box": 0}  # no sideways scroll, of the page or of the table
+    # Every cell's text at most two lines; a row as tall as two lines and the cell's own frame
+    # (the cell's padding, the button's padding and border, the rule between rows).
+    sizes = opened.page.evaluate(
+        """() => [...document.querySelectorAll('#conformance-table tbody tr')].map(tr => {
+        const px = (e, ...keys) => keys.reduce((sum, k) => sum + parseFloat(getComputedStyle(e)[k]), 0);
+        const text = tr.querySelector('.clamp'), button = tr.querySelector('button');
+        const frame = px(tr.querySelector('td'), 'paddingTop', 'paddingBottom') + 1 +
+            (button ? px(button, 'paddingTop', 'paddingBottom', 'borderTopWidth', 'borderBottomWidth') : 0);
+        return {row: tr.getBoundingClientRect().height, line: px(text, 'lineHeight'), frame,
+            texts: [...tr.querySelectorAll('.clamp')].map(c => c.getBoundingClientRect().height)};
+    })"""
+    )
+    assert len(sizes) > 100  # the recorded matrix
+    for size in sizes:
+        assert max(size["texts"]) <= 2 * size["line"] + 0.5  # sub-pixel layout
+        assert size["row"] <= 2 * size["line"] + size["frame"] + 0.5  # the issue's: about 220 px
+
+
+def test_a_cells_checks_open_below_the_table_never_over_it(opened, explorer):
+    # The cell with the most checks, the lowest such in the table: the longest panel, far down.
+    rows = explorer[1]["conformance"]["rows"]
+    cells = [
+        (len(c["checks"]), r, k)
+        for r, row in enumerate(rows)
+        for k, c in enumerate(row.get("cells", []))
+    ]
+    most, r, k = max(cells)
+    opened.show("conformance")
+    button = opened.page.locator("#conformance-table tbody tr").nth(r).locator("button").nth(k)
+    button.click()
+    assert button.get_attribute("aria-expanded") == "true"
+    boxes = opened.page.evaluate(
+        """() => {
+        const rect = (e) => { const b = e.getBoundingClientRect(); return [b.top, b.bottom, b.left, b.right]; };
+        const chosen = document.querySelector('#conformance-table [aria-expanded=true]');
+        const [top, bottom, left, right] = rect(chosen);
+        const hit = document.elementFromPoint((left + right) / 2, (top + bottom) / 2);
+        const box = document.getElementById('conformance-scroll');
+        return {table: rect(box), detail: rect(document.getElementById('conformance-detail')),
+            cell: [top, bottom, left, right], hit: chosen.contains(hit), height: innerHeight,
+            scrolls: box.scrollHeight > box.clientHeight};
+    }"""
+    )
+    table, detail, chosen = boxes["table"], boxes["detail"], boxes["cell"]
+    assert detail[0] >= table[1]  # the panel starts below the table's box: nothing hidden
+    assert 0 <= table[0] and detail[1] <= boxes["height"] + 0.5  # both in the window (sub-pixel)
+    assert table[0] <= chosen[0] and chosen[1] <= table[1]  # the chosen cell in the box's view
+    assert boxes["hit"]  # and not covered
+    assert boxes["scrolls"]  # the rest of the table still a scroll away, the panel open
+    assert opened.page.locator("#conformance-detail .check").count() == most
+    assert opened.errors == []
 
 
 # --- the command line --------------------------------------------------------------------

@@ -696,11 +696,14 @@ function conformanceView(view) {
   for (const [key, every, options] of [
     ["kind", "every kind", present(rows.map((r) => r.kind))],
     ["path", "every path", present(rows.map((r) => r.path))],
-    ["finding", "any finding", matrix.findings.filter((f) => rows.some((r) => r.findings.includes(f)))],
+    ["finding", "any finding", matrix.findings], // every one, with its count: "not run (0)" says none
   ]) {
     const choose = element("select", { id: `conformance-${key}` });
     choose.append(element("option", { value: "", text: every }));
-    for (const option of options) choose.append(element("option", { value: option, text: option }));
+    for (const option of options) {
+      const said = key === "finding" ? `${option} (${rows.filter((r) => r.findings.includes(option)).length})` : option;
+      choose.append(element("option", { value: option, text: said }));
+    }
     choose.addEventListener("change", filter);
     choices[key] = choose;
     filters.append(element("span", {}, element("label", { for: choose.id, text: key }), choose));
@@ -711,19 +714,22 @@ function conformanceView(view) {
 
   const table = element("table", { class: "numbers matrix", id: "conformance-table" });
   const heads = ["implementation", "versions", "kind", "framework", "path", ...matrix.columns];
+  // The row's own columns in fixed widths; the matrix's columns share the rest equally.
+  table.append(element("colgroup", {}, ...["14em", "8em", "6em", "7em", "7em"].map((w) => element("col", { style: `width: ${w}` })),
+    ...matrix.columns.map(() => element("col"))));
   table.append(element("thead", {}, element("tr", {}, ...heads.map((h) => element("th", { scope: "col", text: h })))));
   const body = element("tbody");
   const detail = element("div", { id: "conformance-detail", "aria-live": "polite" });
   const lines = rows.map((row) => {
-    const line = element("tr", {}, element("th", { scope: "row", text: row.name }),
-      ...[row.versions, row.kind, row.framework, row.path].map((t) => element("td", { text: t })));
+    const line = element("tr", {}, element("th", { scope: "row" }, clamped(row.name)),
+      ...[row.versions, row.kind, row.framework, row.path].map((t) => element("td", {}, clamped(t))));
     if (row.missing) {
-      line.append(element("td", { colspan: matrix.columns.length, class: "caption", text: `not run: ${row.missing}` }));
+      line.append(element("td", { colspan: matrix.columns.length, class: "caption" }, clamped(`not run: ${row.missing}`)));
     }
     (row.cells || []).forEach((cell, k) => {
       const mark = cell.text.startsWith("✓") ? " ok" : cell.text.startsWith("✗") ? " bad" : "";
       const button = element("button", { class: `cell${mark}`, "aria-expanded": "false",
-        "aria-controls": detail.id, text: cell.text });
+        "aria-controls": detail.id }, clamped(cell.text));
       button.addEventListener("click", () => open(row, k, button));
       line.append(element("td", {}, button));
     });
@@ -731,10 +737,10 @@ function conformanceView(view) {
     return line;
   });
   table.append(body);
-  view.append(element("div", { class: "wide" }, table));
+  const box = element("div", { id: "conformance-scroll" }, table);
+  view.append(box, detail);
   view.append(element("p", { class: "caption", id: "conformance-source", text: `From ${matrix.source}, ` +
     `written by make conformance. Versions: ${matrix.versions.join(", ")}.` }));
-  view.append(detail);
 
   function filter() {
     let shown = 0;
@@ -755,6 +761,7 @@ function conformanceView(view) {
     const close = element("button", { id: "conformance-close", text: "close" });
     close.addEventListener("click", () => {
       detail.replaceChildren();
+      box.classList.remove("open");
       button.setAttribute("aria-expanded", "false");
       button.focus();
     });
@@ -765,9 +772,18 @@ function conformanceView(view) {
         : "No check of this row falls in this column." }));
     }
     for (const i of cell.checks) detail.append(checkDetail(row.checks[i]));
+    // The table's box shrinks to make room: the chosen cell, its checks below, both in view.
+    box.classList.add("open");
+    button.scrollIntoView({ block: "nearest" });
+    detail.scrollIntoView({ block: "nearest" });
   }
 
   filter();
+}
+
+function clamped(text) {
+  // A table cell's text, drawn in at most two lines (.clamp); the whole of it is its tooltip.
+  return element("span", { class: "clamp", title: text, text });
 }
 
 function checkDetail(check) {
