@@ -1,6 +1,8 @@
-"""The README and docs stay true: every relative link and anchor resolves, and every figure
-the prose quotes from a committed record (docs/*.json) is that record's, as rounded there."""
+"""The README and docs stay true: every relative link and anchor resolves, every figure the
+prose quotes from a committed record (docs/*.json) is that record's, as rounded there, and
+every table of a command's flags names the flags its parser has."""
 
+import functools
 import glob
 import json
 import os
@@ -182,3 +184,82 @@ def readme_claims():
 )
 def test_every_figure_quoted_from_a_record_is_the_records(page, claim):
     assert claim in prose(page), f"{page} should say: {claim}"
+
+
+# --- tables of flags ------------------------------------------------------------------------
+
+FLAG = r"--[a-z][\w-]*"
+# The line above a table whose first column is flags: the command they belong to, and
+# ", some: why" when the table names only some of them on purpose.
+FLAGS_OF = re.compile(r"<!-- flags of (?P<command>[a-z ]+?)(?P<some>, some: .+)? -->")
+
+
+@functools.cache
+def parsers() -> dict:
+    """{"demo order": its parser, ...}: every command and subcommand of compare.py."""
+    from embedding_parity import cli
+
+    return {" ".join(path[1:]): sub for path, sub in cli._all_commands(cli.build_parser())}
+
+
+def flags_of(parser) -> set[str]:
+    return set(parser._option_string_actions) - {"-h", "--help"}
+
+
+def tables(page: str):
+    """(line number, the line above, header cells, rows of cells) of each table outside code."""
+    lines = pathlib.Path(ROOT, page).read_text(encoding="utf-8").splitlines()
+    fenced, start = False, None
+    for number, line in enumerate([*lines, ""], 1):
+        fenced ^= line.startswith("```")
+        if line.startswith("|") and not fenced:
+            start = number if start is None else start
+        elif start is not None:
+            block, start = lines[start - 1 : number - 1], None
+            if len(block) > 1 and re.fullmatch(r"\|[-:| ]+\|", block[1]):  # not a line of prose
+                header, _, *rows = ([c.strip() for c in r.strip("|").split(" | ")] for r in block)
+                yield number - len(block), lines[number - len(block) - 2], header, rows
+
+
+def flag_tables() -> list[tuple[str, int, str, set[str], set[str], bool]]:
+    """Every table of flags in the README and docs, a (page, line, command, flags named, flags
+    it may leave out, whether it names only some on purpose) for each command it lists: a
+    "command | its flags (besides ...)" table, one row per command; or a table whose first
+    column is flags, of the command that the comment above it names."""
+    found = []
+    for page in DOCS:
+        for line, above, header, rows in tables(page):
+            if header[:1] == ["command"] and header[1].startswith("its flags"):
+                besides = set(re.findall(FLAG, header[1]))
+                for row, (first, flags, *_) in enumerate(rows, line + 2):
+                    words = re.match(r"`([a-z ]+)", first).group(1).split()
+                    while words and " ".join(words) not in parsers():  # `text TEXT`
+                        words.pop()
+                    named = set(re.findall(FLAG, flags))
+                    found.append((page, row, " ".join(words), named, besides, False))
+            elif any(re.match(f"`?{FLAG}", row[0]) for row in rows):
+                marker = FLAGS_OF.fullmatch(above) or {"command": None, "some": None}
+                named = {re.match(f"`?({FLAG})", row[0]).group(1) for row in rows}
+                found.append((page, line, marker["command"], named, set(), bool(marker["some"])))
+    return found
+
+
+@pytest.mark.parametrize(
+    "page, line, command, named, besides, some",
+    [pytest.param(*table, id=f"{table[0]}:{table[1]}:{table[2]}") for table in flag_tables()],
+)
+def test_every_table_of_flags_names_the_parsers_flags(page, line, command, named, besides, some):
+    where = f"{page} line {line}"
+    assert command is not None, f"{where}: a table of flags needs <!-- flags of COMMAND --> above"
+    assert command in parsers(), f"{where}: compare.py has no command {command!r}"
+    flags = flags_of(parsers()[command])
+    unknown = " ".join(sorted(named - flags))
+    missing = "" if some else " ".join(sorted(flags - named - besides))
+    assert not unknown, f"{where} names {unknown}, which compare.py {command} does not take"
+    assert not missing, f"{where} leaves out {missing}, which compare.py {command} takes"
+
+
+def test_every_command_with_flags_has_a_complete_table():
+    listed = {table[2] for table in flag_tables() if not table[5]}
+    commands = {name for name, parser in parsers().items() if flags_of(parser)}
+    assert listed >= commands, f"no complete table of flags for {sorted(commands - listed)}"
