@@ -15,6 +15,7 @@ import compare
 from backends import positional
 from embedding_parity.cli import UsageError
 from embedding_parity.conformance import cases, check, runner
+from embedding_parity.conformance.kinds import KINDS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "conformance_targets"))
@@ -68,7 +69,7 @@ def results_of(folder: str, kind: str, function) -> None:
     with open(os.path.join(folder, "cases.json"), encoding="utf-8") as file:
         manifest = json.load(file)
     for entry in manifest["cases"]:
-        arguments = runner.KINDS[kind].arguments(entry["params"])
+        arguments = KINDS[kind].arguments(entry["params"])
         try:
             result = function(*arguments)
         except (IndexError, TypeError) as error:

@@ -20,7 +20,7 @@ from backends import numpy_backend, positional, pretrained
 from embedding_parity import configs
 from embedding_parity.cli import UsageError
 from embedding_parity.configs.presets import PRESETS
-from embedding_parity.conformance import runner
+from embedding_parity.conformance import process, runner
 from embedding_parity.conformance.kinds import KINDS, Outcome
 from tests.conftest import needs
 
@@ -435,7 +435,7 @@ def test_check_config_exit_two_for_a_field_it_cannot_honour(tmp_path):
 
 
 def test_inputs_changed_in_place_differ_with_the_argument_named():
-    with runner.Worker({}) as worker:
+    with process.Worker({}) as worker:
         rope = runner.run(
             f"{TARGETS}:rope_in_place", "rope", only="rotation float32", worker=worker
         )

@@ -10,7 +10,7 @@ import pytest
 
 import compare
 from embedding_parity.cli import UsageError
-from embedding_parity.conformance import runner
+from embedding_parity.conformance import process, runner
 from embedding_parity.conformance.kinds import KINDS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -29,7 +29,7 @@ def statuses(report) -> dict:
 
 @pytest.fixture(scope="module")
 def keras_on_jax():
-    with runner.Worker({"KERAS_BACKEND": "jax"}) as worker:
+    with process.Worker({"KERAS_BACKEND": "jax"}) as worker:
         yield worker
 
 
@@ -37,7 +37,7 @@ def keras_on_jax():
 def worker():
     """One worker for the suite's targets, torch and jax imported in it by a target of each:
     every target is then probed with NumPy's, torch's and JAX's arrays."""
-    with runner.Worker({}) as worker:
+    with process.Worker({}) as worker:
         worker.load(os.path.join(TARGETS, "torch_targets.py:lookup"), "lookup", None)
         worker.load(os.path.join(TARGETS, "jax_targets.py:rope"), "rope", None)
         yield worker
@@ -67,7 +67,7 @@ def test_keras_on_jax_float64_is_not_misread_as_a_change_of_dtype(keras_on_jax):
 
 
 def test_keras_on_torch_is_torch():
-    with runner.Worker({"KERAS_BACKEND": "torch"}) as worker:
+    with process.Worker({"KERAS_BACKEND": "torch"}) as worker:
         report = runner.run(f"{KERAS}:lookup", "lookup", only="forward float32", worker=worker)
     assert report.framework == "torch" and report.conforms
     assert report.why == "detected: returns torch.Tensor for torch tensors (a probe call)"

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import compare
-from embedding_parity.conformance import runner
+from embedding_parity.conformance import process, runner
 from tests.conftest import alive
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,9 +41,9 @@ RUNS = [
 SCRIPT = """
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap}))
-from embedding_parity.conformance import runner
+from embedding_parity.conformance import process, runner
 found = {{}}
-with runner.Worker({{}}) as worker:
+with process.Worker({{}}) as worker:
     for name, kind, only in {runs!r}:
         report = runner.run(
             f"{hostile}:{{name}}", kind, only=tuple(only), worker=worker, timeout=20
@@ -206,7 +206,7 @@ def test_jax_results_that_are_no_numbers_are_named():
     """A tracer leaked out of jit, or a ShapeDtypeStruct, returned for a bad id: before, the
     kit's failure to read either was taken for the target raising, and it conformed."""
     target = os.path.join(TARGETS, "hostile_jax.py")
-    with runner.Worker({}) as worker:
+    with process.Worker({}) as worker:
         leaked, shape, clamped, deleting = (
             runner.run(f"{target}:{name}", "lookup", only=("bad id: -1",), worker=worker)
             for name in ("leaks_a_tracer", "returns_a_shape", "clamps_in_jit", "deletes_its_ids")

@@ -14,7 +14,9 @@ import pytest
 import compare
 from embedding_parity.cli import UsageError
 from embedding_parity.conformance import api, assert_conforms, check, runner
+from embedding_parity.conformance import report as reports
 from embedding_parity.conformance.api import UnmatchedExpectation
+from embedding_parity.conformance.kinds import KINDS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(ROOT, "tests", "conformance_targets")
@@ -36,7 +38,7 @@ def test_a_callable_is_checked_in_process_and_the_report_is_data():
     ]
     assert report.target == "ports.rope" and report.framework == "numpy"
     record = json.loads(json.dumps(report.record(), allow_nan=False))
-    assert record["schema_version"] == runner.SCHEMA_VERSION
+    assert record["schema_version"] == reports.SCHEMA_VERSION
     assert {"check", "status", "detail", "ulps", "mismatch", "reason"} <= set(record["checks"][0])
 
 
@@ -73,7 +75,7 @@ def test_assert_conforms_names_the_first_mismatch_in_numbers_and_bits():
     message = str(raised.value)
     cases = runner.select_cases("lookup", dtypes=["float32"])
     case = next(c for c in cases if c.params["shape"] == (3, 5) and not c.params["start"])
-    expected = ports.lookup(*runner.KINDS["lookup"].arguments(case.params))[1, 2, 3]
+    expected = ports.lookup(*KINDS["lookup"].arguments(case.params))[1, 2, 3]
     up = np.nextafter(expected, np.float32(np.inf))
     assert "forward float32 (differs): 2-D ids, start 0: " in message
     assert "ulp at [1, 2, 3]" in message  # from the float64 reference: 1 ulp of the rounded one

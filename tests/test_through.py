@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import compare
-from embedding_parity.conformance import api, paths, runner
+from embedding_parity.conformance import api, paths, process, runner
+from embedding_parity.conformance import report as reports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRODUCTION = os.path.join(ROOT, "tests", "conformance_targets", "production.py")
@@ -30,7 +31,7 @@ def checks_of(report) -> dict:
 def worker():
     """One worker for the targets, as the matrix shares one: torch, JAX, torch's exporter and
     ONNX Runtime are imported once, each target loaded in turn."""
-    with runner.Worker({}) as shared:
+    with process.Worker({}) as shared:
         yield shared
 
 
@@ -280,6 +281,6 @@ def test_the_kits_private_folder_in_what_a_target_raised_is_named_not_shown():
     import tempfile
 
     said = f"kernel, {tempfile.gettempdir()}/embedding-parity-x1_y/torchinductor/hm/k.cpp:28, index"
-    assert runner.PRIVATE.sub("<private folder>", said) == (
+    assert reports.PRIVATE.sub("<private folder>", said) == (
         "kernel, <private folder>/torchinductor/hm/k.cpp:28, index"
     )

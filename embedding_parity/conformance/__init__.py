@@ -34,7 +34,7 @@ def __getattr__(name):  # the kit is imported on first use: its submodules stay 
 
         return parametrize_with_checks
     if name == "Report":
-        from embedding_parity.conformance.runner import Report
+        from embedding_parity.conformance.report import Report
 
         return Report
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,22 +21,21 @@ import numpy as np
 from embedding_parity.conformance import numerics
 from embedding_parity.conformance.kinds import Case, Outcome, Verdict
 from embedding_parity.conformance.kinds.base import conforms, differs, integer_mismatch
+from embedding_parity.conformance.report import check_results, judged, shown
 
 
 def hold(report, kind, cases, outcomes, verdicts, theirs, other, name: str) -> None:
     """Make ``report`` (of the target against the contract) the report against ``name``:
     its checks become the case-by-case comparison, the contract's verdicts of both go
     beside them (``report.against``)."""
-    from embedding_parity.conformance import runner
-
-    other_verdicts = [runner.judged(kind, c, o) for c, o in zip(cases, theirs)]
+    other_verdicts = [judged(kind, c, o) for c, o in zip(cases, theirs)]
     held = [
         _guarded(case, mine, yours, own, name)
         for case, mine, yours, own in zip(cases, outcomes, theirs, verdicts)
     ]
     own_checks = report.checks
-    other_checks = runner.check_results(list(zip(cases, other_verdicts)))
-    report.checks = runner.check_results(list(zip(cases, held)))
+    other_checks = check_results(list(zip(cases, other_verdicts)))
+    report.checks = check_results(list(zip(cases, held)))
     report.against = {
         "target": name,
         "framework": other.framework,
@@ -46,25 +45,12 @@ def hold(report, kind, cases, outcomes, verdicts, theirs, other, name: str) -> N
     }
 
 
-def beside(against: dict, check: str) -> str:
-    """ "  [contract: ok, NO]": the two targets' verdicts of ``check`` against the contract."""
-    from embedding_parity.conformance.runner import MARK
-
-    marks = [
-        next((MARK[c["status"]] for c in against[side] if c["check"] == check), "")
-        for side in ("own", "other")
-    ]
-    return f"  [contract: {marks[0]}, {marks[1]}]"
-
-
 def _guarded(case, mine, theirs, own, name) -> Verdict:
-    """``versus``, a failure of the kit's own said as the kit's (as ``runner.judged`` does)."""
+    """``versus``, a failure of the kit's own said as the kit's (as ``report.judged`` does)."""
     try:
         with np.errstate(all="ignore"):  # NaN and infinities are compared on purpose
             return versus(case, mine, theirs, own, name)
     except Exception as error:
-        from embedding_parity.conformance.runner import shown
-
         return Verdict(
             "failed", shown(f"the kit failed to compare it: {type(error).__name__}: {error}")
         )

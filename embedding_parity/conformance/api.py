@@ -21,7 +21,8 @@ import warnings
 
 from embedding_parity.conformance import runner
 from embedding_parity.conformance.frameworks import FRAMEWORKS
-from embedding_parity.conformance.kinds import VOCAB
+from embedding_parity.conformance.kinds import KINDS, VOCAB
+from embedding_parity.conformance.report import ACCEPTED, Report
 from embedding_parity.usage import UsageError
 
 DEFAULT_BASE = 10000.0
@@ -52,7 +53,7 @@ def check(
     qk: bool = False,
     table: tuple[int, int, int] | None = None,
     through: str | None = None,
-) -> runner.Report:
+) -> Report:
     """The report of ``implementation`` against ``kind``'s contract (``compare.py check``).
 
     ``config``: a model's config.json or .gguf path, a bundled preset's name, or a
@@ -100,7 +101,7 @@ def check(
     for entry in report.unmatched:
         warnings.warn(
             f"expected difference {entry!r} matches no check of {kind}: "
-            f"{', '.join(dict.fromkeys(c.check for c in runner.KINDS[kind].cases(options)))}",
+            f"{', '.join(dict.fromkeys(c.check for c in KINDS[kind].cases(options)))}",
             UnmatchedExpectation,
             stacklevel=2,
         )
@@ -121,8 +122,8 @@ def options_for(
 ) -> dict:
     """The kind's options for the call's settings, each refused (UsageError, one line) with a
     kind it does not fit; ``spell`` names a setting as the caller wrote it (``--head-dim``)."""
-    if kind not in runner.KINDS:
-        raise UsageError(f"kind {kind!r} is not one of {', '.join(runner.KINDS)}")
+    if kind not in KINDS:
+        raise UsageError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
     fits = {"base": ("rope", "sinusoidal"), "padding_idx": ("gradient",), "table": ("lookup",)}
     fits |= {"head_dim": ("rope",), "batched": ("rope",), "qk": ("rope",)}
     given = {"base": base, "padding_idx": padding_idx, "head_dim": head_dim}
@@ -145,7 +146,7 @@ def options_for(
     return options | {k: v for k, v in given.items() if k not in options and v is not None}
 
 
-def assert_conforms(implementation, kind: str, **kwargs) -> runner.Report:
+def assert_conforms(implementation, kind: str, **kwargs) -> Report:
     """``check``, raising AssertionError when the report does not conform: the message names
     each failing check, its first mismatching element (index, both values as numbers and as
     bits, ulps, the sign of a zero, a NaN's payload), the diagnosis, and one line that
@@ -156,8 +157,8 @@ def assert_conforms(implementation, kind: str, **kwargs) -> runner.Report:
     return report
 
 
-def failure_message(report: runner.Report, implementation, kind: str, kwargs: dict) -> str:
-    failing = [c for c in report.checks if c.status not in runner.ACCEPTED]
+def failure_message(report: Report, implementation, kind: str, kwargs: dict) -> str:
+    failing = [c for c in report.checks if c.status not in ACCEPTED]
     if report.strict:
         failing += [c for c in report.checks if c.status == "fixed"]
     if not failing:  # nothing conformed: every check's dtype refused

@@ -2,7 +2,7 @@
 runner in any language to call its implementation on, and the judge of the results it writes.
 
     export(folder, kind, options, cases)  # compare.py check --export-cases DIR --kind K
-    judge(folder) -> runner.Report        # compare.py check --results DIR
+    judge(folder) -> reports.Report        # compare.py check --results DIR
 
 The manifest, ``cases.json``, holds each case's arguments (arrays as .npy files, Python values
 inline), its float64 reference, the expected result rounded once to the case's dtype, and what
@@ -16,7 +16,7 @@ manifest's kind and options, refuses a battery whose fingerprint is not the kit'
 changed, or the folder was edited), names each check of the whole battery the folder leaves
 out (the fingerprint is a plain checksum, which anyone who cuts the manifest can recompute: no
 signature), a part of the battery never conforming, and judges each result with the code of a direct run
-(``runner.judged``, ``runner.check_results``), so the verdicts are the same. A result file is
+(``reports.judged``, ``reports.check_results``), so the verdicts are the same. A result file is
 checked before it is read: a regular file, no larger than the case's result can be, its header
 read first, never unpickled; one that fails is that case's failure, not the run's.
 """
@@ -33,8 +33,10 @@ import ml_dtypes
 import numpy as np
 
 from embedding_parity import outputs
-from embedding_parity.conformance import runner
+from embedding_parity.conformance import report as reports
 from embedding_parity.conformance.kinds import KINDS, Case, Kind, Outcome
+from embedding_parity.conformance.process import LARGEST_ITEM, NPY_HEADER
+from embedding_parity.conformance.runner import select_cases
 from embedding_parity.usage import UsageError
 
 SCHEMA_VERSION = 1  # of cases.json
@@ -93,7 +95,7 @@ def export(folder: str, kind: str, options: dict, cases: list[Case]) -> str:
     return path
 
 
-def judge(folder: str, expected: dict | None = None, strict: bool = False) -> runner.Report:
+def judge(folder: str, expected: dict | None = None, strict: bool = False) -> reports.Report:
     """The report of the results a runner wrote into ``folder`` (exported by ``export``): the
     verdicts of a direct run of the same battery, ``expected`` and ``strict`` as there.
     UsageError, one line, for a manifest that is missing, unreadable, malformed, or not the
@@ -107,13 +109,13 @@ def judge(folder: str, expected: dict | None = None, strict: bool = False) -> ru
         _outcome(chosen, case, os.path.join(folder, RESULTS), _id(number))
         for number, case in enumerate(cases)
     ]
-    verdicts = [runner.judged(chosen, case, outcome) for case, outcome in zip(cases, outcomes)]
-    report = runner.Report(
+    verdicts = [reports.judged(chosen, case, outcome) for case, outcome in zip(cases, outcomes)]
+    report = reports.Report(
         folder,
         kind,
         "files",
         "results read from files",
-        runner.check_results(list(zip(cases, verdicts))),
+        reports.check_results(list(zip(cases, verdicts))),
         0.0,
         chosen.describe(options),
         strict,
@@ -121,7 +123,7 @@ def judge(folder: str, expected: dict | None = None, strict: bool = False) -> ru
     report.left_out = _left_out(battery, cases)
     if expected:  # stale only against the whole battery, not the cases exported
         names = [c.check for c in battery]
-        report.unmatched = runner.mark_expected(report.checks, expected, names)
+        report.unmatched = reports.mark_expected(report.checks, expected, names)
     report.seconds = time.monotonic() - began
     return report
 
@@ -242,7 +244,7 @@ def _manifest(path: str) -> dict:
     try:
         manifest = json.loads(data)
     except (ValueError, RecursionError) as error:
-        raise UsageError(runner.shown(f"{path} is not JSON ({error})")) from None
+        raise UsageError(reports.shown(f"{path} is not JSON ({error})")) from None
     malformed = _malformed(manifest)
     if malformed:
         raise UsageError(f"{path} is no manifest of exported cases: {malformed}")
@@ -255,9 +257,9 @@ def _malformed(manifest) -> str:
         return "not a JSON object"
     if manifest.get("schema_version") != SCHEMA_VERSION:
         found = manifest.get("schema_version")
-        return runner.shown(f"schema_version {found!r}, where this kit reads {SCHEMA_VERSION}")
+        return reports.shown(f"schema_version {found!r}, where this kit reads {SCHEMA_VERSION}")
     if manifest.get("kind") not in KINDS:
-        return runner.shown(f"kind {manifest.get('kind')!r} is none of {', '.join(KINDS)}")
+        return reports.shown(f"kind {manifest.get('kind')!r} is none of {', '.join(KINDS)}")
     if not isinstance(manifest.get("options"), dict) or not isinstance(
         manifest.get("fingerprint"), str
     ):
@@ -270,7 +272,7 @@ def _malformed(manifest) -> str:
         if not fields or not all(isinstance(case.get(k), str) for k in ("id", "check", "label")):
             return f"case {number} lacks its id, check, label or params"
         if case["id"] != _id(number):
-            return runner.shown(f"case {number} has the id {case['id']!r}, not {_id(number)!r}")
+            return reports.shown(f"case {number} has the id {case['id']!r}, not {_id(number)!r}")
     return ""
 
 
@@ -281,10 +283,10 @@ def _rebuilt(path: str, manifest: dict) -> tuple[list[Case], list[Case]]:
     kind, options = manifest["kind"], manifest["options"]
     again = "the kit changed since the export, or the folder was edited: export the battery again"
     try:
-        battery = runner.select_cases(kind, options)
+        battery = select_cases(kind, options)
     except Exception as error:
         said = f"{path}: {kind}'s battery cannot be built at its options ({error}); {again}"
-        raise UsageError(runner.shown(said)) from None
+        raise UsageError(reports.shown(said)) from None
     by_key = {_key(c): c for c in battery}
     cases = []
     for entry in manifest["cases"]:
@@ -293,7 +295,7 @@ def _rebuilt(path: str, manifest: dict) -> tuple[list[Case], list[Case]]:
         except ValueError:  # a NaN or infinity in params: no case of the kit's
             case = None
         if case is None:
-            said = runner.shown(f"{entry['id']} ({entry['check']}: {entry['label']})")
+            said = reports.shown(f"{entry['id']} ({entry['check']}: {entry['label']})")
             raise UsageError(f"{path}: {said} is no case of the kit's {kind} battery; {again}")
         cases.append(case)
     if _fingerprint(kind, options, cases) != manifest["fingerprint"]:
@@ -332,12 +334,12 @@ def _outcome(chosen: Kind, case: Case, results: str, name: str) -> Outcome:
         with outputs.open_regular(os.path.join(results, written[0]), links=False) as handle:
             if written[0].endswith(".raised"):
                 text = handle.read(RAISED_BYTES).decode("utf-8", errors="replace")
-                return Outcome(raised=runner.shown(text) or "an exception without a message")
+                return Outcome(raised=reports.shown(text) or "an exception without a message")
             return _array(chosen, case, handle, named)
     except outputs.Unreadable as why:
         return Outcome(failed=f"{named} {why}")
     except OSError as error:
-        return Outcome(failed=runner.shown(f"{named} cannot be read ({error})"))
+        return Outcome(failed=reports.shown(f"{named} cannot be read ({error})"))
 
 
 def _array(chosen: Kind, case: Case, handle, named: str) -> Outcome:
@@ -345,7 +347,7 @@ def _array(chosen: Kind, case: Case, handle, named: str) -> Outcome:
     read, so that neither a huge file nor a header that claims gigabytes is read."""
     elements = chosen.most_elements(case.params)
     size = os.fstat(handle.fileno()).st_size
-    if size > runner.LARGEST_ITEM * elements + runner.NPY_HEADER:
+    if size > LARGEST_ITEM * elements + NPY_HEADER:
         return Outcome(
             failed=f"{named} holds {size} bytes: more than a result of this case can "
             f"({elements} elements)"
@@ -358,9 +360,9 @@ def _array(chosen: Kind, case: Case, handle, named: str) -> Outcome:
         }
         if version not in header:
             raise ValueError(f"format version {version[0]}.{version[1]}, not 1.0 or 2.0")
-        shape, fortran, dtype = header[version](handle, max_header_size=runner.NPY_HEADER)
+        shape, fortran, dtype = header[version](handle, max_header_size=NPY_HEADER)
     except (ValueError, OSError) as error:
-        return Outcome(failed=runner.shown(f"{named} is not a .npy array ({error})"))
+        return Outcome(failed=reports.shown(f"{named} is not a .npy array ({error})"))
     if dtype.hasobject:
         return Outcome(failed=f"{named} holds Python objects (a pickle): never read")
     if dtype.kind not in "biufc":  # as the worker says it (worker._numbers)

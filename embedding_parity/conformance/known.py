@@ -5,13 +5,14 @@ importing it). Rows whose library is not installed are reported as missing, neve
 
 from __future__ import annotations
 
-import importlib.metadata
 import re
 from dataclasses import dataclass, field, replace
 
 from embedding_parity import outputs
 from embedding_parity.conformance import runner
 from embedding_parity.conformance.paths import PATHS
+from embedding_parity.conformance.process import Worker
+from embedding_parity.conformance.versions import versions
 from embedding_parity.usage import UsageError
 
 ADAPTERS = "embedding_parity.conformance.adapters"
@@ -377,16 +378,6 @@ ROWS += [
 ]
 
 
-def versions(packages) -> dict:
-    found = {}
-    for package in packages:
-        try:
-            found[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            found[package] = None
-    return found
-
-
 def run(names=None, *, timeout: float = 60.0, progress=None, only: dict | None = None) -> dict:
     """{"rows": [...]} with each row's versions and report (or why it could not run).
     ``only``: {row name: the names (or prefixes) of the checks to run}; other rows run all."""
@@ -421,7 +412,7 @@ def _run_row(row: Row, workers: dict, timeout: float, progress, only) -> dict:
     else:
         key = tuple(sorted(row.env.items()))
         if key not in workers:
-            workers[key] = runner.Worker(row.env)
+            workers[key] = Worker(row.env)
         try:
             options = {}
             if row.preset:

@@ -20,6 +20,8 @@ import re
 import warnings
 from dataclasses import dataclass
 
+from embedding_parity.conformance.versions import versions as installed
+
 
 @dataclass(frozen=True)
 class Path:
@@ -65,9 +67,7 @@ class PathFailed(Exception):
 
 def versions(path: str) -> dict:
     """{package: installed version or None} of the path's packages."""
-    from embedding_parity.conformance import known
-
-    return known.versions(PATHS[path].packages)
+    return installed(PATHS[path].packages)
 
 
 def missing(path: str) -> str | None:

@@ -20,7 +20,11 @@ import dataclasses
 import inspect
 import warnings
 
-from embedding_parity.conformance import api, runner
+from embedding_parity.conformance import api
+from embedding_parity.conformance import report as reports
+from embedding_parity.conformance.kinds import KINDS
+from embedding_parity.conformance.report import Report, check_id, mark_expected
+from embedding_parity.conformance.runner import name_of, select_cases
 from embedding_parity.usage import UsageError
 
 
@@ -51,30 +55,30 @@ def parametrize_with_checks(
     call = {k: settings[k] for k in SHAPES if k in settings}
     options = api.options_for(kind, **call)
     options |= api.configured(settings.get("config"), kind, settings.get("base"))
-    chosen = runner.select_cases(
+    chosen = select_cases(
         kind, options, checks=settings.get("checks"), dtypes=settings.get("dtypes")
     )
     names = list(dict.fromkeys(c.check for c in chosen))
-    battery = list(dict.fromkeys(c.check for c in runner.KINDS[kind].cases(options)))
+    battery = list(dict.fromkeys(c.check for c in KINDS[kind].cases(options)))
     params = []
     for ident, implementation in zip(implementation_ids(implementations), implementations):
         expected = expected_failed_checks or {}
         if callable(expected):
             expected = expected(implementation) or {}
-        runner.mark_expected([], expected)  # a dict of names to reasons, or one line why not
+        mark_expected([], expected)  # a dict of names to reasons, or one line why not
         run = Battery(kind, {**settings, "checks": names})
         for name in names:
-            entry = next((e for e in expected if runner.names(e, name)), None)
+            entry = next((e for e in expected if reports.names(e, name)), None)
             marks = [pytest.mark.conformance(kind=kind, check=name)]
             if entry is not None:
                 xfail = {"reason": expected[entry], "raises": AssertionError}
                 if strict is not None:
                     xfail["strict"] = strict
                 marks.append(pytest.mark.xfail(**xfail))
-            test_id = f"{ident}-{runner.check_id(name)}"
+            test_id = f"{ident}-{check_id(name)}"
             params.append(pytest.param(implementation, Check(run, name), id=test_id, marks=marks))
         for entry in expected:
-            if not any(runner.names(entry, name) for name in battery):
+            if not any(reports.names(entry, name) for name in battery):
                 warnings.warn(
                     f"expected_failed_checks: {entry!r} matches no check of {kind} for {ident}: "
                     f"{', '.join(battery)}",
@@ -93,7 +97,7 @@ class Battery:
     def __init__(self, kind: str, settings: dict):
         self.kind, self.settings, self.report = kind, settings, None
 
-    def of(self, implementation) -> runner.Report:
+    def of(self, implementation) -> Report:
         if self.report is None:
             self.report = api.check(implementation, self.kind, **self.settings)
         return self.report
@@ -109,7 +113,7 @@ class Check:
     def __init__(self, battery: Battery, name: str):
         self.battery, self.name = battery, name
 
-    def __call__(self, implementation) -> runner.Report:
+    def __call__(self, implementation) -> Report:
         import pytest
 
         whole = self.battery.of(implementation)
@@ -137,7 +141,7 @@ def implementation_ids(implementations) -> list[str]:
             where, _, name = implementation.rpartition(":")
             names.append(f"{where.rsplit('/', 1)[-1]}:{name}")
         else:
-            names.append(runner.name_of(implementation).rsplit(".", 1)[-1])
+            names.append(name_of(implementation).rsplit(".", 1)[-1])
     seen: dict[str, int] = {}
     unique = []
     for name in names:

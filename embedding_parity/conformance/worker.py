@@ -223,7 +223,7 @@ def main(folder: str, parent: int) -> None:
 def call(function, framework, arguments, elements: int, *, log: bool = True) -> dict:
     """What the target did with ``arguments``: {"raised"}, {"returned": what}, {"array",
     "changed"}, or {"refused"}: the production path could not make it; a result of more than ``elements`` elements is only described (a broadcast
-    view of a few bytes can stand for gigabytes). The worker's and ``runner.InProcess``'s
+    view of a few bytes can stand for gigabytes). The worker's and ``process.InProcess``'s
     (``log``: print a raising target's traceback, into the worker's log)."""
     reply = _call(function, framework, arguments, log)
     if "array" in reply and reply["array"].size > elements:

@@ -351,7 +351,7 @@ def _write_json(path: str, record) -> None:
 
 
 def _known(args) -> int:
-    from embedding_parity.conformance import known, runner
+    from embedding_parity.conformance import known, report
 
     if args.target is not None or args.kind is not None:
         raise UsageError("--known runs its own targets: leave out TARGET and --kind")
@@ -376,7 +376,7 @@ def _known(args) -> int:
     matrix = known.run(args.rows, timeout=args.timeout, progress=print)
     print("\n".join(known.summary(matrix)))
     if args.json:
-        _write_json(args.json, {"schema_version": runner.SCHEMA_VERSION, **matrix})
+        _write_json(args.json, {"schema_version": report.SCHEMA_VERSION, **matrix})
     if args.markdown:
         known.write_markdown(matrix, args.markdown)
         print(f"matrix: {os.path.abspath(args.markdown)}")

@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 import backends
-from embedding_parity.usage import UsageError, positive_finite, seconds
+from embedding_parity.usage import UsageError, positive_finite, seconds  # noqa: F401 (the jobs' flags)
 
 # The most values one array that a job builds from its flags may hold: 2 GiB in float64. A
 # job works out its largest arrays from the flags alone and refuses past this, before it

@@ -1,0 +1,251 @@
+"""A target's report: each case's verdict (``judged``), one result per check
+(``check_results``), the expectations marked (``mark_expected``), the lines and the JSON
+record; and ``shown``, which makes whatever a target says safe to put in one.
+
+Everything here judges and says; nothing runs a target (``process``) or a battery
+(``runner``)."""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from dataclasses import asdict, dataclass, field
+
+from embedding_parity.conformance.kinds import KINDS, Case, Outcome, Verdict
+from embedding_parity.usage import UsageError
+
+SHOWN_CHARACTERS = 300  # of a target's text in a report: one line, at most this long
+
+# The kit's private folders (the job's, a worker's) in what a target raised: Inductor names
+# its kernel's file, under the job's cache, in its bounds check's message.
+PRIVATE = re.compile(r"(?:/[^/\s,:]+)*/embedding-parity-[\w-]+")  # wherever TMPDIR was
+SCHEMA_VERSION = 1  # of Report.record(): docs/conformance.md, "The JSON report"
+# expected: differs or failed as --expect said it would; fixed: an --expect that conforms
+MARK = {"conforms": "ok", "differs": "NO", "rejected": "--", "failed": "FAIL"}
+MARK |= {"expected": "xf", "fixed": "XP"}
+ACCEPTED = ("conforms", "rejected", "expected")
+
+
+@dataclass
+class CheckResult:
+    check: str
+    status: str  # conforms | differs | rejected | failed | expected | fixed
+    detail: str
+    cases: list[dict] = field(default_factory=list)
+    phase: dict | None = None
+    ulps: float | None = None  # the largest of its cases'
+    mismatch: dict | None = None  # the first differing element of its first differing case
+    reason: str | None = None  # why it is expected to differ (--expect), if it is
+
+
+@dataclass
+class Report:
+    target: str
+    kind: str
+    framework: str
+    why: str
+    checks: list[CheckResult]
+    seconds: float
+    contract: str = ""
+    strict: bool = False  # an expected difference that conforms (fixed) fails the report
+    unmatched: list[str] = field(default_factory=list)  # --expect entries that match no check
+    against: dict | None = None  # against.py: the other target and both contract verdicts
+    through: dict | None = None  # the production path: its name, how, versions, eager's checks
+    left_out: list[str] = field(default_factory=list)  # --results: checks the folder lacks
+
+    @property
+    def conforms(self) -> bool:
+        """Every check conforms, was rejected (a dtype refused is not a wrong answer) or
+        differs as expected; a fixed expectation too, unless strict. Never for a part of the
+        battery: results judged from a folder that leaves out a check (``left_out``)."""
+        return self.accepted and not self.left_out
+
+    @property
+    def accepted(self) -> bool:
+        """Every check that was run is accepted, as ``conforms`` says, whatever was left out."""
+        accepted = ACCEPTED if self.strict else (*ACCEPTED, "fixed")
+        return any(c.status in ("conforms", "expected", "fixed") for c in self.checks) and all(
+            c.status in accepted for c in self.checks
+        )
+
+    def lines(self) -> list[str]:
+        width = max(len(c.check) for c in self.checks)
+        lines = [
+            f"check {self.target} as {self.kind} ({self.framework}, {self.why})",
+            f"contract: {self.contract or KINDS[self.kind].contract}",
+        ]
+        if self.against:
+            lines.append(against_line(self.against))
+        if self.through:
+            lines.append(through_line(self.through))
+        for c in self.checks:
+            detail = c.detail
+            if c.status in ("expected", "fixed"):
+                said = "expected" if c.status == "expected" else "expected to differ, but conforms"
+                detail = f"{said} ({c.reason}): {detail}"
+            if self.against:
+                detail += beside(self.against, c.check)
+            if self.through and c.check in self.through["bits"]:
+                detail += f"  [eager: {self.through['bits'][c.check]}]"
+            lines.append(f"  {MARK[c.status]:<4} {c.check:<{width}}  {detail}")
+        lines += [f"warning: --expect {entry!r} matches no check" for entry in self.unmatched]
+        counts = {s: sum(c.status == s for c in self.checks) for s in MARK}
+        summary = f"{counts['conforms']} of {len(self.checks)} checks conform"
+        if len(self.checks) == 1:
+            summary = f"{counts['conforms']} of 1 check conforms"
+        summary += "".join(
+            f", {counts[s]} {word if counts[s] > 1 else s}"
+            for s, word in (
+                ("differs", "differ"),
+                ("failed", "failed"),
+                ("rejected", "rejected"),
+                ("expected", "expected"),
+                ("fixed", "fixed"),
+            )
+            if counts[s]
+        )
+        verdict = "CONFORMS" if self.conforms else "DIFFERS"
+        if self.left_out:
+            lines.append(
+                f"left out: {len(self.left_out)} checks of {self.kind}'s battery are not in the "
+                f"folder ({', '.join(self.left_out)}): a part of the battery is no verdict of "
+                "conformance; export the whole battery"
+            )
+            verdict = "INCOMPLETE" if self.accepted else verdict
+        return [*lines, f"{verdict}: {summary} ({self.seconds:.1f} s)"]
+
+    def record(self) -> dict:
+        """Everything, JSON-ready: an infinite or NaN error as the string "inf" or "nan"."""
+        record = {"schema_version": SCHEMA_VERSION, **asdict(self), "conforms": self.conforms}
+        return _finite(record)
+
+
+def against_line(against: dict) -> str:
+    return (
+        f"against {against['target']} ({against['framework']}, {against['why']}): each case "
+        "bit for bit in its dtype; [contract: this target, the other]"
+    )
+
+
+def beside(against: dict, check: str) -> str:
+    """ "  [contract: ok, NO]": the two targets' verdicts of ``check`` against the contract."""
+    marks = [
+        next((MARK[c["status"]] for c in against[side] if c["check"] == check), "")
+        for side in ("own", "other")
+    ]
+    return f"  [contract: {marks[0]}, {marks[1]}]"
+
+
+def through_line(through: dict) -> str:
+    shown = ", ".join(f"{p} {v}" for p, v in through["versions"].items())
+    return f"through {through['path']}: {through['how']} ({shown}); what it changes from eager is named"
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def mark_expected(checks: list[CheckResult], expected: dict, battery=()) -> list[str]:
+    """Mark the checks an entry of ``expected`` names (its name, test id or a glob): a
+    difference becomes expected, a conforming check fixed (a failure — a hang, a death —
+    stays one, and a dtype refused stays rejected). Returns the entries that name no check
+    of the whole ``battery`` (of ``checks`` where none is given): a filter that leaves a
+    check out does not make its entry stale."""
+    if not isinstance(expected, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in expected.items()
+    ):
+        raise UsageError("expected differences must be a dict {check name or glob: reason}")
+    for check in checks:
+        entry = next((e for e in expected if names(e, check.check)), None)
+        if entry is None or check.status not in ("differs", "conforms"):
+            continue
+        check.reason = expected[entry]
+        check.status = "expected" if check.status == "differs" else "fixed"
+    known = set(battery) | {c.check for c in checks}
+    return [e for e in expected if not any(names(e, name) for name in known)]
+
+
+def names(entry: str, check: str) -> bool:
+    """Whether an expected entry names ``check``: its name, its test id, or a glob of either."""
+    return fnmatch.fnmatchcase(check, entry) or fnmatch.fnmatchcase(check_id(check), entry)
+
+
+def check_id(name: str) -> str:
+    """A check's name as a test id: "bad id: -1" -> "bad_id_-1"."""
+    return re.sub(r"[^A-Za-z0-9.+-]+", "_", name).strip("_")
+
+
+def judged(chosen, case: Case, outcome: Outcome) -> Verdict:
+    """The verdict on what the target did with ``case``. The kit's own failure to judge it is
+    the kit's, said as such, never the target's."""
+    try:  # under the kit's error state, as every method of a kind (kinds.base.KIT_ERRORS)
+        return chosen.judge(case, outcome)
+    except Exception as error:
+        return Verdict(
+            "failed", shown(f"the kit failed to judge it: {type(error).__name__}: {error}")
+        )
+
+
+def check_results(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
+    """One result per check: the first difference or failure, else what every case shares."""
+    grouped: dict[str, list[tuple[Case, Verdict]]] = {}
+    for case, verdict in verdicts:
+        grouped.setdefault(case.check, []).append((case, verdict))
+    results = []
+    for check, pairs in grouped.items():
+        cases_ = [
+            {
+                "label": c.label,
+                "status": v.status,
+                "detail": v.detail,
+                "ulps": v.ulps,
+                "ratio": v.ratio,  # the largest error over its bound (rope, sinusoidal)
+                "mismatch": v.mismatch,
+            }
+            for c, v in pairs
+        ]
+        phases = [v.phase for _, v in pairs if v.phase]
+        phase = max(phases, key=lambda p: max(p["positions"]), default=None)
+        sizes = [v.ulps for _, v in pairs if v.ulps is not None]
+        more = {"ulps": max(sizes) if sizes else None}
+        statuses = {v.status for _, v in pairs}
+        if statuses == {"conforms", "rejected"}:  # refused some cases of a dtype, not the dtype
+            case, verdict = next((c, v) for c, v in pairs if v.status == "rejected")
+            detail = f"{case.label}: raises on a valid input ({verdict.detail})"
+            results.append(CheckResult(check, "differs", detail, cases_, phase, **more))
+            continue
+        for status in ("differs", "failed"):
+            first = next(((c, v) for c, v in pairs if v.status == status), None)
+            if first:
+                detail = f"{first[0].label}: {first[1].detail}"
+                mismatch = first[1].mismatch and {"case": first[0].label, **first[1].mismatch}
+                results.append(
+                    CheckResult(check, status, detail, cases_, phase, mismatch=mismatch, **more)
+                )
+                break
+        else:
+            status = "rejected" if statuses == {"rejected"} else "conforms"
+            said = [v for _, v in pairs if v.status == status]
+            worst = max(said, key=lambda v: v.ulps or 0.0)
+            count = f" ({len(pairs)} cases)" if len(pairs) > 1 else ""
+            results.append(CheckResult(check, status, worst.detail + count, cases_, phase, **more))
+    return results
+
+
+def shown(text: str, limit: int = SHOWN_CHARACTERS) -> str:
+    """A target's text made safe for a report: its first line, every character that is not
+    printable escaped (an escape sequence, a carriage return, a lone surrogate, a
+    right-to-left override), cut to ``limit`` characters."""
+    first = (str(text).splitlines() or [""])[0]
+    if len(first) > limit:
+        first = f"{first[:limit]}... ({len(first)} characters)"
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in first
+    )
