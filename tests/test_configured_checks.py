@@ -373,6 +373,28 @@ def test_smollm2s_gguf_metadata_is_a_config():
 
 
 @pytest.mark.parametrize(
+    "fields, name",
+    [
+        (
+            {"_name_or_path": "meta-llama/Llama-3.2-1B", "model_type": "llama"},
+            "meta-llama/Llama-3.2-1B",
+        ),
+        ({"model_type": "llama"}, "llama (PATH)"),
+        ({}, "PATH"),
+        # not one short printable line: passed over, never printed
+        ({"_name_or_path": "a\x1b[2Jb", "model_type": "llama"}, "llama (PATH)"),
+        ({"_name_or_path": "x" * 97, "model_type": "llama\n"}, "PATH"),
+    ],
+)
+def test_a_config_json_is_named_by_its_model_not_its_folder(tmp_path, fields, name):
+    path = tmp_path / "config.json"  # in a folder whose name says nothing of the model
+    path.write_text(json.dumps({"head_dim": 64, **fields}))
+    config = configs.read(str(path))
+    assert config.name == name.replace("PATH", str(path))
+    assert config.line().startswith(f"config {config.name}: RoPE")
+
+
+@pytest.mark.parametrize(
     "fields, message",
     [
         (

@@ -17,7 +17,6 @@ front reads a path (a regular file of at most a few MB) or a preset name.
 from __future__ import annotations
 
 import json
-import os
 
 from embedding_parity import outputs
 from embedding_parity.configs.configuration import Configuration
@@ -42,9 +41,23 @@ def read(path: str) -> Configuration:
         raise UsageError(
             f"--config {path}: a config.json holds one object, got {type(fields).__name__}"
         )
-    return from_fields(
-        fields, os.path.basename(os.path.dirname(os.path.abspath(path))) or path, f"--config {path}"
-    )
+    return from_fields(fields, _model_name(fields, path), f"--config {path}")
+
+
+def _model_name(fields: dict, path: str) -> str:
+    """What a config.json's line calls the model: the checkpoint transformers saved it from
+    (``_name_or_path``), else its model_type and the path as given, else the path (the file's
+    folder says nothing in general: /work/config.json). A name that is not one short printable
+    line is passed over, as the file's text is not the kit's to print."""
+    saved, model_type = fields.get("_name_or_path"), fields.get("model_type")
+    if _plain(saved):
+        return saved
+    return f"{model_type} ({path})" if _plain(model_type) else path
+
+
+def _plain(name) -> bool:
+    """A short name in one printable line (a Hugging Face repo id is at most 96 characters)."""
+    return isinstance(name, str) and 0 < len(name) <= 96 and name.isprintable()
 
 
 def load_json(path: str, where: str):
