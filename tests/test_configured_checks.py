@@ -9,6 +9,7 @@ targets through the worker for what only the worker sees (an input changed in pl
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -120,7 +121,7 @@ def test_the_suite_conforms_at_every_preset(name):
     verdicts = judged("rope", suite, rope_options(config))
     assert {status for _, status, _ in verdicts} == {"conforms"}, verdicts
     # a bound with teeth: the correct rotation uses a real share of it, not a thousandth
-    ratios = [float(d.split("(")[1].split(" of the bound")[0]) for _, _, d in verdicts]
+    ratios = [float(re.search(r"\(([\d.]+) of the bound\)", d)[1]) for _, _, d in verdicts]
     assert max(ratios) > 0.1
 
 

@@ -4,6 +4,7 @@ and the run goes on."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -46,6 +47,33 @@ def test_a_correct_implementation_conforms(capsys, target, kind):
         "torch" if target.startswith("torch") else "jax" if target.startswith("jax") else "numpy"
     )
     assert f"as {kind} ({framework}, detected:" in report
+
+
+@pytest.mark.parametrize(
+    "target, kind, bound, ulps",
+    [
+        ("numpy_targets.py:rope", "rope", "", "of the largest value"),
+        ("numpy_targets.py:sinusoidal", "sinusoidal", "", "of the largest value"),
+        (
+            "numpy_targets.py:gradient",
+            "gradient",
+            " n * eps * sum|terms|",
+            "of an element's own value",
+        ),
+    ],
+)
+def test_a_line_within_tolerance_says_its_error_is_inside_its_bound(
+    capsys, target, kind, bound, ulps
+):
+    # the ulps of a table or a rotation are of its largest value: thousands of them can be
+    # well inside the (absolute) bound, and the line says so before it gives them
+    code, report = check(capsys, target, kind, "--dtypes", "float32")
+    said = [line for line in report.splitlines() if "within tolerance" in line]
+    assert code == 0 and said, report
+    numbers = r": \S+ <= \S+ \(0\.\d\d of the bound\); \S+ ulp "
+    shape = f"within tolerance, inside its bound{re.escape(bound)}{numbers}{ulps}"
+    for line in said:
+        assert re.search(shape, line), line
 
 
 @pytest.mark.parametrize(

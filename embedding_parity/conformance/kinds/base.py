@@ -228,8 +228,8 @@ class Kind:
             at = float(abs(np.float64(actual[worst]) - reference[worst])) if worst else 0.0
             if ratio <= 1:
                 return conforms(
-                    f"within tolerance: {at:.2g} <= {bound:.2g} ({ratio:.2f} of the bound, "
-                    f"{size:.3g} ulp)",
+                    f"within tolerance, inside its bound: {at:.2g} <= {bound:.2g} ({ratio:.2f} of "
+                    f"the bound); {size:.3g} ulp of the largest value",
                     ulps=size,
                     phase=phase,
                     ratio=ratio,

@@ -99,7 +99,12 @@ class Gradient(Kind):
         error = numerics.max_error(actual, reference)
         size, _ = numerics.ulps(actual, reference, params["dtype"])
         if error <= bound:
-            return conforms(f"within n * eps * sum|terms|: {error:.2g} <= {bound:.2g}", ulps=size)
+            return conforms(
+                f"within tolerance, inside its bound n * eps * sum|terms|: {error:.2g} <= "
+                f"{bound:.2g} ({error / bound if bound else 0.0:.2f} of the bound); {size:.3g} "
+                "ulp of an element's own value",
+                ulps=size,
+            )
         diagnosis = self.diagnose(params, actual, params["dtype"], bound, error)
         return differs(
             f"{error:.2g} > {bound:.2g}{'; ' + diagnosis if diagnosis else ''}", ulps=size
