@@ -4,7 +4,9 @@
 This package holds everything built on it, one subpackage per area:
 
 - ``jobs``: what the command line runs, one module per command (each owns its flags);
-- ``drawing``: pictures and text tables of what the jobs return;
+- ``results``: what the jobs return, one module per job's result, below both the job that
+  computes it and the picture that draws it;
+- ``drawing``: pictures and text tables of those results (no picture imports a job);
 - ``training``: the tiny model the train job trains, once per framework;
 - ``sharding``: the token table split across devices and processes;
 - ``page``: the explorer page.

@@ -1,5 +1,6 @@
-"""Pictures and text tables of what the jobs computed. Matplotlib is imported only when a
-picture is drawn, with the Agg backend unless a window was asked for.
+"""Pictures and text tables of what the jobs computed: they read ``embedding_parity.results``
+and import no job (a job imports its picture). Matplotlib is imported only when a picture is
+drawn, with the Agg backend unless a window was asked for.
 
 - ``table``: the plain-text table formatter (compare.py's parity table, the benchmark's).
 - ``heatmaps``: one row of heatmaps per backend, with the difference from the reference.

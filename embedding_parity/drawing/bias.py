@@ -11,7 +11,7 @@ import numpy as np
 from backends import numpy_backend, positional
 from embedding_parity.drawing import pyplot, save, wrap
 from embedding_parity.drawing.table import text_table
-from embedding_parity.jobs.bias import T5_BUCKETS, T5_MAX_DISTANCE, BiasRun
+from embedding_parity.results.bias import T5_BUCKETS, T5_MAX_DISTANCE, BiasRun
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency; yellow, faint on
 # white, last.

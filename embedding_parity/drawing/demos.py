@@ -7,7 +7,7 @@ import numpy as np
 
 from embedding_parity.drawing import pyplot, save, wrap
 from embedding_parity.drawing.heatmaps import MAX_HEIGHT
-from embedding_parity.jobs.demos import Order, Similarity
+from embedding_parity.results.demos import Order, Similarity
 
 WORD_INCHES = 0.75  # per word of the similarity matrix, until the picture reaches MAX_HEIGHT
 TOKEN_INCHES = 0.25  # per token row of the order picture (two rows of panels)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from embedding_parity.drawing import pyplot, save, schemes, wrap
-from embedding_parity.jobs.parity import Run
+from embedding_parity.results.parity import Run
 
 MAX_DRAWN_TOKENS = 32  # rows per heatmap at most; parity is checked on every token
 MAX_HEIGHT = 16.0  # inches (1760 pixels at 110 dpi); fewer tokens are drawn to fit

@@ -15,7 +15,7 @@ MAX_SCORE_POSITIONS = 64  # positions on each axis of the RoPE score plot
 
 
 def plots(done):
-    """draw(subfigure) for the scheme of ``done`` (a jobs.parity.Run), or None."""
+    """draw(subfigure) for the scheme of ``done`` (a results.parity.Run), or None."""
     scheme = done.scheme
     if scheme.get("name") == "sinusoidal":
         dim = done.results[0].output.shape[-1]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from embedding_parity.drawing import save, wrap
-from embedding_parity.jobs.shard import Sharded
+from embedding_parity.results.shard import Sharded
 from embedding_parity.sharding import reference
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency.

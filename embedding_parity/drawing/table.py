@@ -24,7 +24,7 @@ def text_table(rows: Sequence[Sequence[str]], *, right_from: int | None = None) 
 
 
 def parity_table(results) -> str:
-    """One row per backend (jobs.parity.Result): shape, dtype, max |diff| and the verdict,
+    """One row per backend (results.parity.Result): shape, dtype, max |diff| and the verdict,
     with the tolerance column when the reference is float64 rather than bitwise."""
     exact = all(r.tolerance == 0 for r in results)
     if exact:

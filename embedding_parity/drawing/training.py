@@ -7,8 +7,8 @@ import numpy as np
 
 from embedding_parity.drawing import pyplot, save
 from embedding_parity.drawing.table import text_table
-from embedding_parity.jobs.extrapolate import Extrapolation
-from embedding_parity.jobs.train import Training
+from embedding_parity.results.extrapolate import Extrapolation
+from embedding_parity.results.train import Training
 
 COLOURS = {"numpy": "tab:blue", "torch": "tab:orange", "jax": "tab:green"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from embedding_parity import outputs
-from embedding_parity.jobs.parity import Run
+from embedding_parity.results.parity import Run
 
 _SAVED = {"token embeddings": "token", "position embeddings": "position"}
 

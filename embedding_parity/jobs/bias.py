@@ -23,83 +23,18 @@ the NumPy backend's bias), the attention to the float64 softmax of that bias wit
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
 
 import backends
 from backends import positional, validation
-from embedding_parity.jobs import train
-from embedding_parity.jobs.parity import Result, backends_run, run_tokens, same_bits
-from embedding_parity.jobs.seed import SEED_TOKENS
+from embedding_parity.jobs import lockstep
+from embedding_parity.jobs.parity import SEED_TOKENS, run_tokens, same_bits
+from embedding_parity.results.bias import T5_BUCKETS, T5_MAX_DISTANCE, BiasRun, Checked
 
 SCHEMES = ("alibi", "t5")
 CALLS = ("tokens", "window")  # the tokens' positions, and the window drawn
-T5_BUCKETS = 32  # T5's relative_attention_num_buckets
-T5_MAX_DISTANCE = 128  # T5's relative_attention_max_distance
-
-
-@dataclass
-class Checked:
-    """One backend's arrays on every call, as NumPy, held to the references."""
-
-    backend: str
-    x: Result  # the token rows, held bit for bit to token_table[token_ids]
-    bias: dict[str, np.ndarray]  # call -> (num_heads, q_len, k_len), in the tables' dtype
-    attention: dict[str, np.ndarray]  # call -> (num_heads, q_len, k_len), compute dtype
-    bias_identical: bool  # on every call, bit-identical to the NumPy backend's bias
-    max_abs_diff: float  # attention against the float64 reference, over every call
-    tolerance: float
-
-    @property
-    def agrees(self) -> bool:
-        return not self.failures()
-
-    def failures(self) -> list[str]:
-        """What differs from its reference, in words; empty when everything agrees."""
-        return [
-            what
-            for what, fails in (
-                ("token rows not bit-identical", not self.x.agrees),
-                ("bias not bit-identical to NumPy's", not self.bias_identical),
-                ("attention beyond tolerance", not self.max_abs_diff <= self.tolerance),
-            )
-            if fails
-        ]
-
-
-@dataclass
-class BiasRun:
-    """What the job computed, with what it takes to print and draw it."""
-
-    scheme: str  # "alibi" or "t5"
-    num_heads: int
-    token_ids: np.ndarray  # (T,)
-    start: int
-    window: int  # positions drawn: queries and keys 0 .. window - 1
-    checked: list[Checked]
-    masked: dict[str, np.ndarray]  # call -> (q_len, k_len) bool: keys after the query
-    bias_table: np.ndarray | None  # T5: (T5_BUCKETS, num_heads), random, not trained
-    heading: list[str]  # what was run
-    setting: str  # sizes, dtype, seed, positions
-
-    @property
-    def differing(self) -> list[str]:
-        return [c.backend for c in self.checked if not c.agrees]
-
-    def summary(self) -> str:
-        if self.differing:
-            return "DIFFERS: " + "; ".join(
-                f"{c.backend} ({', '.join(c.failures())})" for c in self.checked if not c.agrees
-            )
-        who = backends_run(self.checked)
-        if len(self.checked) > 1:
-            who += f" agree ({', '.join(c.backend for c in self.checked)})"
-        return (
-            f"{who}: token rows and bias "
-            "bit-identical, attention within tolerance of the float64 reference"
-        )
 
 
 def run(
@@ -160,7 +95,7 @@ def run(
     checked = []
     for result in run_tokens(names, token_table, token_ids):
         be = backends.get(result.backend)
-        with train.precision(be.name, compute.name):
+        with lockstep.precision(be.name, compute.name):
             biases = {c: bias(be, c) for c in CALLS}
             attention = {
                 c: be.to_numpy(_softmax(be.name, biases[c], masked[c], compute)) for c in CALLS

@@ -18,14 +18,12 @@ arguments or input.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-
-import numpy as np
 
 import backends
 from backends import pretrained
 from embedding_parity import outputs
 from embedding_parity.jobs import command
+from embedding_parity.results.demos import Order, Similarity
 
 COMMAND = "demo"
 
@@ -40,25 +38,6 @@ def default_words(tokenizer: pretrained.Tokenizer) -> tuple[str, ...]:
 
 def default_texts(tokenizer: pretrained.Tokenizer) -> tuple[str, str]:
     return tuple(" " + t for t in TEXTS) if tokenizer.byte_level else TEXTS
-
-
-@dataclass
-class Similarity:
-    source: str
-    words: list[str]  # the label of each word's token
-    similarity: np.ndarray  # (n, n) cosine similarity, float64
-    nearest: list[list[tuple[str, float]]]  # per word: the 5 closest rows, by label
-
-    def lines(self) -> list[str]:
-        width = max(len(w) for w in self.words)
-        cell = max(8, width + 2)  # room for "-0.123" and for the longest word, with a gap
-        rows = [f"cosine similarity of raw token-table rows, {self.source}"]
-        rows.append(" " * width + "".join(f"{w:>{cell}}" for w in self.words))
-        for word, row in zip(self.words, self.similarity, strict=True):
-            rows.append(f"{word:>{width}}" + "".join(f"{v:{cell}.3f}" for v in row))
-        for word, near in zip(self.words, self.nearest, strict=True):
-            rows.append(f"nearest to {word}: " + ", ".join(f"{lb} {s:.3f}" for lb, s in near))
-        return rows
 
 
 def similarity(model: pretrained.Pretrained, words=None) -> Similarity:
@@ -76,45 +55,6 @@ def similarity(model: pretrained.Pretrained, words=None) -> Similarity:
     matrix = pretrained.cosine_similarities(model.token_table, ids)
     labels = model.tokenizer.labels(ids)  # the tokens used: "␣king" for " king", say
     return Similarity(model.metadata.get("source", model.name), labels, matrix, nearest)
-
-
-@dataclass
-class Order:
-    texts: tuple[str, str]
-    position: str  # how position enters: "position" (a table) or "RoPE"
-    found: dict[str, dict]  # backend -> pretrained.order_demo(...)
-    byte_level: bool  # the tokenizer keeps a word's leading space in its token
-
-    def holds(self, name: str) -> bool:
-        found = self.found[name]
-        return found["same_without_position"] and not found["same_with_position"]
-
-    @property
-    def same_tokens(self) -> bool:
-        ids = next(iter(self.found.values()))["ids"]
-        return sorted(ids[0].tolist()) == sorted(ids[1].tolist())
-
-    def lines(self) -> list[str]:
-        rows = []
-        if not self.same_tokens:
-            labels = next(iter(self.found.values()))["labels"]
-            hint = (
-                "; with a byte-level BPE, give every word its leading space, "
-                "e.g. ' dog bites man' ' man bites dog'"
-                if self.byte_level
-                else ": give the same words in another order"
-            )
-            rows.append(
-                "note: the two texts do not tokenize to the same tokens "
-                f"({labels[0]} vs {labels[1]}), so the claim cannot hold{hint}"
-            )
-        for name, found in self.found.items():
-            rows.append(
-                f"{name}: token rows only: {_same(found['same_without_position'])}; "
-                f"token + {self.position}: {_same(found['same_with_position'])}"
-                f"{'' if self.holds(name) else '  <- the claim fails'}"
-            )
-        return rows
 
 
 def order(names, model: pretrained.Pretrained, texts=None) -> Order:
@@ -139,10 +79,6 @@ def order(names, model: pretrained.Pretrained, texts=None) -> Order:
     found = {name: pretrained.order_demo(backends.get(name), model, *texts) for name in names}
     position = "position" if model.position_table is not None else "RoPE"
     return Order(texts, position, found, model.tokenizer.byte_level)
-
-
-def _same(same: bool) -> str:
-    return "the same rows (reordered)" if same else "different rows"
 
 
 # --- the command: demo similarity, demo order ----------------------------------------------

@@ -9,12 +9,12 @@ recorded as the error it is, never as a number.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from embedding_parity import outputs
-from embedding_parity.jobs import command, train
+from embedding_parity.jobs import command, lockstep
+from embedding_parity.results.extrapolate import FACTORS, Extrapolation, Run
 from embedding_parity.training import language
 from embedding_parity.training import task as tasks
 
@@ -28,58 +28,9 @@ DEFAULTS = {
     "length": 16,
     "seed": 0,
 }
-FACTORS = (1, 2, 4, 8)  # evaluation lengths, in multiples of the training length
 EVAL_SEQUENCES = 256  # test texts; each length reads the first tokens of the same texts
 MAX_LENGTH = 128  # training length; tested up to 8x, the scores grow with its square
 CHUNK = 16  # test texts scored at a time, which bounds the memory the scores take
-
-
-@dataclass
-class Run:
-    scheme: str
-    backend: str
-    loss: np.ndarray  # (steps,) the batch's loss before each update
-    test: dict[int, float | str]  # evaluation length -> loss, or the layer's error message
-
-
-@dataclass
-class Extrapolation:
-    settings: dict
-    runs: list[Run]
-    optimal: dict[int, float]  # evaluation length -> the Bayes-optimal loss on the same text
-    drift: dict[str, float] = field(default_factory=dict)  # scheme -> max relative difference
-
-    @property
-    def lengths(self) -> list[int]:
-        return list(self.optimal)
-
-    def run(self, scheme: str, backend: str) -> Run:
-        return next(r for r in self.runs if (r.scheme, r.backend) == (scheme, backend))
-
-    def tolerance(self) -> float | None:
-        """For float64: how far the backends' losses (training and test) may drift apart,
-        relative to the loss: S steps of rounding in sums no longer than n terms, as in
-        jobs.train.Training.tolerance, with n = dim + head_dim + 8L + heads * head_dim +
-        vocabulary + batch_size * L (the longest sums: projections, scores, the attention
-        mix over up to 8L keys, the readout, the softmax and the mean over a batch)."""
-        s = self.settings
-        if s["dtype"] != "float64":
-            return None
-        n = (
-            s["dim"]
-            + s["head_dim"]
-            + FACTORS[-1] * s["length"]
-            + s["heads"] * s["head_dim"]
-            + language.VOCAB
-            + s["batch_size"] * s["length"]
-        )
-        return s["steps"] * n * float(np.finfo(np.float64).eps)
-
-    def beyond(self) -> list[str]:
-        tolerance = self.tolerance()
-        if tolerance is None:
-            return []
-        return [s for s, d in self.drift.items() if not d <= tolerance]
 
 
 def run(
@@ -106,7 +57,7 @@ def run(
     texts = language.sample(EVAL_SEQUENCES, lengths[-1] + 1, seed=s["seed"] + 1)
     tests = {n: texts[:, : n + 1] for n in lengths}  # the same texts, read n + 1 tokens far
     runs = []
-    with train.progress_bar(len(schemes) * len(names) * s["steps"], progress) as bar:
+    with lockstep.progress_bar(len(schemes) * len(names) * s["steps"], progress) as bar:
         for scheme in schemes:
             for name in names:
                 runs.append(_train(name, scheme, weights, arch, batches, tests, settings, bar))
@@ -118,7 +69,7 @@ def run(
 
 
 def check_settings(dtype: str = "float32", **settings) -> dict:
-    settings = train.check_common(dtype, DEFAULTS, **settings)
+    settings = lockstep.check_common(dtype, DEFAULTS, **settings)
     if settings["length"] < 2:
         raise ValueError(f"--length must be at least 2, got {settings['length']}")
     if settings["length"] > MAX_LENGTH:
@@ -126,7 +77,7 @@ def check_settings(dtype: str = "float32", **settings) -> dict:
             f"--length {settings['length']} would test at {FACTORS[-1] * settings['length']} "
             f"tokens: keep it at most {MAX_LENGTH}, the scores grow with the square of the length"
         )
-    train.check_sizes(settings, settings["length"], language.VOCAB)
+    lockstep.check_sizes(settings, settings["length"], language.VOCAB)
     longest = FACTORS[-1] * settings["length"]
     command.check_size(
         CHUNK * settings["heads"] * longest**2,
@@ -139,7 +90,7 @@ def check_settings(dtype: str = "float32", **settings) -> dict:
 
 def _train(name, scheme, weights, arch, batches, tests, settings, bar) -> Run:
     model_module = importlib.import_module(f"embedding_parity.training.{name}_model")
-    with train.precision(name, settings["dtype"]):
+    with lockstep.precision(name, settings["dtype"]):
         model = model_module.Model(weights, scheme, lr=settings["lr"], arch=arch)
         loss = np.empty(len(batches))
         for step, batch in enumerate(batches):

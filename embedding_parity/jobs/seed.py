@@ -25,7 +25,7 @@ from backends import validation
 from embedding_parity import outputs
 from embedding_parity.jobs import command
 from embedding_parity.jobs.parity import (
-    Run,
+    SEED_TOKENS,
     cast_note,
     run_configured_rope,
     run_learned,
@@ -33,11 +33,11 @@ from embedding_parity.jobs.parity import (
     run_sinusoidal,
     run_tokens,
 )
+from embedding_parity.results.parity import Run
 from embedding_parity.usage import UsageError
 
 COMMAND = "seed"
 
-SEED_TOKENS = (5, 10, 7, 21)
 SCHEMES = ("learned", "sinusoidal", "rope")
 LAYOUTS = {"sinusoidal": "interleaved", "rope": "half"}  # each scheme's default layout
 

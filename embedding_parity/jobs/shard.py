@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,6 +29,7 @@ import backends
 from backends import pretrained, validation
 from embedding_parity import outputs
 from embedding_parity.jobs import command
+from embedding_parity.results.shard import Row, Sharded
 from embedding_parity.sharding import jax_processes, read_checkpoint_record, reference
 from embedding_parity.sharding import launch as launching
 
@@ -41,33 +41,6 @@ STRATEGIES = {
     "jax": {"rows": "psum (all-reduce)", "columns": "all-gather", "compiler": None},
     "torch": {"rows": "all_reduce", "columns": "all_gather", "dtensor": "all-reduce (DTensor)"},
 }
-
-
-@dataclass
-class Row:
-    backend: str
-    strategy: str
-    collective: str
-    bytes_per_device: int
-    output: np.ndarray
-    max_abs_diff: float
-    identical: bool
-    memory: np.ndarray | None = None  # torch from a file: per rank (peak bytes, bytes read)
-
-
-@dataclass
-class Sharded:
-    num_shards: int
-    token_ids: np.ndarray
-    start: int
-    token_table: np.ndarray
-    position_table: np.ndarray
-    unsharded: np.ndarray
-    rows: list[Row] = field(default_factory=list)
-
-    @property
-    def differing(self) -> list[Row]:
-        return [r for r in self.rows if not r.identical]
 
 
 def prepare(names, num_shards, vocab_size: int = SEED["vocab_size"], dim: int = SEED["dim"]) -> int:

@@ -18,7 +18,8 @@ import backends
 from backends import pretrained, validation
 from embedding_parity import outputs
 from embedding_parity.jobs import command
-from embedding_parity.jobs.parity import Run, cast_note, run_learned, run_tokens
+from embedding_parity.jobs.parity import cast_note, run_learned, run_tokens
+from embedding_parity.results.parity import Run
 
 COMMAND = "text"
 

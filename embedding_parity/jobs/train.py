@@ -15,69 +15,20 @@ beyond the tolerance, 2 bad arguments.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import math
 import os
 import sys
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from backends import validation
 from embedding_parity import outputs
-from embedding_parity.jobs import command
+from embedding_parity.jobs import command, extrapolate, lockstep
+from embedding_parity.results.train import Curve, Training
 from embedding_parity.training import task as tasks
 
 COMMAND = "train"
 
 DEFAULTS = {"steps": 300, "batch_size": 32, "lr": 0.01, "dim": 32, "head_dim": 16, "seed": 0}
-
-
-@dataclass
-class Curve:
-    scheme: str
-    backend: str
-    loss: np.ndarray  # (steps,) the batch's loss before each update
-    accuracy: np.ndarray  # (steps,) the batch's accuracy before each update
-    test_accuracy: np.ndarray  # (steps,) on the held-out pairs, after each update
-    tables: dict  # the trained token (and learned position) tables
-
-
-@dataclass
-class Training:
-    settings: dict
-    curves: list[Curve]
-    initial: dict  # the shared initial weights
-    words: tuple[str, ...]
-    drift: dict = field(default_factory=dict)  # scheme -> (steps,) max relative loss difference
-
-    def tolerance(self) -> float | None:
-        """For float64: how far the backends' losses may drift apart, relative to the loss.
-
-        Every loss is a chain of sums no longer than n = dim + head_dim + T + head_dim +
-        classes + batch_size terms, so one step's rounding error is about n * eps relative
-        (first order); the weights then carry each step's difference into the next, so after
-        S steps the losses may differ by about S * n * eps. That assumes differences grow
-        about linearly, which holds at the default settings (measured: 4x below it for alibi,
-        10x for the others); a larger learning rate or many more steps can amplify them
-        faster. float32 gets no tolerance: its drift is measured and drawn instead.
-        """
-        s = self.settings
-        if s["dtype"] != "float64":
-            return None
-        n = s["dim"] + 2 * s["head_dim"] + tasks.LENGTH + len(tasks.NOUNS) + s["batch_size"]
-        return s["steps"] * n * float(np.finfo(np.float64).eps)
-
-    def beyond(self) -> list[str]:
-        """The schemes whose float64 losses drift past the tolerance (a NaN counts)."""
-        tolerance = self.tolerance()
-        if tolerance is None:
-            return []
-        return [s for s, d in self.drift.items() if not np.all(d <= tolerance)]
-
-    def curve(self, scheme: str, backend: str) -> Curve:
-        return next(c for c in self.curves if (c.scheme, c.backend) == (scheme, backend))
 
 
 def run(
@@ -96,7 +47,7 @@ def run(
     )
     batches = tasks.batches(task, settings["steps"], settings["batch_size"], seed=settings["seed"])
     curves = []
-    with progress_bar(len(schemes) * len(names) * settings["steps"], progress) as bar:
+    with lockstep.progress_bar(len(schemes) * len(names) * settings["steps"], progress) as bar:
         for scheme in schemes:
             for name in names:
                 curves.append(_train(name, scheme, weights, task, batches, settings, bar))
@@ -109,68 +60,19 @@ def run(
 
 def check_settings(dtype: str = "float32", defaults=DEFAULTS, **settings) -> dict:
     """``defaults`` overridden by ``settings``, checked; ValueError names the train flag."""
-    settings = check_common(dtype, defaults, **settings)
+    settings = lockstep.check_common(dtype, defaults, **settings)
     task = tasks.make_task(seed=settings["seed"])
     sequences = len(task.train_ids)
     if settings["batch_size"] > sequences:
         raise ValueError(
             f"--batch-size {settings['batch_size']} exceeds the {sequences} training sequences"
         )
-    return check_sizes(settings, tasks.LENGTH, len(task.words))
-
-
-def check_sizes(settings: dict, length: int, vocab: int) -> dict:
-    """The largest arrays a training run builds, from the settings alone (sequences of
-    ``length`` tokens, ``vocab`` words): UsageError past command.MAX_VALUES."""
-    s, heads = settings, settings.get("heads", 1)
-    steps, batch, dim, head_dim = s["steps"], s["batch_size"], s["dim"], s["head_dim"]
-    width = f"--heads {heads} x --head-dim {head_dim}" if "heads" in s else f"--head-dim {head_dim}"
-    for count, formula, fix in (
-        (
-            steps * batch * (length + 1),
-            (
-                f"the batches, drawn before the first step: --steps {steps} x --batch-size "
-                f"{batch} x {length + 1} tokens"
-            ),
-            "lower --steps or --batch-size",
-        ),
-        (vocab * dim, f"the token table: {vocab} words x --dim {dim}", "lower --dim"),
-        (heads * head_dim * dim, f"each projection: {width} x --dim {dim}", "lower the widths"),
-        (
-            batch * length * max(dim, heads * head_dim),
-            (
-                f"a step's activations: --batch-size {batch} x {length} tokens x the widest "
-                f"of --dim {dim} and {width}"
-            ),
-            "lower --batch-size or the widths",
-        ),
-    ):
-        command.check_size(count, formula, fix)
-    return settings
-
-
-def check_common(dtype: str, defaults: dict, **settings) -> dict:
-    """The checks every train mode shares."""
-    settings = {**defaults, **settings, "dtype": validation.resolve_dtype(dtype).name}
-    if settings["dtype"] not in ("float64", "float32"):
-        raise ValueError(f"train runs in float64 or float32, got {dtype}")
-    for key in ("steps", "batch_size", "dim", "head_dim", "heads"):
-        if settings.get(key, 1) < 1:
-            raise ValueError(f"--{key.replace('_', '-')} must be at least 1, got {settings[key]}")
-    if settings["head_dim"] % 2:
-        raise ValueError(
-            f"--head-dim must be even (RoPE pairs dimensions), got {settings['head_dim']}"
-        )
-    if not (math.isfinite(settings["lr"]) and settings["lr"] > 0):
-        raise ValueError(f"--lr must be positive and finite, got {settings['lr']}")
-    if settings["seed"] < 0:
-        raise ValueError(f"--seed must be at least 0, got {settings['seed']}")
-    return settings
+    return lockstep.check_sizes(settings, tasks.LENGTH, len(task.words))
 
 
 def _train(name, scheme, weights, task, batches, settings, bar) -> Curve:
     model_module = importlib.import_module(f"embedding_parity.training.{name}_model")
-    with precision(name, settings["dtype"]):
+    with lockstep.precision(name, settings["dtype"]):
         model = model_module.Model(weights, scheme, lr=settings["lr"])
         loss, accuracy, test = (np.empty(len(batches)) for _ in range(3))
         for step, rows in enumerate(batches):
@@ -180,21 +82,6 @@ def _train(name, scheme, weights, task, batches, settings, bar) -> Curve:
             test[step] = (model.logits(task.test_ids).argmax(axis=1) == task.test_targets).mean()
             bar.update()
         return Curve(scheme, name, loss, accuracy, test, model.tables())
-
-
-def precision(name: str, dtype: str):
-    """JAX computes in 32 bits unless x64 is on: on for this run only, as the layer does."""
-    if name == "jax" and dtype == "float64":
-        import jax
-
-        return jax.enable_x64(True)
-    return contextlib.nullcontext()
-
-
-def progress_bar(total: int, progress: bool):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="steps", disable=not (progress and sys.stderr.isatty()))
 
 
 def save_json(training: Training, path: str) -> None:
@@ -237,8 +124,6 @@ def save_tables(training: Training, path: str) -> tuple[str, str]:
 
 def add_arguments(parser) -> None:
     """Numeric flags default to None: given ones override the mode's own defaults."""
-    from embedding_parity.jobs import extrapolate
-
     add = parser.add_argument
     add(
         "--scheme",
@@ -280,8 +165,6 @@ def add_arguments(parser) -> None:
 
 def main(args) -> int:
     """1 if float64 losses drift beyond the tolerance."""
-    from embedding_parity.jobs import extrapolate
-
     names = command.chosen_backends(args.backends)
     command.check_picture(args.out)
     if not args.extrapolate and "learned" in args.scheme:  # its second picture, beside --out
@@ -334,7 +217,6 @@ def _positions_picture(out: str) -> str:
 
 def _report_extrapolation(args, names, schemes, settings) -> int:
     from embedding_parity.drawing import training as pictures
-    from embedding_parity.jobs import extrapolate
 
     done = extrapolate.run(names, schemes, dtype=args.dtype, progress=True, **settings)
     print("\n".join(pictures.extrapolation_summary(done)))
