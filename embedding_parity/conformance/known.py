@@ -5,6 +5,7 @@ importing it). Rows whose library is not installed are reported as missing, neve
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field, replace
 
@@ -389,6 +390,14 @@ def run(names=None, *, timeout: float = 60.0, progress=None, only: dict | None =
     matrix = []
     workers = {}  # one worker process per environment: a library is imported once
     try:
+        # every worker started at once, importing its first row's library (the imports overlap)
+        for row in rows:
+            key = _environment(row)
+            if key in workers or _missing(row):
+                continue
+            workers[key] = Worker(row.env)
+            with contextlib.suppress(UsageError):  # a preset refused: said by the row itself
+                workers[key].begin(_target(row), row.kind, row.framework, _options(row))
         for row in rows:
             checks = tuple((only or {}).get(row.name, ())) or row.only or None
             matrix.append(_run_row(row, workers, timeout, progress, checks))
@@ -406,24 +415,19 @@ def _run_row(row: Row, workers: dict, timeout: float, progress, only) -> dict:
         "path": row.through or "eager",
         "versions": versions(row.packages),
     }
-    missing = [p for p, v in record["versions"].items() if v is None]
+    missing = _missing(row)
     if missing:
-        record["missing"] = f"{missing[0]} is not installed (make install adds it)"
+        record["missing"] = f"{missing} is not installed (make install-conformance adds it)"
     else:
-        key = tuple(sorted(row.env.items()))
+        key = _environment(row)
         if key not in workers:
             workers[key] = Worker(row.env)
         try:
-            options = {}
-            if row.preset:
-                from embedding_parity import configs
-
-                options = configs.preset(row.preset).options(row.kind, "--model")
             report = runner.run(
-                f"{ADAPTERS}.{row.target}",
+                _target(row),
                 row.kind,
                 framework=row.framework,
-                options=options,
+                options=_options(row),
                 timeout=timeout,
                 only=only,
                 through=row.through,
@@ -435,6 +439,28 @@ def _run_row(row: Row, workers: dict, timeout: float, progress, only) -> dict:
     if progress:
         progress(_progress_line(record))
     return record
+
+
+def _environment(row: Row) -> tuple:
+    return tuple(sorted(row.env.items()))
+
+
+def _missing(row: Row) -> str | None:
+    """The first of the row's packages that is not installed, or None."""
+    return next((p for p, v in versions(row.packages).items() if v is None), None)
+
+
+def _target(row: Row) -> str:
+    return f"{ADAPTERS}.{row.target}"
+
+
+def _options(row: Row) -> dict:
+    """The kind's options at the row's preset (none without one); UsageError if refused."""
+    if not row.preset:
+        return {}
+    from embedding_parity import configs
+
+    return configs.preset(row.preset).options(row.kind, "--model")
 
 
 def _progress_line(record) -> str:

@@ -143,7 +143,23 @@ class Worker:
         # a worker restarted after a case that hangs or crashes keeps what the probe told
         self.request |= {"framework": self.framework, "why": self.why}
 
+    def begin(self, target: str, kind: str, framework: str | None, options=None) -> None:
+        """Start the worker importing ``target`` without waiting for it: a matrix starts its
+        workers at once, so that their libraries' imports overlap. The ``load`` that follows
+        waits for that import (its own request's answer; the first one's is dropped as stale)."""
+        if self.process is not None:
+            return
+        self.request = {"target": target, "kind": kind, "framework": framework}
+        self.request["options"] = options or {}
+        self._spawn()
+        if self._send(self.request) is not None:
+            self.close(kill=True)  # died at once: the load that follows starts it again and says why
+
     def _start(self) -> None:
+        self._spawn()
+        self._send_request()
+
+    def _spawn(self) -> None:
         self.process = subprocess.Popen(
             [
                 *scratch.PYTHON,
@@ -160,7 +176,6 @@ class Worker:
         )
         self.exited = _exit_watch(self.process.pid)
         self.buffer = b""
-        self._send_request()
 
     def _send_request(self) -> None:
         try:
@@ -217,13 +232,9 @@ class Worker:
         """(reply, None), or (None, why): the worker died or did not answer in time. Its
         printing is drained meanwhile, so that it never blocks on a full pipe; its last
         line, shown when the worker fails, is from this request."""
-        self.asked += 1
-        self.log = Tail()
-        try:
-            self.process.stdin.write((json.dumps({"id": self.asked, **message}) + "\n").encode())
-            self.process.stdin.flush()
-        except BrokenPipeError:
-            return None, f"died ({self._exit()})"
+        why = self._send(message)
+        if why is not None:
+            return None, why
         deadline = time.monotonic() + timeout
         out, err = self.process.stdout.fileno(), self.process.stderr.fileno()
         watched = [out, err, *self.exited]
@@ -257,6 +268,17 @@ class Worker:
                 if not ready or b"\n" not in (chunk := os.read(out, 65536)):
                     return None, self._died(err)
                 self.buffer += chunk
+
+    def _send(self, message: dict) -> str | None:
+        """Write ``message`` as the next request: None, or why not (the worker is gone)."""
+        self.asked += 1
+        self.log = Tail()
+        try:
+            self.process.stdin.write((json.dumps({"id": self.asked, **message}) + "\n").encode())
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            return f"died ({self._exit()})"
+        return None
 
     def _died(self, err: int) -> str:
         """Why the worker is gone, its last words read first: what it printed before dying
