@@ -14,6 +14,7 @@ import pytest
 
 import compare
 from embedding_parity.conformance import numerics
+from embedding_parity.usage import UsageError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(ROOT, "tests", "conformance_targets")
@@ -318,3 +319,23 @@ def test_rounding_goes_through_float32_for_the_16_bit_dtypes():
     assert numerics.rounded(value, "bfloat16")[0] == 1.0
     assert numerics.rounded(value, "bfloat16").dtype == ml_dtypes.bfloat16
     assert numerics.rounded(value, "float64")[0] == value[0]
+
+
+def test_workers_begun_at_once_answer_as_one_loaded_alone():
+    """The matrix starts its workers at once (Worker.begin) and loads each later: a target
+    that imports gives the framework it would alone, one whose import fails says why, not that
+    the worker died, and a load of another target than the begun one asks anew."""
+    from embedding_parity.conformance import process
+
+    good = os.path.join(HERE, "numpy_targets.py:lookup")
+    broken = os.path.join(HERE, "broken_import.py:f")
+    with process.Worker({}) as first, process.Worker({}) as second:
+        first.begin(good, "lookup", None)
+        second.begin(broken, "alibi", None)
+        first.load(good, "lookup", None)
+        assert (first.framework, first.begun) == ("numpy", None)
+        with pytest.raises(UsageError, match="RuntimeError: this module is broken on purpose"):
+            second.load(broken, "alibi", None)
+        first.begin(broken, "alibi", None)  # running already: nothing is sent
+        first.load(os.path.join(HERE, "numpy_targets.py:alibi"), "alibi", None)
+        assert first.framework == "numpy"

@@ -87,6 +87,7 @@ class Worker:
 
     def __init__(self, env: dict):
         self.request = None
+        self.begun = None  # the request begin() sent, whose answer no one has read yet
         self.folder = tempfile.mkdtemp(prefix="embedding-parity-check-")
         os.mkdir(os.path.join(self.folder, "tmp"))
         self.env = {
@@ -117,10 +118,11 @@ class Worker:
         options = options or {}
         self.request = {"target": target, "kind": kind, "framework": framework}
         self.request["options"] = options
+        begun, self.begun = self.begun, None
         if self.process is None:
             self._start()
-        else:
-            self._send_request()
+        else:  # the import begin() asked for, if it is this one, is waited for, not asked again
+            self._send_request(sent=begun == self.request)
         if framework is None and target not in sources.SOURCES:
             probe = frameworks.probe_case(KINDS[kind], options)
             if probe is not None:
@@ -145,14 +147,16 @@ class Worker:
 
     def begin(self, target: str, kind: str, framework: str | None, options=None) -> None:
         """Start the worker importing ``target`` without waiting for it: a matrix starts its
-        workers at once, so that their libraries' imports overlap. The ``load`` that follows
-        waits for that import (its own request's answer; the first one's is dropped as stale)."""
+        workers at once, so that their libraries' imports overlap. The ``load`` of the same
+        request that follows waits for that import's answer; another's asks anew."""
         if self.process is not None:
             return
         self.request = {"target": target, "kind": kind, "framework": framework}
         self.request["options"] = options or {}
         self._spawn()
-        if self._send(self.request) is not None:
+        if self._send(self.request) is None:
+            self.begun = dict(self.request)
+        else:
             self.close(kill=True)  # died at once: the load that follows starts it again and says why
 
     def _start(self) -> None:
@@ -177,9 +181,14 @@ class Worker:
         self.exited = _exit_watch(self.process.pid)
         self.buffer = b""
 
-    def _send_request(self) -> None:
+    def _send_request(self, sent: bool = False) -> None:
+        """Ask the worker to import the request's target (``sent``: begin() has asked) and
+        take its answer: the framework, or UsageError why not."""
         try:
-            reply, why = self._exchange(self.request, IMPORT_SECONDS)
+            if sent:
+                reply, why = self._receive(IMPORT_SECONDS)
+            else:
+                reply, why = self._exchange(self.request, IMPORT_SECONDS)
         except BaseException:  # Ctrl-C while the target imports: leave no worker behind
             self.close(kill=True)
             raise
@@ -235,6 +244,10 @@ class Worker:
         why = self._send(message)
         if why is not None:
             return None, why
+        return self._receive(timeout)
+
+    def _receive(self, timeout: float):
+        """The answer to the last request sent, as ``_exchange`` says."""
         deadline = time.monotonic() + timeout
         out, err = self.process.stdout.fileno(), self.process.stderr.fileno()
         watched = [out, err, *self.exited]
