@@ -127,3 +127,128 @@ def test_the_benchmark_legend_covers_no_bar():
             assert not box.overlaps(bar.get_window_extent(renderer))
     assert fig.get_figwidth() >= 12  # two panels of 7.5 inches per row
     pyplot().close(fig)
+
+
+def test_between_backends_each_pair_is_bit_identical_or_its_largest_difference():
+    """Within tolerance of float64 says nothing of whether two backends rounded alike: the
+    table says it pair by pair, bit-identical where they are."""
+    expected = np.array([[0.1, 0.2]])  # float64 reference
+    output = expected.astype(np.float32)
+    nudged = np.nextafter(output, np.float32(1))  # one float32 ulp up, everywhere
+    results = [
+        parity.Result(name, {}, array, expected, tolerance=1e-6)
+        for name, array in (("numpy", output), ("torch", output.copy()), ("jax", nudged))
+    ]
+    ulp = f"{float(np.max(nudged.astype(np.float64) - output)):.3g}"
+    printed = table.parity_table(results).split("\n\n")
+    assert printed[0].splitlines()[0].split()[-2:] == ["tolerance", "within"]
+    assert [line.split() for line in printed[1].splitlines()[2:]] == [
+        ["numpy", "-", "bit-identical", ulp],
+        ["torch", "bit-identical", "-", ulp],
+        ["jax", ulp, ulp, "-"],
+    ]
+
+
+def test_exact_runs_need_no_table_between_backends():
+    done = seed.run(backends.names())
+    assert "\n\n" not in table.parity_table(done.results)
+
+
+def _captured(monkeypatch, module):
+    """The figures ``module`` saves, drawn and kept open for inspection."""
+    figures = []
+    monkeypatch.setattr(module, "save", lambda fig, path, show=False: figures.append(fig))
+    return figures
+
+
+def _inside(fig, artist) -> bool:
+    fig.canvas.draw()
+    box, page = artist.get_window_extent(), fig.bbox
+    return page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1
+
+
+def test_the_training_titles_fit_their_pictures(monkeypatch):
+    """Two schemes make a narrow picture (train --scheme none learned): its title wraps."""
+    from embedding_parity.drawing import training
+    from embedding_parity.jobs import extrapolate, train
+
+    figures = _captured(monkeypatch, training)
+    steps, settings = np.arange(1.0, 301.0), {**train.DEFAULTS, "dtype": "float32"}
+    curves = [
+        train.Curve(scheme, name, (1 + i * 1e-7) / steps, np.ones(300), np.ones(300), {})
+        for scheme in ("none", "learned")
+        for i, name in enumerate(("numpy", "torch", "jax"))
+    ]
+    done = train.Training(settings, curves, {}, (), {"none": steps, "learned": steps})
+    training.curves(done, "unused.png")
+    lengths = [16 * factor for factor in extrapolate.FACTORS]
+    runs = [
+        extrapolate.Run(scheme, name, np.ones(3), {n: 3.0 for n in lengths})
+        for scheme in ("none", "learned", "sinusoidal", "rope", "alibi", "t5")
+        for name in ("numpy", "torch", "jax")
+    ]
+    settings = {**extrapolate.DEFAULTS, "dtype": "float32"}
+    training.extrapolation(
+        extrapolate.Extrapolation(settings, runs, dict.fromkeys(lengths, 2.9)), "x"
+    )
+    for fig in figures:
+        assert _inside(fig, fig._suptitle), fig._suptitle.get_text()
+        pyplot().close(fig)
+
+
+def test_the_order_picture_labels_token_rows_by_token_and_summed_rows_by_position(monkeypatch):
+    from embedding_parity.drawing import demos as pictures
+    from embedding_parity.jobs import demos
+
+    figures = _captured(monkeypatch, pictures)
+    rows = [np.eye(3), np.eye(3)[::-1]]
+    found = {
+        "ids": [np.array([1, 2, 3]), np.array([3, 2, 1])],
+        "labels": [["dog", "bites", "man"], ["man", "bites", "dog"]],
+        "tokens": rows,
+        "positioned": [r + 1 for r in rows],
+        "same_without_position": True,
+        "same_with_position": False,
+    }
+    done = demos.Order(("dog bites man", "man bites dog"), "position", {"numpy": found}, False)
+    pictures.order(done, "model", "numpy", slice(0, 3), "unused.png")
+    [fig] = figures
+    axes = [ax for ax in fig.axes if ax.get_title()]  # the four panels, row by row
+
+    def labels(ax):
+        return [label.get_text() for label in ax.get_yticklabels()]
+
+    assert labels(axes[0]) == ["dog", "bites", "man"]  # token rows only: no position
+    assert labels(axes[1]) == ["man", "bites", "dog"]
+    assert labels(axes[2]) == ["dog @ 0", "bites @ 1", "man @ 2"]
+    assert labels(axes[3]) == ["man @ 0", "bites @ 1", "dog @ 2"]
+    pyplot().close(fig)
+
+
+@pytest.mark.parametrize(
+    "model, label",
+    [("llama-3.1-8b", "factor 8"), ("gpt-oss-20b", "factor 32"), ("llama-2-7b-dynamic", None)],
+)
+def test_the_stretch_labels_the_plateau_of_the_rules_that_have_one(model, label):
+    """llama3 and YaRN stretch the slowest pairs by the factor; a length rule's stretch grows
+    with the length, so no line claims a plateau there."""
+    from backends import positional
+    from embedding_parity import configs
+    from embedding_parity.drawing import schemes
+
+    config = configs.preset(model)
+    fig = pyplot().figure()
+    schemes.wavelengths(config, 4)(fig)
+    stretch = fig.axes[1]
+    texts = [t.get_text() for t in stretch.texts]
+    if label is None:
+        assert texts == []
+    else:
+        assert texts == [label]
+        factor = config.scaling["factor"]
+        rotated = config.rotary_dim or config.head_dim
+        w, _ = positional.rope_parameters(rotated, config.rope_theta, config.scaling, 4)
+        ratio = positional.frequencies(rotated, config.rope_theta) / w
+        assert ratio.max() == pytest.approx(factor)  # the plateau the label names
+        assert stretch.get_ylim()[1] > factor  # with room above it for the label
+    pyplot().close(fig)

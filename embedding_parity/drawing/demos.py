@@ -55,8 +55,10 @@ def order(found: Order, model_name: str, backend: str, dims: slice, path: str, *
         (f"token + {found.position}", shown["positioned"]),
     )
     for col, text in enumerate(found.texts):
-        labels = [f"{label} @ {i}" for i, label in enumerate(shown["labels"][col][:drawn])]
+        tokens = shown["labels"][col][:drawn]
         for row, (kind, arrays) in enumerate(kinds):
+            # Without position a row is its token alone; with it, the token at its position.
+            labels = [f"{t} @ {i}" for i, t in enumerate(tokens)] if row else list(tokens)
             ax = axes[row, col]
             image = ax.imshow(
                 arrays[col][:drawn, dims],

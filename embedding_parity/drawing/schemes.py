@@ -59,6 +59,8 @@ def wavelengths(config, stop: int):
     pairs = np.arange(len(before))
 
     def draw(subfigure):
+        from matplotlib.ticker import LogFormatter
+
         left, right = subfigure.subplots(1, 2, width_ratios=[1.3, 1])
         left.plot(
             pairs, 2 * np.pi / before, "k-", lw=2, label=f"before: rope_theta {config.rope_theta:g}"
@@ -89,6 +91,15 @@ def wavelengths(config, stop: int):
             ylabel="wavelength after / before",
             title="the stretch: 1 = the pair turns as without scaling",
         )
+        right.yaxis.set_major_formatter(LogFormatter())  # 8, not 8 x 10^0
+        right.yaxis.set_minor_formatter(LogFormatter())
+        # linear, llama3 and YaRN stretch the slowest pairs by the factor: their plateau (the
+        # length rules' stretch grows with the length instead)
+        stretch = (scaling or {}).get("factor")
+        if stretch and scaling["rope_type"] not in positional.LENGTH_RULES:
+            right.axhline(stretch, color="grey", ls="-.", lw=1, zorder=1)
+            right.text(pairs[-1], stretch * 1.08, f"factor {stretch:g}", ha="right", fontsize=8)
+            right.set_ylim(top=max(right.get_ylim()[1], stretch * 1.6))  # room for the label
         right.legend(fontsize=7, loc="upper left")
 
     return draw

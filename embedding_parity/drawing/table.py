@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
+from embedding_parity.results.parity import same_bits
+
 
 def text_table(rows: Sequence[Sequence[str]], *, right_from: int | None = None) -> str:
     """``rows[0]`` is the header; columns padded to their widest cell, a dashed rule under
@@ -25,7 +29,9 @@ def text_table(rows: Sequence[Sequence[str]], *, right_from: int | None = None) 
 
 def parity_table(results) -> str:
     """One row per backend (results.parity.Result): shape, dtype, max |diff| and the verdict,
-    with the tolerance column when the reference is float64 rather than bitwise."""
+    with the tolerance column when the reference is float64 rather than bitwise. Then, for
+    more than one backend, each backend against the others: within tolerance of float64 does
+    not say whether two backends rounded alike, and where they did they are bit-identical."""
     exact = all(r.tolerance == 0 for r in results)
     if exact:
         rows = [("backend", "shape", "dtype", "max |diff| vs NumPy", "bit-identical")]
@@ -45,4 +51,18 @@ def parity_table(results) -> str:
         else:
             row += [] if exact else [f"{r.tolerance:.3g}"]
         rows.append((*row, within))
-    return text_table(rows)
+    if exact or len(results) == 1:  # bit-identical to one array: to each other too
+        return text_table(rows)
+    between = [("max |diff| between", *(r.backend for r in results))]
+    between += [(r.backend, *(_against(r, other) for other in results)) for r in results]
+    return f"{text_table(rows)}\n\n{text_table(between)}"
+
+
+def _against(r, other) -> str:
+    """One backend's output against another's: "bit-identical", else their max |diff|."""
+    if other is r:
+        return "-"
+    if same_bits(r.output, other.output):
+        return "bit-identical"
+    diff = np.abs(r.output.astype(np.float64) - other.output.astype(np.float64))
+    return f"{diff.max(initial=0):.3g}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from embedding_parity.drawing import pyplot, save
+from embedding_parity.drawing import pyplot, save, wrap
 from embedding_parity.drawing.table import text_table
 from embedding_parity.results.extrapolate import Extrapolation
 from embedding_parity.results.train import Training
@@ -86,12 +86,12 @@ def curves(training: Training, path: str, *, show: bool = False) -> None:
     axes[0, -1].legend(fontsize=8, loc="upper right")
     axes[1, -1].legend(fontsize=8, loc="lower right")
     s = training.settings
-    fig.suptitle(
+    title = (
         f"the same model, weights and batches in every backend: {s['dtype']}, {s['steps']} "
         f"steps of Adam (lr {s['lr']:g}), batch {s['batch_size']}, dim {s['dim']}, "
-        f"head {s['head_dim']} (where the curves agree they lie on top of each other)",
-        fontsize=10,
+        f"head {s['head_dim']} (where the curves agree they lie on top of each other)"
     )
+    fig.suptitle(wrap(title, fig.get_figwidth()), fontsize=10)
     save(fig, path, show=show)
 
 
@@ -265,10 +265,10 @@ def extrapolation(done: Extrapolation, path: str, *, show: bool = False) -> None
     fig.legend(handles, labels, fontsize=8, loc="outside lower center", ncol=len(labels))
     markers = ", ".join(f"{MARKERS.get(b, 'o')} {b}" for b in backends)
     s = done.settings
-    fig.suptitle(
+    title = (
         f"train at {s['length']} tokens, test up to {lengths[-1]}: {s['steps']} steps of Adam "
         f"(lr {s['lr']:g}), batch {s['batch_size']}, dim {s['dim']}, {s['heads']} heads of "
-        f"{s['head_dim']}, {s['dtype']}; markers {markers} (they coincide where backends agree)",
-        fontsize=10,
+        f"{s['head_dim']}, {s['dtype']}; markers {markers} (they coincide where backends agree)"
     )
+    fig.suptitle(wrap(title, fig.get_figwidth()), fontsize=10)
     save(fig, path, show=show)
