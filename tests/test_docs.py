@@ -101,16 +101,19 @@ def largest(drift: dict) -> dict:
 
 def train_claims():
     t64, t32 = record("train-float64.json"), record("train-float32.json")
-    f64, f32 = largest(t64["drift"]), largest(t32["drift"])
+    f32 = largest(t32["drift"])
     learned = np.asarray(t32["drift"]["learned"])
     stretches = [
         e(learned[a:b].max(), 1 if a == 0 else 2)
         for a, b in ((0, 50), (50, 100), (100, 200), (200, 300))
     ]
     none = [f"{r['loss'][-1]:.5f}" for r in t32["runs"] if r["scheme"] == "none"]
+    printed = {  # as the run prints them: "none: losses agree to 1.59e-15 (relative), ..."
+        s: f"{float(np.nanmax(np.asarray(t64['drift'][s], dtype=float))):.3g}" for s in SCHEMES
+    }
     yield (
-        "Measured largest relative differences over 300 steps: "
-        + ", ".join(f"{s} {f64[s]}" for s in SCHEMES)
+        "Measured largest relative differences over 300 steps, as the run prints them "
+        '("losses agree to ..."): ' + ", ".join(f"{s} {printed[s]}" for s in SCHEMES)
     )
     yield f"300 · 109 · 2.2e-16 = {e(t64['tolerance'])}"
     yield (
