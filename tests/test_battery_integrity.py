@@ -149,6 +149,7 @@ def test_cases_are_exported_and_judged_under_a_raising_state(raising, tmp_path):
 # --- the caller's warnings and environment -------------------------------------------------
 
 
+@pytest.mark.matrix  # the second tier: along ONNX Runtime, from the conformance extra
 def test_a_check_along_onnx_in_process_keeps_the_callers_warnings_and_environment():
     import production
 

@@ -6,6 +6,8 @@ import pytest
 
 from embedding_parity.conformance import known
 
+pytestmark = pytest.mark.matrix  # the second tier: make conformance-test
+
 # The versions the findings below were made with (pinned in constraints.txt and
 # requirements-conformance.txt); a new version is a new finding to check.
 PINNED = {

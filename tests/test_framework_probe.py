@@ -43,6 +43,7 @@ def worker():
         yield worker
 
 
+@pytest.mark.matrix  # the second tier: Keras, from the conformance extra
 @pytest.mark.parametrize("name, kind", [("rope", "rope"), ("lookup", "lookup")])
 def test_keras_on_jax_is_jax_and_judged_as_with_framework_jax(keras_on_jax, name, kind):
     target = f"{KERAS}:{name}"
@@ -56,6 +57,7 @@ def test_keras_on_jax_is_jax_and_judged_as_with_framework_jax(keras_on_jax, name
     assert [c.detail for c in found.checks] == [c.detail for c in given.checks]
 
 
+@pytest.mark.matrix  # the second tier: Keras, from the conformance extra
 def test_keras_on_jax_float64_is_not_misread_as_a_change_of_dtype(keras_on_jax):
     """Keras's cos computes a float64 rope in float32 on JAX: detected as JAX (x64 on), the
     kit says so; taken for NumPy (as its imports once said), it blamed a silent dtype change."""
@@ -66,6 +68,7 @@ def test_keras_on_jax_float64_is_not_misread_as_a_change_of_dtype(keras_on_jax):
     assert "returns float32 for float64 (a silent change of dtype)" in wrong.detail
 
 
+@pytest.mark.matrix  # the second tier: Keras, from the conformance extra
 def test_keras_on_torch_is_torch():
     with process.Worker({"KERAS_BACKEND": "torch"}) as worker:
         report = runner.run(f"{KERAS}:lookup", "lookup", only="forward float32", worker=worker)

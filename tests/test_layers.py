@@ -88,3 +88,30 @@ def test_a_module_outside_every_layer_is_refused(copy):
     done = lint(str(copy))
     assert done.returncode == 1, done.stdout
     assert "embedding_parity.helpers" in done.stdout
+
+
+def drawn_layers() -> dict:
+    """{container, or "the project": [layer, ...]} as docs/development.md draws them."""
+    with open(os.path.join(ROOT, "docs", "development.md")) as page:
+        text = page.read()
+    block = text.split("<!-- layers:", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    drawn: dict[str, list[str]] = {}
+    for line in block.splitlines():
+        if not line.startswith(" "):
+            container = drawn.setdefault(line.strip(), [])
+        else:  # the layer, then its description after two or more spaces
+            container.append(line.strip().split("  ", 1)[0])
+    return drawn
+
+
+def test_the_docs_draw_the_contracts_layers():
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as file:
+        contracts = tomllib.load(file)["tool"]["importlinter"]["contracts"]
+    layered = {
+        (c["containers"][0] if "containers" in c else "the project"): c["layers"]
+        for c in contracts
+        if c["type"] == "layers"
+    }
+    assert drawn_layers() == layered

@@ -16,6 +16,10 @@ from embedding_parity.conformance import frameworks
 from embedding_parity.conformance.adapters import sources
 from embedding_parity.conformance.kinds import KINDS, Outcome
 
+# The second tier (make conformance-test): transformers' and torchtune's own code, from the
+# conformance extra.
+pytestmark = pytest.mark.matrix
+
 
 def arguments(kind: str, case) -> list:
     return [frameworks.to_framework(a, "torch") for a in KINDS[kind].arguments(case.params)]

@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import fresh_machine
 
+pytestmark = pytest.mark.matrix  # the second tier: make conformance-test
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # In a process of its own: TensorFlow imported into the tests' process would be probed in

@@ -15,6 +15,7 @@ import compare
 from embedding_parity.conformance import api, paths, process, runner
 from embedding_parity.conformance import report as reports
 
+pytestmark = pytest.mark.matrix  # the second tier: make conformance-test
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRODUCTION = os.path.join(ROOT, "tests", "conformance_targets", "production.py")
 
