@@ -12,13 +12,21 @@ layout, angles in low precision, a position off by one, the paper's ALiBi slopes
 that are not powers of two, a T5 bucket boundary, repeated ids summed once. Bad ids must raise:
 a clamped, wrapped, NaN or zero row is a silent wrong answer.
 
+Its modules, from the bottom up (each imports only those below it: docs/development.md,
+"Layers"):
+
+- ``numerics``, ``frameworks``, ``versions``: rounding and ulps; NumPy arrays into a framework's
+  arrays and back, the framework detected; installed packages' versions;
 - ``kinds``: the eight contracts, one module each: cases, references, tolerances, named mistakes;
-- ``frameworks``: NumPy arrays into a framework's arrays and back, the framework detected;
-- ``worker``: the process that imports the target and calls it, one case at a time;
-- ``runner``: starts the worker, runs each case under a time limit, judges and reports;
-- ``known``: the implementations people use, as adapters, and the matrix of their verdicts;
+- ``paths``, ``adapters``: how one call is made along a production path; the libraries' layers;
+- ``worker``, ``report``: the process that imports the target and calls it, one case at a time;
+  each case's verdict, one result per check, the report's lines and JSON;
+- ``process``: in which process a target is called (a Worker under time limits, or in process);
 - ``against``: one implementation held to another, case by case;
-- ``cases``: the battery as files any language can read, and results judged from files.
+- ``runner``: a battery run: the cases chosen, asked eagerly and along a path, judged;
+- ``api``, ``known``, ``cases``, ``testing``: the front doors: check() and assert_conforms();
+  the matrix of the implementations people use; the battery as files any language can read;
+  one pytest test per check.
 """
 
 __all__ = ["Report", "assert_conforms", "check", "parametrize_with_checks"]
