@@ -2,6 +2,9 @@
 1) and named; bad usage is one line and exit 2; a case that hangs or kills the worker is marked
 and the run goes on."""
 
+import collections
+import contextlib
+import functools
 import json
 import os
 import re
@@ -13,7 +16,7 @@ import numpy as np
 import pytest
 
 import compare
-from embedding_parity.conformance import numerics
+from embedding_parity.conformance import numerics, process, runner
 from embedding_parity.usage import UsageError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,6 +27,29 @@ def check(capsys, target: str, kind: str, *flags) -> tuple[int, str]:
     code = compare.main(["check", os.path.join(HERE, target), "--kind", kind, *flags])
     captured = capsys.readouterr()
     return code, captured.out + captured.err
+
+
+@pytest.fixture(scope="module")
+def workers():
+    """One worker process per targets file, for the checks about verdicts rather than about
+    the worker's life (a hang, a crash: those start their own, as `check` does): a worker with
+    torch or JAX costs seconds to start. Each check loads its target into it as into a fresh
+    one, the way a matrix's rows share a worker; a file's targets import what the file does,
+    so what the probe tries is what it would try in a fresh worker."""
+    with contextlib.ExitStack() as stack:
+        yield collections.defaultdict(lambda: stack.enter_context(process.Worker({})))
+
+
+@pytest.fixture
+def shared(capsys, monkeypatch, workers):
+    """``check`` through the command line, its target run in the module's worker of its file."""
+
+    def check_shared(target: str, kind: str, *flags) -> tuple[int, str]:
+        worker = workers[target.partition(":")[0]]
+        monkeypatch.setattr(runner, "run", functools.partial(runner.run, worker=worker))
+        return check(capsys, target, kind, *flags)
+
+    return check_shared
 
 
 @pytest.mark.parametrize(
@@ -40,8 +66,8 @@ def check(capsys, target: str, kind: str, *flags) -> tuple[int, str]:
         ("jax_targets.py:rope", "rope"),
     ],
 )
-def test_a_correct_implementation_conforms(capsys, target, kind):
-    code, report = check(capsys, target, kind)
+def test_a_correct_implementation_conforms(shared, target, kind):
+    code, report = shared(target, kind)
     assert code == 0, report
     assert "CONFORMS" in report and "  NO " not in report
     framework = (
@@ -64,11 +90,11 @@ def test_a_correct_implementation_conforms(capsys, target, kind):
     ],
 )
 def test_a_line_within_tolerance_says_its_error_is_inside_its_bound(
-    capsys, target, kind, bound, ulps
+    shared, target, kind, bound, ulps
 ):
     # the ulps of a table or a rotation are of its largest value: thousands of them can be
     # well inside the (absolute) bound, and the line says so before it gives them
-    code, report = check(capsys, target, kind, "--dtypes", "float32")
+    code, report = shared(target, kind, "--dtypes", "float32")
     said = [line for line in report.splitlines() if "within tolerance" in line]
     assert code == 0 and said, report
     numbers = r": \S+ <= \S+ \(0\.\d\d of the bound\); \S+ ulp "
@@ -159,17 +185,17 @@ def test_a_line_within_tolerance_says_its_error_is_inside_its_bound(
         ),
     ],
 )
-def test_each_natural_mistake_is_caught_and_named(capsys, target, kind, flags, named):
-    code, report = check(capsys, target, kind, *flags)
+def test_each_natural_mistake_is_caught_and_named(shared, target, kind, flags, named):
+    code, report = shared(target, kind, *flags)
     assert code == 1, report
     assert "DIFFERS" in report
     for words in named:
         assert words in report, report
 
 
-def test_json_has_every_case(tmp_path, capsys):
+def test_json_has_every_case(tmp_path, shared):
     out = tmp_path / "check.json"
-    code, _ = check(capsys, "numpy_targets.py:alibi_paper", "alibi", "--json", str(out))
+    code, _ = shared("numpy_targets.py:alibi_paper", "alibi", "--json", str(out))
     assert code == 1
     record = json.loads(out.read_text())
     assert record["conforms"] is False and record["kind"] == "alibi"
@@ -207,22 +233,22 @@ def test_a_crash_is_marked_and_the_run_goes_on(capsys):
     assert report.count("FAIL") == 3 and "ok   forward bfloat16" in report
 
 
-def test_raising_on_a_valid_input_is_a_difference_not_a_pass(capsys):
-    code, report = check(capsys, "misbehaving.py:refuses_odd_heads", "alibi")
+def test_raising_on_a_valid_input_is_a_difference_not_a_pass(shared):
+    code, report = shared("misbehaving.py:refuses_odd_heads", "alibi")
     assert code == 1
     assert "3 heads (not a power of two): raises ValueError: 3 heads: only powers of two" in report
 
 
-def test_nan_results_are_reported_and_recorded(tmp_path, capsys):
+def test_nan_results_are_reported_and_recorded(tmp_path, shared):
     out = tmp_path / "nan.json"
-    code, report = check(capsys, "misbehaving.py:rope_of_nans", "rope", "--json", str(out))
+    code, report = shared("misbehaving.py:rope_of_nans", "rope", "--json", str(out))
     assert code == 1 and "NaN at [0, 0, 0]" in report
     record = json.loads(out.read_text())  # strict JSON: the infinite ulps as a string
     assert record["checks"][0]["cases"][0]["ulps"] == "inf"
 
 
-def test_a_target_that_prints_still_conforms(capsys):
-    code, report = check(capsys, "misbehaving.py:prints", "alibi")
+def test_a_target_that_prints_still_conforms(shared):
+    code, report = shared("misbehaving.py:prints", "alibi")
     assert code == 0, report
 
 
