@@ -10,6 +10,7 @@ import pytest
 import backends
 import compare
 from tests.conftest import fresh_machine, left_behind
+from tests.pictures import unrendered
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -101,6 +102,7 @@ def test_sinusoidal_and_rope_schemes(tmp_path, capsys, scheme, layout, dtype):
 
 
 def test_rope_beyond_tolerance_exits_1(tmp_path, capsys, monkeypatch):
+    unrendered(monkeypatch)
     name = backends.names()[-1]
     be = backends.get(name)
     exact = be.apply_rope
@@ -223,6 +225,7 @@ def test_a_flag_given_with_its_default_value_is_still_checked(capsys):
 
 
 def test_right_bytes_in_the_wrong_dtype_differ(tmp_path, capsys, monkeypatch):
+    unrendered(monkeypatch)
     name = backends.names()[-1]
     be = backends.get(name)
     exact = be.to_numpy
@@ -251,7 +254,8 @@ def test_more_bad_arguments_exit_2_with_one_line(capsys, argv, expected):
     assert expected in line
 
 
-def test_a_files_tables_in_another_dtype_are_said_to_be_cast(tmp_path, capsys):
+def test_a_files_tables_in_another_dtype_are_said_to_be_cast(tmp_path, capsys, monkeypatch):
+    unrendered(monkeypatch)
     token_table, position_table = backends.shared_weights(50, 6, 8, dtype="float64")
     path = tmp_path / "f64.npz"
     np.savez(path, token_table=token_table, position_table=position_table)

@@ -10,6 +10,7 @@ import backends
 import compare
 from embedding_parity import cli
 from tests.conftest import needs
+from tests.pictures import unrendered
 
 NAMES = backends.names()
 
@@ -20,7 +21,8 @@ def run_cli(capsys, *argv):
     return code, captured.out, captured.err
 
 
-def test_compare_on_real_text_with_saved_arrays(tmp_path, capsys, minilm):
+def test_compare_on_real_text_with_saved_arrays(tmp_path, capsys, minilm, monkeypatch):
+    unrendered(monkeypatch)
     out, arrays = tmp_path / "king.png", tmp_path / "king.npz"
     code, printed, _ = run_cli(
         capsys,
@@ -63,9 +65,10 @@ def test_compare_on_a_rope_model_saves_no_position(tmp_path, capsys, smollm2):
     assert not any(k.startswith("position_") for k in np.load(arrays).files)
 
 
-def test_compare_on_your_own_file(tmp_path, capsys, minilm):
+def test_compare_on_your_own_file(tmp_path, capsys, minilm, monkeypatch):
     from safetensors.numpy import save_file
 
+    unrendered(monkeypatch)
     path = tmp_path / "bert.safetensors"
     save_file(
         {
@@ -92,7 +95,8 @@ def test_compare_on_your_own_file(tmp_path, capsys, minilm):
     assert code == 0 and "bit-identical" in printed
 
 
-def test_compare_text_errors_and_truncation(tmp_path, capsys, minilm):
+def test_compare_text_errors_and_truncation(tmp_path, capsys, minilm, monkeypatch):
+    unrendered(monkeypatch)
     png = str(tmp_path / "t.png")
     code, _, err = run_cli(capsys, "text", "   ", "--out", png)
     assert code == 2 and "the text is empty" in err
@@ -247,7 +251,8 @@ def test_byte_level_labels_show_the_leading_space(tmp_path, capsys, smollm2):
     assert "␣King" in nearest and "King" in nearest.replace("␣King", "")  # two different tokens
 
 
-def test_the_order_demo_holds_on_a_rope_model_by_default(tmp_path, capsys, smollm2):
+def test_the_order_demo_holds_on_a_rope_model_by_default(tmp_path, capsys, smollm2, monkeypatch):
+    unrendered(monkeypatch)
     code, printed, _ = run_cli(
         capsys, "demo", "order", "--weights", "smollm2", "--out", str(tmp_path / "o.png")
     )
@@ -298,7 +303,10 @@ def test_an_empty_word_names_the_flag(tmp_path, capsys, minilm):
     assert code == 2 and "--words: word 2 of 2 is empty" in err
 
 
-def test_texts_of_other_words_get_a_note_that_suits_the_tokenizer(tmp_path, capsys, minilm):
+def test_texts_of_other_words_get_a_note_that_suits_the_tokenizer(
+    tmp_path, capsys, minilm, monkeypatch
+):
+    unrendered(monkeypatch)
     code, printed, _ = run_cli(
         capsys,
         "demo",
@@ -314,6 +322,8 @@ def test_texts_of_other_words_get_a_note_that_suits_the_tokenizer(tmp_path, caps
 
 
 def test_the_similarity_demo_runs_no_backend(tmp_path, capsys, minilm, monkeypatch):
+    unrendered(monkeypatch)
+
     def refuse(name):
         raise AssertionError(f"imported backend {name}")
 
