@@ -1,6 +1,7 @@
 """The kit where porting happens: check() and assert_conforms() on a callable, what is
 expected, one port held to another (--against), and the pytest plugin in a throwaway project."""
 
+import functools
 import json
 import os
 import re
@@ -13,7 +14,7 @@ import pytest
 
 import compare
 from embedding_parity.cli import UsageError
-from embedding_parity.conformance import api, assert_conforms, check, runner
+from embedding_parity.conformance import api, assert_conforms, check, process, runner
 from embedding_parity.conformance import report as reports
 from embedding_parity.conformance.api import UnmatchedExpectation
 from embedding_parity.conformance.kinds import KINDS
@@ -144,34 +145,50 @@ def run_check(capsys, *flags):
     return code, captured.out + captured.err
 
 
-def test_the_command_line_says_what_is_expected(capsys, tmp_path):
+@pytest.fixture(scope="module")
+def ports_worker():
+    """One worker process for the command-line checks of ports.py that are about the command
+    line, not the worker (a fresh one for each costs its start): each loads its target into it
+    as into a fresh one, the way a matrix's rows share a worker. --against starts its own."""
+    with process.Worker({}) as worker:
+        yield worker
+
+
+@pytest.fixture
+def shared(capsys, monkeypatch, ports_worker):
+    """``run_check``, its target run in the module's ports.py worker."""
+    monkeypatch.setattr(runner, "run", functools.partial(runner.run, worker=ports_worker))
+    return functools.partial(run_check, capsys)
+
+
+def test_the_command_line_says_what_is_expected(shared, tmp_path):
     target = f"{PORTS}:rope"
-    code, out = run_check(capsys, target, "--kind", "rope", "--dtypes", "float64,float32")
+    code, out = shared(target, "--kind", "rope", "--dtypes", "float64,float32")
     assert code == 1 and "DIFFERS" in out
     expect = ["--expect", "rotation float64=computes in float32", "--expect", "long*64=same"]
-    code, out = run_check(capsys, target, "--kind", "rope", "--dtypes", "float64,float32", *expect)
+    code, out = shared(target, "--kind", "rope", "--dtypes", "float64,float32", *expect)
     assert code == 0, out
     assert "  xf   rotation float64  " in out and "expected (computes in float32)" in out
     listed = tmp_path / "expected.txt"
     listed.write_text("# float32 inside\n* float64 = computes in float32\nrotation float32=stale\n")
     flags = [target, "--kind", "rope", "--dtypes", "float64,float32", "--expect-file", str(listed)]
-    code, out = run_check(capsys, *flags)
+    code, out = shared(*flags)
     assert code == 0 and "  XP   rotation float32" in out
-    code, out = run_check(capsys, *flags, "--strict", "--json", str(tmp_path / "r.json"))
+    code, out = shared(*flags, "--strict", "--json", str(tmp_path / "r.json"))
     assert code == 1
     record = json.loads((tmp_path / "r.json").read_text())
     assert record["schema_version"] == 1 and record["strict"] is True
     assert [c["status"] for c in record["checks"]] == ["expected", "expected", "fixed", "conforms"]
-    code, out = run_check(capsys, target, "--kind", "rope", "--expect", "no equals sign")
+    code, out = shared(target, "--kind", "rope", "--expect", "no equals sign")
     assert code == 2 and "must be CHECK=REASON" in out
 
 
-def test_the_command_line_holds_one_port_to_another(capsys):
+def test_the_command_line_holds_one_port_to_another(shared):
     flags = ["--kind", "rope", "--dtypes", "float32", "--against", f"{PORTS}:rope"]
-    code, out = run_check(capsys, f"{PORTS}:rope_same", *flags)
+    code, out = shared(f"{PORTS}:rope_same", *flags)
     assert code == 0, out
     assert "bit-identical to" in out and "[contract: ok, ok]" in out
-    code, out = run_check(capsys, f"{PORTS}:rope_one_ulp", *flags)
+    code, out = shared(f"{PORTS}:rope_one_ulp", *flags)
     assert code == 1 and "at most 1 ulp, at [1, 2, 3]" in out
 
 
@@ -271,14 +288,14 @@ def test_the_shapes_ports_call_with():
     assert not wrong.conforms
 
 
-def test_the_command_line_takes_the_shapes_and_a_pair_comes_back_from_the_worker(capsys):
+def test_the_command_line_takes_the_shapes_and_a_pair_comes_back_from_the_worker(shared):
     flags = ["--kind", "rope", "--batched", "--qk", "--head-dim", "8", "--dtypes", "bfloat16"]
-    code, out = run_check(capsys, f"{PORTS}:rope_qk", *flags)
+    code, out = shared(f"{PORTS}:rope_qk", *flags)
     assert code == 0, out
     assert "f(q, k, positions)" in out
-    code, out = run_check(capsys, f"{PORTS}:lookup", "--kind", "rope", "--table", "5,4,8")
+    code, out = shared(f"{PORTS}:lookup", "--kind", "rope", "--table", "5,4,8")
     assert code == 2 and "--table goes with --kind lookup, not rope" in out
-    code, out = run_check(capsys, f"{PORTS}:lookup", "--kind", "lookup", "--table", "50,4,8")
+    code, out = shared(f"{PORTS}:lookup", "--kind", "lookup", "--table", "50,4,8")
     assert code == 0, out
     assert "bad id: vocab_size" in out
 
@@ -403,12 +420,10 @@ def test_against_compares_integers_by_value_and_refuses_what_is_not_a_number():
     assert "returns complex64, where the contract is in a float dtype" in odd.checks[0].detail
 
 
-def test_only_with_a_checks_whole_name_runs_that_check_alone(capsys):
-    code, out = run_check(
-        capsys, f"{PORTS}:lookup", "--kind", "lookup", "--only", "forward float32"
-    )
+def test_only_with_a_checks_whole_name_runs_that_check_alone(shared):
+    code, out = shared(f"{PORTS}:lookup", "--kind", "lookup", "--only", "forward float32")
     assert code == 0 and "1 of 1 check conforms" in out
-    code, out = run_check(capsys, f"{PORTS}:lookup", "--kind", "lookup", "--only", "bad id")
+    code, out = shared(f"{PORTS}:lookup", "--kind", "lookup", "--only", "bad id")
     assert "4 of 4 checks conform" in out
 
 
