@@ -45,8 +45,6 @@ def hf_rope(options):
     one call with the option qk, a batch of position rows (B, T) as the models pass them."""
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    from embedding_parity.conformance.adapters import transformers_configured
-
     rope = rotation(options)
     kind = rope["scaling"] and rope["scaling"]["rope_type"]
     if kind and kind not in ROPE_INIT_FUNCTIONS:  # the kit's freq_factors: llama.cpp's, a GGUF's
@@ -54,6 +52,9 @@ def hf_rope(options):
             f"hf has no {kind} rule (transformers' rope types: {', '.join(ROPE_INIT_FUNCTIONS)})"
             ": check against the contract alone"
         )
+    # the models' modules only now: their import costs seconds a refusal need not pay
+    from embedding_parity.conformance.adapters import transformers_configured
+
     return transformers_configured.rotary(rope, qk=bool(options.get("qk")))
 
 
