@@ -6,6 +6,7 @@ field; every config read through the bounded reader of regular files."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -14,6 +15,7 @@ import sys
 
 import pytest
 
+import compare
 from embedding_parity import configs
 from embedding_parity.cli import UsageError
 from embedding_parity.configs import hf
@@ -330,8 +332,10 @@ def test_a_config_over_the_size_cap_is_refused(tmp_path):
         configs.read(str(path))
 
 
-def cli(*arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+def cli(*arguments: str) -> tuple[int, str]:
+    """compare.py's exit status and what it printed to stderr, run as a Python of its own:
+    for a file whose reading, were it to regress, would never end (the timeout ends it)."""
+    done = subprocess.run(
         [sys.executable, "compare.py", *arguments],
         check=False,
         cwd=ROOT,
@@ -339,24 +343,33 @@ def cli(*arguments: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=120,
     )
+    return done.returncode, done.stderr
 
 
-def refused_in_one_line(done: subprocess.CompletedProcess, *words: str) -> None:
-    assert done.returncode == 2, done.stderr[-2000:]
-    lines = done.stderr.strip().splitlines()
+def here(capsys, *arguments: str) -> tuple[int, str]:
+    """The same in this process (compare.main): no Python, torch or JAX started for it."""
+    code = compare.main(list(arguments))
+    return code, capsys.readouterr().err
+
+
+def refused_in_one_line(done: tuple[int, str], *words: str) -> None:
+    code, stderr = done
+    assert code == 2, stderr[-2000:]
+    lines = stderr.strip().splitlines()
     assert len(lines) == 1 and all(word in lines[0] for word in words), lines
 
 
 @pytest.mark.parametrize("special", ["fifo", "/dev/zero", "folder"])
-def test_check_refuses_a_config_that_is_not_a_regular_file(tmp_path, special):
+def test_check_refuses_a_config_that_is_not_a_regular_file(tmp_path, capsys, special):
     path = str(tmp_path / "config.json")
     if special == "fifo":
         os.mkfifo(path)  # nobody writes it: reading it would wait for ever
     elif special == "folder":
         os.mkdir(path)
     else:
-        path = special
-    done = cli("check", TARGET, "--kind", "rope", "--config", path)
+        path = special  # read to its end, it has none
+    run = functools.partial(here, capsys) if special == "folder" else cli
+    done = run("check", TARGET, "--kind", "rope", "--config", path)
     refused_in_one_line(done, f"--config {path}")
 
 
@@ -370,15 +383,15 @@ def test_check_refuses_a_config_that_is_not_a_regular_file(tmp_path, special):
     ],
     ids=["head_dim 1e6", "head_dim 0", "rope_scaling a list", "model_type a number"],
 )
-def test_check_refuses_a_bad_field_with_exit_two(tmp_path, fields, field):
+def test_check_refuses_a_bad_field_with_exit_two(tmp_path, capsys, fields, field):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(fields))
-    done = cli("check", TARGET, "--kind", "rope", "--config", str(path))
+    done = here(capsys, "check", TARGET, "--kind", "rope", "--config", str(path))
     refused_in_one_line(done, f"--config {path}", field)
 
 
-def test_seed_refuses_a_base_that_overflows_the_frequencies(tmp_path):
+def test_seed_refuses_a_base_that_overflows_the_frequencies(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**LLAMA, "rope_theta": 1e-300}))
-    done = cli("seed", "--config", str(path), "--out", str(tmp_path / "seed.png"))
+    done = here(capsys, "seed", "--config", str(path), "--out", str(tmp_path / "seed.png"))
     refused_in_one_line(done, f"--config {path}", "rope_theta")
