@@ -391,7 +391,7 @@ def _sparse_token_gradient(host_ids: np.ndarray, upstream, padding_idx) -> tuple
     if padding_idx is not None:  # the padding row never learns
         keep = indices != padding_idx
         indices, summed = indices[keep], summed[keep]
-    return jnp.asarray(indices, jnp.int32), jax.device_put(summed)
+    return jax.device_put(indices.astype(np.int32)), jax.device_put(summed)  # nothing compiled
 
 
 @jax.jit
@@ -489,9 +489,9 @@ def alibi_slopes(num_heads: int, *, dtype="float32") -> jax.Array:
     dtype = validation.resolve_dtype(dtype)
     slopes = positional.alibi_slopes(num_heads)  # float64 constants, as the weights are
     # rounded on the host, as constants are (through float32 for the 16-bit dtypes): one
-    # transfer, no conversion compiled for each head count
+    # transfer, no conversion compiled for each head count (jnp.asarray would compile a copy)
     with _precision(dtype):
-        return jnp.asarray(slopes.astype(positional.compute_dtype(dtype)).astype(dtype))
+        return jax.device_put(slopes.astype(positional.compute_dtype(dtype)).astype(dtype))
 
 
 def alibi_bias(
