@@ -9,6 +9,7 @@ import pytest
 import backends
 import compare
 from backends import positional
+from tests.pictures import unrendered
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -52,7 +53,8 @@ def test_longrope_past_its_original_length_in_float64():
         assert r.agrees and r.bound_used < 1 and r.max_abs_diff < 1e-12, r.backend
 
 
-def test_a_config_json_on_disk(tmp_path, capsys):
+def test_a_config_json_on_disk(tmp_path, capsys, monkeypatch):
+    unrendered(monkeypatch)
     config = {
         "model_type": "llama",
         "hidden_size": 256,
@@ -72,6 +74,7 @@ def test_a_config_json_on_disk(tmp_path, capsys):
 
 
 def test_a_backend_that_ignores_the_scaling_differs(tmp_path, capsys, monkeypatch):
+    unrendered(monkeypatch)
     # llama3's factor 32 left out: the low-frequency pairs turn 32 times too fast at 30000.
     name = backends.names()[-1]
     be = backends.get(name)
@@ -85,6 +88,7 @@ def test_a_backend_that_ignores_the_scaling_differs(tmp_path, capsys, monkeypatc
 
 
 def test_an_unrounded_gemma_scale_is_named(tmp_path, capsys, monkeypatch):
+    unrendered(monkeypatch)
     # sqrt(3072) = 55.43 not rounded to bfloat16's 55.5 first: rows a few ulps off, while the
     # rotation stays within its bound, so the rows' own bits are what catches it.
     be = backends.get("numpy")
@@ -120,6 +124,7 @@ def test_the_picture_draws_each_pairs_wavelength_before_and_after(tmp_path, monk
         return recording
 
     monkeypatch.setattr(schemes, "wavelengths", spy)
+    unrendered(monkeypatch)  # the lines are read from the figure as it is built
     argv = ["--model", "llama-3.1-8b", "--backends", "numpy", "--out", str(tmp_path / "w.png")]
     assert compare.main(argv) == 0
     before = drawn["left"]["before: rope_theta 500000"]
