@@ -222,6 +222,11 @@ def test_rope(implementation, check):
 """
 
 
+# The venv's other pytest plugins, nothing to do with a port's project: each of the three
+# processes below would import Hypothesis (a second of CPU) for nothing.
+UNRELATED = ["-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:jaxtyping"]
+
+
 def throwaway(pytester, strict: str) -> None:
     """A project of its own: the ports module and a test file that checks two of them."""
     with open(PORTS, encoding="utf-8") as file:
@@ -232,7 +237,7 @@ def throwaway(pytester, strict: str) -> None:
 def test_the_decorator_gives_one_test_per_check_in_a_throwaway_project(pytester):
     """Under pytest-xdist, as a port's CI runs it: the workers collect the same ids."""
     throwaway(pytester, "")
-    flags = ["-p", "no:cacheprovider", "-rxXf", "--junitxml=junit.xml"]
+    flags = ["-p", "no:cacheprovider", "-rxXf", "--junitxml=junit.xml", *UNRELATED]
     result = pytester.runpytest_subprocess("-n", "2", *flags)
     # rope: float64 as expected, rotation float32 conforms, long positions float32 XPASS;
     # rope_off_by_one: every check differs, rotation float32 unexpectedly; the stale entry's
