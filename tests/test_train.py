@@ -227,15 +227,16 @@ def test_the_language_has_the_stated_statistics():
 
 def test_extrapolate_from_the_command_line(tmp_path, capsys):
     out, record = tmp_path / "x.png", tmp_path / "x.json"
-    argv = ["train", "--extrapolate", "--steps", "3", "--length", "4", "--dtype", "float64"]
+    # The fixture's length, dtype and widths: JAX reuses the programs it compiled for them.
+    argv = ["train", "--extrapolate", "--steps", "3", "--length", "6", "--dtype", "float64"]
     argv += ["--scheme", "learned", "alibi"]  # the command's plumbing; the fixture trains all six
     assert compare.main([*argv, "--out", str(out), "--json", str(record)]) == 0
     printed = capsys.readouterr().out
-    assert "Bayes-optimal" in printed and "lowest loss at T=32" in printed
-    assert "error: start 0 + T 8 = 8 exceeds max_seq_len 4" in printed
+    assert "Bayes-optimal" in printed and "lowest loss at T=48" in printed
+    assert "error: start 0 + T 12 = 12 exceeds max_seq_len 6" in printed
     assert out.read_bytes()[:8] == PNG_MAGIC
     saved = json.loads(record.read_text())
-    assert saved["settings"]["length"] == 4 and len(saved["runs"]) == 2 * len(NAMES)
+    assert saved["settings"]["length"] == 6 and len(saved["runs"]) == 2 * len(NAMES)
 
 
 def test_one_backend_reports_no_drift(capsys, tmp_path):
@@ -246,7 +247,7 @@ def test_one_backend_reports_no_drift(capsys, tmp_path):
     assert "agree to" not in printed and "differ by" not in printed
 
 
-def test_the_recorded_run_the_page_reads_is_what_training_computes():
+def test_the_recorded_run_the_page_reads_is_what_training_computes(float32_run):
     # compare.py page reads docs/train-float32.json instead of training: it must be this code's.
     from embedding_parity.jobs import page
 
@@ -254,9 +255,13 @@ def test_the_recorded_run_the_page_reads_is_what_training_computes():
     recorded = page.recorded_training(names, train.DEFAULTS["steps"])
     assert recorded is not None, "docs/train-float32.json no longer matches: run make train"
     assert page.recorded_training(names, 7) is None  # other settings: trained afresh
-    # The first steps of the recorded run: the batches and Adam do not depend on the step count.
+    # The first steps of the recorded run: the batches and Adam do not depend on the step count,
+    # so the fixture's first 40 steps (the default settings but for the count) are a 40-step run.
     steps = 40
-    fresh = train.run(names, ["learned"], dtype="float32", steps=steps)
+    assert {**float32_run.settings, "steps": train.DEFAULTS["steps"]} == {
+        **train.DEFAULTS,
+        "dtype": "float32",
+    }
     # The record was made on another CPU, and float32 matrix products are not bit-reproducible
     # across CPUs: OpenBLAS picks its kernels by instruction set (with its SkylakeX kernels
     # NumPy gives the record's bits; with the Haswell or Zen ones a loss differs in its last bit
@@ -264,14 +269,11 @@ def test_the_recorded_run_the_page_reads_is_what_training_computes():
     # differ from this run by as much as this run's backends differ from each other (their
     # drift, relative to the loss, or one float32 rounding where they agree), and no more. A
     # stale record differs by orders more.
-    drift = np.maximum(fresh.drift["learned"], np.finfo(np.float32).eps)
-    for curve in fresh.curves:
-        [kept] = [
-            c
-            for c in recorded["curves"]
-            if (c["scheme"], c["backend"]) == ("learned", curve.backend)
-        ]
+    drift = np.maximum(float32_run.drift["learned"][:steps], np.finfo(np.float32).eps)
+    for name in names:
+        curve = float32_run.curve("learned", name)
+        [kept] = [c for c in recorded["curves"] if (c["scheme"], c["backend"]) == ("learned", name)]
         kept_loss = np.asarray(kept["loss"][:steps])
-        beyond = np.abs(kept_loss - curve.loss) > drift * np.abs(kept_loss)
-        assert not beyond.any(), f"{curve.backend}: the record differs at {np.flatnonzero(beyond)}"
-        np.testing.assert_array_equal(kept["test_accuracy"][:steps], curve.test_accuracy)
+        beyond = np.abs(kept_loss - curve.loss[:steps]) > drift * np.abs(kept_loss)
+        assert not beyond.any(), f"{name}: the record differs at {np.flatnonzero(beyond)}"
+        np.testing.assert_array_equal(kept["test_accuracy"][:steps], curve.test_accuracy[:steps])

@@ -35,10 +35,11 @@ class Model:
             **layer.params,
             **{k: jnp.asarray(weights[k]) for k in trained},
         }
-        # Adam's settings, not an optax.adam: a static argument hashed by its values, so that
-        # models with the same settings share the compiled step.
-        self.adam = (lr, *betas, eps)
-        self.state = _adam(self.adam).init(self.params)
+        # Adam's settings, not an optax.adam: the betas and eps a static argument hashed by
+        # their values, the rate an argument, so that models with the same betas and eps share
+        # the compiled step whatever their rate.
+        self.lr, self.adam = lr, (*betas, eps)
+        self.state = _adam(lr, self.adam).init(self.params)
 
     def step(self, ids: np.ndarray, targets: np.ndarray) -> tuple[float, np.ndarray]:
         """One Adam step on a batch; the batch's loss and logits before the update."""
@@ -49,6 +50,7 @@ class Model:
             self.constants,
             ids,
             targets,
+            self.lr,
             self.scheme,
             self.arch,
             self.adam,
@@ -98,16 +100,16 @@ def _loss(params, constants, ids, targets, scheme: str, arch: Architecture):
     return losses.mean(), logits
 
 
-def _adam(settings: tuple) -> optax.GradientTransformation:
-    lr, b1, b2, eps = settings
+def _adam(lr, settings: tuple) -> optax.GradientTransformation:
+    b1, b2, eps = settings
     return optax.adam(lr, b1=b1, b2=b2, eps=eps)
 
 
 @partial(jax.jit, static_argnames=("scheme", "arch", "adam"))
-def _train_step(params, state, constants, ids, targets, scheme: str, arch, adam: tuple):
+def _train_step(params, state, constants, ids, targets, lr, scheme: str, arch, adam: tuple):
     grad_fn = jax.value_and_grad(_loss, has_aux=True)
     (loss, logits), grads = grad_fn(params, constants, ids, targets, scheme, arch)
-    updates, state = _adam(adam).update(grads, state, params)
+    updates, state = _adam(lr, adam).update(grads, state, params)
     return optax.apply_updates(params, updates), state, loss, logits
 
 
