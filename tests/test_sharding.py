@@ -504,25 +504,38 @@ def test_compare_shard_saves_a_checkpoint_and_restores_it_onto_another_count(tmp
     pytest.importorskip("jax")
     checkpoint = tmp_path / "checkpoint"
 
-    def shard(*flags):
-        argv = [sys.executable, "compare.py", "shard", "--backends", "numpy", "jax", *flags]
-        argv += ["--out", str(tmp_path / "shard.png")]
+    def shard(*runs):
+        """Each run's (exit status, stdout, stderr): compare.py shard with its flags, every run
+        in one fresh process (JAX makes its devices at import: one shard count a process)."""
+        script = (
+            "import contextlib, io, json, sys\nimport compare\ndone = []\n"
+            "for flags in json.loads(sys.argv[1]):\n"
+            "    out, err = io.StringIO(), io.StringIO()\n"
+            "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+            "        done.append([compare.main(['shard', *flags]), out.getvalue(), err.getvalue()])\n"
+            "print(json.dumps(done))\n"
+        )
+        common = ["--backends", "numpy", "jax", "--out", str(tmp_path / "shard.png")]
+        runs = json.dumps([[*common, *flags] for flags in runs])
         env = {**os.environ, "MPLBACKEND": "Agg"}
         env.pop("XLA_FLAGS", None)
-        return subprocess.run(
-            argv, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env, check=False
-        )
+        done = subprocess.run(
+            [sys.executable, "-c", script, runs],
+            cwd=ROOT, capture_output=True, text=True, timeout=300, env=env, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.splitlines()[-1])
 
-    saved = shard("--shards", "4", "--save-checkpoint", str(checkpoint))
-    assert saved.returncode == 0, saved.stderr[-2000:]
-    assert f"checkpoint: {checkpoint / 'jax'} (Orbax, 4 shards by rows)" in saved.stdout
-    restored = shard("--shards", "2", "--load-checkpoint", str(checkpoint))
-    assert restored.returncode == 0, restored.stderr[-2000:]
-    assert "(Orbax, saved by 4 shards) onto 2: bit-identical to this run's token table" in (
-        restored.stdout
+    [(status, saved, err)] = shard(["--shards", "4", "--save-checkpoint", str(checkpoint)])
+    assert status == 0, err[-2000:]
+    assert f"checkpoint: {checkpoint / 'jax'} (Orbax, 4 shards by rows)" in saved
+    (status, restored, err), (other_status, other, _) = shard(
+        ["--shards", "2", "--load-checkpoint", str(checkpoint)],
+        ["--shards", "2", "--seed", "1", "--load-checkpoint", str(checkpoint)],
     )
-    other = shard("--shards", "2", "--seed", "1", "--load-checkpoint", str(checkpoint))
-    assert other.returncode == 1 and "DIFFERS from this run's token table" in other.stdout
+    assert status == 0, err[-2000:]
+    assert "(Orbax, saved by 4 shards) onto 2: bit-identical to this run's token table" in restored
+    assert other_status == 1 and "DIFFERS from this run's token table" in other
 
 
 RECORD = {"framework": "jax", "format": "orbax", "vocab_size": 100, "dim": 10,
