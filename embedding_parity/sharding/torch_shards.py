@@ -49,8 +49,9 @@ from embedding_parity.sharding import die_with_parent, read_checkpoint_record, r
 from embedding_parity.sharding.launch import torch_store
 
 STRATEGIES = ("rows", "columns", "dtensor")
-# Seconds the launcher may take to import torch and fork the ranks (about 2 s on 2 busy
-# cores) before their timeout starts; a run is over at the latest this long past its timeout.
+# Seconds the launcher may take to import torch (and, for some runs, what the ranks import:
+# _import_for_ranks) and fork the ranks (1.2 s, 2.4 s with those imports, on the 2 cores at a
+# load of 2) before their timeout starts; a run is over at the latest this long past its timeout.
 STARTUP = 10.0
 # The folder holding backends/ and embedding_parity/: the ranks import both from there.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
