@@ -307,7 +307,7 @@ def main(argv=None) -> int:
         parser.error("--repeats and --threads must be at least 1")
     if not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
         parser.error(f"the folder of {args.json} does not exist")
-    configure_threads(args.threads)
+    configure_threads(args.threads, args.backends)
     records = measure(args.shape, args.backends, rounds=args.repeats)
     print(format_table(records))
     args.shapes, args.dtype = [args.shape], "float32"  # what header() records

@@ -444,7 +444,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def measure_backend(name: str, shapes, *, rounds: int, threads: int, profile: bool):
     """Every shape for one backend, in this process: (records, profile records)."""
-    configure_threads(threads)
+    configure_threads(threads, [name])
     records, steps_found = [], []
     for shape in shapes:
         records += measure(shape, [name], rounds=rounds)

@@ -97,8 +97,9 @@ class Record:
     rounds: int
 
 
-def configure_threads(threads: int) -> None:
-    """Pin to the first ``threads`` cores and cap each framework's pool; call before
+def configure_threads(threads: int, names) -> None:
+    """Pin to the first ``threads`` cores and cap the pool of each framework in ``names``
+    (the backends this process times; torch is imported only if it is one); call before
     torch or jax is imported (XLA reads its flags once, at import). XLA's CPU client
     has no thread-count flag: with one thread Eigen's pool is turned off, and the
     affinity mask bounds the rest."""
@@ -107,7 +108,7 @@ def configure_threads(threads: int) -> None:
     if threads == 1:
         flags = os.environ.get("XLA_FLAGS", "")
         os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
-    if "torch" in backends.names():
+    if "torch" in names:
         import torch
 
         torch.set_num_threads(threads)
@@ -553,7 +554,7 @@ def checked_args(parser, argv, quick_shapes, *, quick_repeats: int) -> argparse.
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    configure_threads(args.threads)
+    configure_threads(args.threads, args.backends)
     from tqdm import tqdm
 
     records = []
