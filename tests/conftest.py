@@ -13,6 +13,13 @@ import tempfile
 import numpy as np
 import pytest
 
+# Two pytest workers share the two cores: an idle OpenMP thread of torch's that spins between
+# the tests' small operations takes the other worker's core (25 float64 training steps took
+# 0.7 to 3.2 s of CPU spinning, 0.05 to 0.1 s waiting passively). Set before any test imports
+# torch, so that its OpenMP runtime reads it; inherited by every process the tests start. The
+# same threads and the same split of the work: the same numbers.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import backends
 from backends import pretrained
 from embedding_parity import scratch
