@@ -285,28 +285,3 @@ def pytest_unconfigure(config):
 _SESSION = pytest.StashKey[tuple]()
 _UNTRACKED = pytest.StashKey[tuple]()
 _FAILED = pytest.StashKey[bool]()
-
-
-# The files that take longest, first. `--dist loadfile` hands each worker a file at a time in
-# the order collected, so a heavy file collected last (test_train.py, alphabetically near the
-# end) kept one worker busy while the other sat idle. Longest first, the two end together. The
-# order follows `--durations` of a main-tier run on this 2-core machine (2 December 2026).
-HEAVIEST_FIRST = (
-    "test_train.py",
-    "test_page.py",
-    "test_benchmarks.py",
-    "test_sharding_launched.py",
-    "test_sharding_jax.py",
-    "test_sharding_torch.py",
-    "test_sharding.py",
-    "test_compare.py",
-    "test_real_text.py",
-    "test_attention_bias.py",
-    "test_kit_api.py",
-    "test_conformance.py",
-)
-
-
-def pytest_collection_modifyitems(config, items):
-    first = {name: rank for rank, name in enumerate(HEAVIEST_FIRST)}
-    items.sort(key=lambda item: first.get(item.path.name, len(first)))  # stable: the rest as found
