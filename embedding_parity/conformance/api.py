@@ -19,6 +19,7 @@ import os
 import shlex
 import warnings
 
+from embedding_parity import configs
 from embedding_parity.conformance import runner
 from embedding_parity.conformance.frameworks import FRAMEWORKS
 from embedding_parity.conformance.kinds import KINDS, VOCAB
@@ -190,8 +191,6 @@ def failure_message(report: Report, implementation, kind: str, kwargs: dict) -> 
 def reproduce(implementation, kind: str, name: str, kwargs: dict) -> str:
     """One line that runs the check again: the command line for targets importable by name,
     else the Python call."""
-    from embedding_parity import configs
-
     target, against = (
         t if t is None or isinstance(t, str) else importable(t)
         for t in (implementation, kwargs.get("against"))
@@ -262,8 +261,6 @@ def configured(config, kind: str, base=None) -> dict:
     """The options a configuration sets for ``kind``: {} for None."""
     if config is None:
         return {}
-    from embedding_parity import configs
-
     if base is not None:
         raise UsageError("base comes from the config (rope_theta): leave it out with a config")
     if isinstance(config, configs.Configuration):

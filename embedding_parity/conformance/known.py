@@ -9,7 +9,7 @@ import contextlib
 import re
 from dataclasses import dataclass, field, replace
 
-from embedding_parity import outputs
+from embedding_parity import configs, outputs
 from embedding_parity.conformance import runner
 from embedding_parity.conformance.paths import PATHS
 from embedding_parity.conformance.process import Worker
@@ -458,8 +458,6 @@ def _options(row: Row) -> dict:
     """The kind's options at the row's preset (none without one); UsageError if refused."""
     if not row.preset:
         return {}
-    from embedding_parity import configs
-
     return configs.preset(row.preset).options(row.kind, "--model")
 
 

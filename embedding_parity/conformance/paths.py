@@ -20,6 +20,8 @@ import re
 import warnings
 from dataclasses import dataclass
 
+from embedding_parity.conformance import frameworks
+from embedding_parity.conformance.frameworks import framework_of
 from embedding_parity.conformance.versions import versions as installed
 
 
@@ -122,8 +124,6 @@ def _split(arguments) -> tuple[list[int], tuple]:
     """(indices of the array arguments, a hashable key of the call's signature: the arrays'
     shapes and dtypes, the other arguments' values); PathFailed for an argument that is
     neither an array nor a constant an export can hold."""
-    from embedding_parity.conformance.frameworks import framework_of
-
     arrays, key = [], []
     for index, argument in enumerate(arguments):
         if framework_of(argument) is not None:
@@ -265,8 +265,6 @@ def _onnx(function, arguments, arrays):
     wanted = {i.name for i in session.get_inputs()}  # an unused input is dropped by the export
 
     def run(*given):
-        from embedding_parity.conformance import frameworks
-
         feeds = {n: frameworks.to_numpy(g) for n, g in zip(names, given) if n in wanted}
         results = session.run(None, feeds)
         return results[0] if len(results) == 1 else results

@@ -31,6 +31,7 @@ import ml_dtypes
 import numpy as np
 
 from embedding_parity.conformance import frameworks, paths
+from embedding_parity.conformance.adapters import sources  # names only: imports no framework
 from embedding_parity.conformance.kinds import KINDS
 from embedding_parity.conformance.kinds.base import KIT_ERRORS
 from embedding_parity.sharding import die_with_parent
@@ -49,11 +50,9 @@ def load(target: str):
     folder, as `python -m` would."""
     where, _, name = target.rpartition(":")
     if not where or not name:
-        from embedding_parity.conformance.adapters.sources import SOURCES
-
         raise Unusable(
             f"TARGET {target!r} must look like path/to/file.py:NAME or package.module:NAME "
-            f"(--against also takes a source the kit ships: {', '.join(SOURCES)})"
+            f"(--against also takes a source the kit ships: {', '.join(sources.SOURCES)})"
         )
     if where.endswith(".py"):
         if not os.path.isfile(where):
@@ -84,8 +83,6 @@ def load(target: str):
 def _load_answer(request: dict, answer):
     """Load the request's target and answer ready (with the framework) or why not; returns
     (function, framework, kind), or None when the target cannot be had."""
-    from embedding_parity.conformance.adapters import sources  # names only: imports no torch
-
     if request["target"] in sources.SOURCES:  # a source the kit ships (--against hf)
         try:
             function = sources.make(request["target"], request["kind"], request["options"])
