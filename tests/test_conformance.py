@@ -350,7 +350,8 @@ def test_rounding_goes_through_float32_for_the_16_bit_dtypes():
 def test_workers_begun_at_once_answer_as_one_loaded_alone():
     """The matrix starts its workers at once (Worker.begin) and loads each later: a target
     that imports gives the framework it would alone, one whose import fails says why, not that
-    the worker died, and a load of another target than the begun one asks anew."""
+    the worker died, and a load of another target than the begun one is not blamed for the
+    begun one's failure."""
     from embedding_parity.conformance import process
 
     good = os.path.join(HERE, "numpy_targets.py:lookup")
@@ -365,3 +366,7 @@ def test_workers_begun_at_once_answer_as_one_loaded_alone():
         first.begin(broken, "alibi", None)  # running already: nothing is sent
         first.load(os.path.join(HERE, "numpy_targets.py:alibi"), "alibi", None)
         assert first.framework == "numpy"
+    with process.Worker({}) as third:  # begun, never loaded (its row refused before loading)
+        third.begin(broken, "alibi", None)
+        third.load(good, "lookup", None)  # another target: a fresh worker, not "died" for it
+        assert third.framework == "numpy"

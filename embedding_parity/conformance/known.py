@@ -389,6 +389,7 @@ def run(names=None, *, timeout: float = 60.0, progress=None, only: dict | None =
         raise UsageError(f"--rows: no row named {min(unknown)!r}; the rows are {named}")
     matrix = []
     workers = {}  # one worker process per environment: a library is imported once
+    stopped = None  # Ctrl-C or an error: workers still importing are killed, not waited for
     try:
         # every worker started at once, importing its first row's library (the imports overlap)
         for row in rows:
@@ -401,9 +402,12 @@ def run(names=None, *, timeout: float = 60.0, progress=None, only: dict | None =
         for row in rows:
             checks = tuple((only or {}).get(row.name, ())) or row.only or None
             matrix.append(_run_row(row, workers, timeout, progress, checks))
+    except BaseException as error:
+        stopped = type(error)
+        raise
     finally:
         for worker in workers.values():
-            worker.__exit__()
+            worker.__exit__(stopped)
     return {"rows": matrix}
 
 

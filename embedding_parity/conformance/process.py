@@ -121,8 +121,13 @@ class Worker:
         begun, self.begun = self.begun, None
         if self.process is None:
             self._start()
-        else:  # the import begin() asked for, if it is this one, is waited for, not asked again
-            self._send_request(sent=begun == self.request)
+        elif begun is None:
+            self._send_request()
+        elif begun == self.request:  # the import begin() asked for: waited for, not asked again
+            self._send_request(sent=True)
+        else:  # begun, never loaded: its answer unread (a refusal, after which the worker exits)
+            self.close(kill=True)
+            self._start()
         if framework is None and target not in sources.SOURCES:
             probe = frameworks.probe_case(KINDS[kind], options)
             if probe is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 def require() -> None:
     """ImportError, naming the extra to install, when Matplotlib is missing."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401 (whether it is installed)
     except ModuleNotFoundError as missing:
         if missing.name != "matplotlib":
             raise
