@@ -394,7 +394,7 @@ def run(names=None, *, timeout: float = 60.0, progress=None, only: dict | None =
         # every worker started at once, importing its first row's library (the imports overlap)
         for row in rows:
             key = _environment(row)
-            if key in workers or _missing(row):
+            if key in workers or _missing(versions(row.packages)):
                 continue
             workers[key] = Worker(row.env)
             with contextlib.suppress(UsageError):  # a preset refused: said by the row itself
@@ -419,7 +419,7 @@ def _run_row(row: Row, workers: dict, timeout: float, progress, only) -> dict:
         "path": row.through or "eager",
         "versions": versions(row.packages),
     }
-    missing = _missing(row)
+    missing = _missing(record["versions"])
     if missing:
         record["missing"] = f"{missing} is not installed (make install-conformance adds it)"
     else:
@@ -449,9 +449,9 @@ def _environment(row: Row) -> tuple:
     return tuple(sorted(row.env.items()))
 
 
-def _missing(row: Row) -> str | None:
-    """The first of the row's packages that is not installed, or None."""
-    return next((p for p, v in versions(row.packages).items() if v is None), None)
+def _missing(found: dict) -> str | None:
+    """The first package of ``found`` ({package: version or None}) not installed, or None."""
+    return next((p for p, v in found.items() if v is None), None)
 
 
 def _target(row: Row) -> str:

@@ -116,8 +116,7 @@ class Worker:
         at ``options``), its framework, where not given, told by calling it on one valid case
         (``frameworks.probe``) under ``timeout``; UsageError if it cannot be had."""
         options = options or {}
-        self.request = {"target": target, "kind": kind, "framework": framework}
-        self.request["options"] = options
+        self.request = _request(target, kind, framework, options)
         begun, self.begun = self.begun, None
         if self.process is None:
             self._start()
@@ -156,11 +155,10 @@ class Worker:
         request that follows waits for that import's answer; another's asks anew."""
         if self.process is not None:
             return
-        self.request = {"target": target, "kind": kind, "framework": framework}
-        self.request["options"] = options or {}
+        self.request = _request(target, kind, framework, options or {})
         self._spawn()
         if self._send(self.request) is None:
-            self.begun = dict(self.request)
+            self.begun = self.request
         else:
             self.close(kill=True)  # died at once: the load that follows starts it again and says why
 
@@ -355,6 +353,11 @@ class Worker:
         finally:
             if blocked:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+def _request(target: str, kind: str, framework: str | None, options: dict) -> dict:
+    """What a worker is asked to load: the target, its kind and framework, the kind's options."""
+    return {"target": target, "kind": kind, "framework": framework, "options": options}
 
 
 def _exit_watch(pid: int) -> list[int]:
