@@ -44,7 +44,7 @@ compare: install
 # other packages and along the production paths (marked `matrix`), with their packages installed.
 TEST_WORKERS ?= 2
 PYTEST = REQUIRED_BACKENDS=$(REQUIRED_BACKENDS) REQUIRED_MODELS=$(REQUIRED_MODELS) \
-	REQUIRED_BROWSER=chromium MPLBACKEND=Agg $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	REQUIRED_BROWSER=chromium MPLBACKEND=Agg $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: install-test
 	$(PYTEST) -m "not matrix"
 

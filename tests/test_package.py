@@ -169,3 +169,14 @@ def test_without_its_extras_the_installed_command_names_the_one_to_install(
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.startswith(f"embedding-parity: error: {says}"), done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def test_the_files_scheduled_first_are_test_files():
+    """conftest.LONGEST_FIRST orders the workers' files by name: a renamed file would
+    silently drop back to the end of the run."""
+    from tests import conftest
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    named = set(conftest.LONGEST_FIRST)
+    assert len(named) == len(conftest.LONGEST_FIRST)
+    assert named <= {name for name in os.listdir(here) if name.startswith("test_")}
