@@ -252,3 +252,32 @@ def test_the_stretch_labels_the_plateau_of_the_rules_that_have_one(model, label)
         assert ratio.max() == pytest.approx(factor)  # the plateau the label names
         assert stretch.get_ylim()[1] > factor  # with room above it for the label
     pyplot().close(fig)
+
+
+def test_the_formats_accepted_unimported_are_matplotlibs(tmp_path):
+    """A picture path is checked before any work without importing Matplotlib, from a list
+    every supported Matplotlib writes; other extensions are what the installed one says."""
+    import subprocess
+    import sys
+
+    from matplotlib.figure import Figure
+
+    from embedding_parity import drawing
+
+    supported = set(Figure().canvas.get_supported_filetypes())
+    assert drawing.WRITTEN <= supported
+    for extension in supported | {"", "txt", "npz"}:
+        assert drawing.writes(extension) == (extension in supported), extension
+    check = (
+        "import sys; from embedding_parity.jobs import command; "
+        "command.check_picture(sys.argv[1]); print('matplotlib' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check, str(tmp_path / "compare.png")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
+    assert done.stdout == "False\n"

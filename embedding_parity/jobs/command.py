@@ -116,11 +116,8 @@ def check_picture(path: str, flag: str = "--out") -> None:
     from embedding_parity import drawing
 
     drawing.require()
-    from matplotlib.figure import Figure
-
-    formats = Figure().canvas.get_supported_filetypes()
     extension = os.path.splitext(path)[1].lstrip(".").lower()
-    if extension not in formats:
+    if not drawing.writes(extension):
         raise UsageError(f"{flag} {path!r} needs an extension, one of .png .svg .pdf .jpg ...")
     check_folder(flag, path)
 
