@@ -3,10 +3,12 @@ real models load once per session, and skip (saying how to install them) when mi
 
 pytest_plugins = ["pytester"]
 
+import ipaddress
 import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 
@@ -131,19 +133,64 @@ def alive(pid: int) -> bool:
 
 
 def listening() -> set[tuple[str, int, bool, int]]:
-    """Every TCP socket listening on this machine, from /proc/net/tcp and tcp6: (address
-    in hex as the kernel writes it, port, whether the address is loopback, socket inode)."""
+    """Every TCP socket listening on this machine: (address, port, whether the address is
+    loopback, socket inode). Asked of the kernel over netlink (sock_diag, listening sockets
+    alone: 0.04 ms a call), where reading /proc/net/tcp and tcp6 walks every bucket of the
+    kernel's connection tables (7 ms of system time a call, every 50 ms while a launched job
+    runs); /proc where netlink is refused."""
+    try:
+        return _listening_netlink()
+    except OSError:
+        return _listening_proc()
+
+
+def _loopback(address: str) -> bool:
+    """127.x.x.x, ::1, and ::ffff:127.x.x.x (IPv4's loopback as an IPv6 socket sees it)."""
+    ip = ipaddress.ip_address(address)
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+# Netlink's sock_diag (linux/sock_diag.h, linux/inet_diag.h): a dump of the TCP sockets in
+# state LISTEN, one family at a time.
+_SOCK_DIAG, _BY_FAMILY, _DUMP_REQUEST, _DONE, _ERROR, _LISTEN = 4, 20, 0x301, 3, 2, 10
+
+
+def _listening_netlink() -> set[tuple[str, int, bool, int]]:
     found = set()
-    for table, loopback in (
-        ("/proc/net/tcp", lambda a: a.endswith("7F")),  # 127.x.x.x, little-endian
-        # ::1, and ::ffff:127.x.x.x (IPv4's loopback as an IPv6 socket sees it)
-        (
-            "/proc/net/tcp6",
-            lambda a: (
-                a == "00000000000000000000000001000000"
-                or (a.startswith("0000000000000000FFFF0000") and a.endswith("7F"))
-            ),
-        ),
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _SOCK_DIAG) as link:
+        link.settimeout(10)
+        for family, size in ((socket.AF_INET, 4), (socket.AF_INET6, 16)):
+            # inet_diag_req_v2: family, protocol, extensions, pad, states, then a 48-byte
+            # socket id (all zero: every socket), under a 16-byte netlink header
+            request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 1 << _LISTEN)
+            request += bytes(48)
+            link.send(struct.pack("=IHHII", 16 + len(request), _BY_FAMILY, _DUMP_REQUEST, 1, 0)
+                      + request)  # fmt: skip
+            done = False
+            while not done:
+                data = link.recv(65536)
+                offset = 0
+                while offset < len(data) and not done:
+                    length, kind = struct.unpack_from("=IH", data, offset)
+                    if kind == _ERROR:
+                        raise OSError("sock_diag refused the dump")
+                    done = kind == _DONE
+                    if not done:  # inet_diag_msg: port at 4, address at 8, inode at 68
+                        body = offset + 16
+                        port = struct.unpack_from("!H", data, body + 4)[0]
+                        address = socket.inet_ntop(family, data[body + 8 : body + 8 + size])
+                        inode = struct.unpack_from("=I", data, body + 68)[0]
+                        found.add((address, port, _loopback(address), inode))
+                    offset += (length + 3) & ~3
+    return found
+
+
+def _listening_proc() -> set[tuple[str, int, bool, int]]:
+    found = set()
+    for table, family, size in (
+        ("/proc/net/tcp", socket.AF_INET, 4),
+        ("/proc/net/tcp6", socket.AF_INET6, 16),
     ):
         try:
             with open(table) as sockets:
@@ -151,8 +198,15 @@ def listening() -> set[tuple[str, int, bool, int]]:
                 for line in sockets:
                     fields = line.split()
                     if fields[3] == "0A":  # LISTEN
-                        address, port = fields[1].split(":")
-                        found.add((address, int(port, 16), loopback(address), int(fields[9])))
+                        hexed, port = fields[1].split(":")
+                        # the kernel writes each 32-bit word of the address in host order
+                        words = bytes.fromhex(hexed)
+                        packed = b"".join(
+                            struct.pack("!I", struct.unpack("=I", words[i : i + 4])[0])
+                            for i in range(0, size, 4)
+                        )
+                        address = socket.inet_ntop(family, packed)
+                        found.add((address, int(port, 16), _loopback(address), int(fields[9])))
         except OSError:
             continue
     return found

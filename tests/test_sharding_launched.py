@@ -70,6 +70,42 @@ def run_all(commands, env, cwd, launchers=False):
                 p.wait(timeout=10)
 
 
+def test_the_listening_sockets_are_the_kernels_own_list_with_loopback_marked():
+    """listening() asks netlink; what it finds is what /proc/net/tcp and tcp6 list, each
+    address marked loopback or not as the sockets opened here are."""
+    import socket
+
+    from tests.conftest import _listening_netlink, _listening_proc
+
+    wanted = {"127.0.0.1": True, "0.0.0.0": False, "::1": True, "::": False}
+    wanted["::ffff:127.0.0.1"] = True
+    opened = []
+    try:
+        for address in wanted:
+            family = socket.AF_INET6 if ":" in address else socket.AF_INET
+            held = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                if address == "::":
+                    held.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                held.bind((address, 0))
+            except OSError:  # a machine without IPv6: its addresses are not listed
+                held.close()
+                assert family == socket.AF_INET6, address
+                continue
+            held.listen()
+            opened.append((held, address))
+        found = _listening_netlink()
+        assert found == _listening_proc()
+        ports = {entry[1]: entry for entry in found}
+        for held, address in opened:
+            entry = ports[held.getsockname()[1]]
+            assert entry[:3] == (address, held.getsockname()[1], wanted[address]), entry
+        assert {address for _, address in opened} >= {"127.0.0.1", "0.0.0.0"}
+    finally:
+        for held, _ in opened:
+            held.close()
+
+
 def check_report(out: str, expected_launch: str, backend: str, strategies, tmp_path, shards):
     """One parity table, every row of ``backend`` bit-identical, and the saved arrays."""
     assert out.count("bit-identical") == 1, out
