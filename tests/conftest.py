@@ -140,7 +140,7 @@ def listening() -> set[tuple[str, int, bool, int]]:
     runs); /proc where netlink is refused."""
     try:
         return _listening_netlink()
-    except OSError:
+    except (OSError, AttributeError):  # AttributeError: no AF_NETLINK, not Linux
         return _listening_proc()
 
 
@@ -275,7 +275,8 @@ def _untracked(home: str) -> set[str]:
 # one waiting for the other's last long file. By default xdist hands out the files with the
 # most tests first, which put the few long multi-process files last: one worker ran
 # test_sharding_launched.py (31 s) alone at the end. Seconds each file took in a worker,
-# measured in one run of make test on 2 cores, 2026-12-02; the rest follow in name order.
+# measured in one run of make test on 2 cores, 2026-12-02; the rest follow in name order
+# (the matrix tier's files among them: it is not tuned, and well inside its 8 minutes).
 LONGEST_FIRST = (
     "test_page.py",  # 42 s
     "test_sharding_jax.py",  # 41

@@ -24,7 +24,9 @@ WRITTEN = frozenset("eps jpeg jpg pdf pgf png ps raw rgba svg svgz tif tiff webp
 
 def require() -> None:
     """ImportError, naming the extra to install, when Matplotlib is not installed: looked up,
-    not imported, so that a command checks it before any work at no cost."""
+    not imported, so that a command checks it before any work at no cost. A Matplotlib that is
+    installed but cannot be imported (a broken dependency) raises its own error when the
+    picture is drawn, after the work."""
     if importlib.util.find_spec("matplotlib") is None:
         raise ImportError(
             "the pictures need Matplotlib, which is not installed: "
