@@ -140,13 +140,17 @@ def _longrope(dim, base, params, seq_len):
 
 def _llama3(dim, base, params, seq_len):
     """Llama 3.1: wavelengths above original / low_freq_factor slowed by factor, those below
-    original / high_freq_factor kept, a smooth blend between."""
+    original / high_freq_factor kept, a smooth blend between (none where the two factors are
+    equal, as Llama 4's are: a step at original / low_freq_factor)."""
     w = _default(dim, base, None, None)[0]
     context = params["original_max_position_embeddings"]
     factor, low, high = params["factor"], params["low_freq_factor"], params["high_freq_factor"]
     wavelength = 2 * math.pi / w
-    smooth = (context / wavelength - low) / (high - low)
-    blended = (1 - smooth) * w / factor + smooth * w
+    if high == low:  # no band between the two: the blend is never taken
+        blended = w
+    else:
+        smooth = (context / wavelength - low) / (high - low)
+        blended = (1 - smooth) * w / factor + smooth * w
     slowed = np.where(wavelength > context / low, w / factor, blended)
     return np.where(wavelength < context / high, w, slowed), 1.0
 

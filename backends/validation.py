@@ -382,9 +382,9 @@ def check_rope_scaling(scaling, dim: int | None = None) -> dict | None:
             params[name] = _factor_list(value, name, dim)
         else:
             params[name] = _positive(value, f"RoPE scaling {name}")
-    if kind == "llama3" and not params["high_freq_factor"] > params["low_freq_factor"] > 0:
+    if kind == "llama3" and not params["high_freq_factor"] >= params["low_freq_factor"] > 0:
         raise ValueError(
-            "llama3 scaling needs high_freq_factor > low_freq_factor > 0, got "
+            "llama3 scaling needs high_freq_factor >= low_freq_factor > 0, got "
             f"{params['high_freq_factor']} and {params['low_freq_factor']}"
         )
     if kind == "longrope" and "factor" not in params and "max_position_embeddings" not in params:

@@ -9,6 +9,61 @@ from embedding_parity.usage import UsageError
 
 
 @dataclass(frozen=True)
+class LayerType:
+    """Layers that rotate alike: a name (transformers' layer type where it tells them apart,
+    else "rope" or "nope"), their indices, their rotation (``rope_theta`` None: NoPE, the
+    identity), and the config fields that set it (``why``, quoted when a port mixes them up)."""
+
+    name: str
+    layers: tuple[int, ...]
+    rope_theta: float | None = None
+    scaling: dict | None = None
+    rotary_dim: int | None = None
+    why: str = ""
+
+    @property
+    def rotates(self) -> bool:
+        return self.rope_theta is not None
+
+    def rule(self) -> str:
+        """Its rotation in a few words: "rope_theta 10000, no scaling", "NoPE (not rotated)"."""
+        if not self.rotates:
+            return "NoPE (not rotated)"
+        return f"rope_theta {self.rope_theta:g}, {scaling_words(self.scaling)}"
+
+    def line(self) -> str:
+        count = len(self.layers)
+        return (
+            f"{self.name}: {'layers' if count > 1 else 'layer'} {spans(self.layers)}"
+            + (f" ({count} layers)" if count > 1 else "")
+            + f": {self.rule()}"
+            + (f" [{self.why}]" if self.why else "")
+        )
+
+
+def spans(layers) -> str:
+    """Layer indices as runs: (0, 1, 2, 4, 5) -> "0-2, 4-5"."""
+    runs, start = [], None
+    for i, layer in enumerate(layers):
+        if start is None:
+            start = layer
+        if i + 1 == len(layers) or layers[i + 1] != layer + 1:
+            runs.append(f"{start}" if start == layer else f"{start}-{layer}")
+            start = None
+    return ", ".join(runs)
+
+
+def scaling_words(scaling: dict | None) -> str:
+    """A scaling rule in words: "no scaling", "linear (factor 8)"."""
+    if scaling is None:
+        return "no scaling"
+    shown = {k: v for k, v in scaling.items() if k != "rope_type"}
+    shown = {k: (f"{len(v)} values" if isinstance(v, tuple) else v) for k, v in shown.items()}
+    said = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in shown.items())
+    return f"{scaling['rope_type']} ({said})" if said else scaling["rope_type"]
+
+
+@dataclass(frozen=True)
 class Configuration:
     name: str
     model_type: str | None = None
@@ -25,6 +80,10 @@ class Configuration:
     type_vocab_size: int | None = None
     layer_norm_eps: float | None = None
     owner: str = "transformers"  # whose rules read the file: "transformers" or "llama.cpp"
+    # Layers that rotate differently (Gemma 3's sliding and global, SmolLM3's NoPE layers), or
+    # () where every layer rotates alike; the rope fields above are then the full-attention
+    # layers' rule (the first that rotates where those are NoPE).
+    layer_types: tuple[LayerType, ...] = ()
     note: str | None = None  # a choice the reading made that the file alone does not say
 
     @property
@@ -40,9 +99,13 @@ class Configuration:
             "rotary_dim": self.rotary_dim,
         }
 
-    def options(self, kind: str, flag: str = "--config") -> dict:
+    def options(self, kind: str, flag: str = "--config", layer: int | str | None = None) -> dict:
         """What this configuration sets for the conformance kit's ``kind``; UsageError where
-        it sets nothing (``flag`` names where the configuration came from)."""
+        it sets nothing (``flag`` names where the configuration came from). ``layer``: a layer's
+        index or a layer type's name, for a model whose layers rotate differently: the rope
+        kind checks that type alone (else every type, the call told the layer)."""
+        if layer is not None and kind != "rope":
+            raise UsageError(f"--layer and --layer-type go with --kind rope, not {kind}")
         if kind == "rope":
             if not self.rope:
                 raise UsageError(
@@ -50,7 +113,18 @@ class Configuration:
                     "try --kind position_ids or bert"
                 )
             rope = {**self.rope_options(), "head_dim": self.head_dim}
-            return {"rope": {**rope, "max_position_embeddings": self.max_position_embeddings}}
+            options = {"rope": {**rope, "max_position_embeddings": self.max_position_embeddings}}
+            if not self.layer_types:
+                if layer is not None:
+                    raise UsageError(
+                        f"{flag}: every layer of {self.name} rotates alike: leave out --layer "
+                        "and --layer-type"
+                    )
+                return options
+            options["layers"] = [self.layer_rope(t) for t in self.layer_types]
+            if layer is not None:
+                options["layer_type"] = self.layer_type(layer, flag).name
+            return options
         if kind == "lookup":
             if self.embed_scale and self.owner == "llama.cpp":
                 raise UsageError(
@@ -71,24 +145,47 @@ class Configuration:
             return {"type_vocab_size": self.type_vocab_size}
         raise UsageError(f"{flag} goes with --kind rope, lookup, position_ids or bert, not {kind}")
 
+    def layer_rope(self, layer_type: LayerType) -> dict:
+        """A layer type as the rope kind takes it: its name, layers, the fields that set it,
+        and its rotation (``{"nope": True}`` for a NoPE layer's identity)."""
+        if layer_type.rotates:
+            rope = {
+                **self.rope_options(),
+                "base": layer_type.rope_theta,
+                "scaling": layer_type.scaling,
+                "rotary_dim": layer_type.rotary_dim,
+            }
+        else:
+            rope = {"nope": True, "layout": self.layout}
+        rope |= {"head_dim": self.head_dim, "max_position_embeddings": self.max_position_embeddings}
+        named = {"name": layer_type.name, "layers": list(layer_type.layers)}
+        return {**named, "why": layer_type.why, "rope": rope}
+
+    def layer_type(self, layer: int | str, flag: str = "--config") -> LayerType:
+        """The layer type of a layer's index or a type's name; UsageError naming the choices."""
+        names = ", ".join(t.name for t in self.layer_types)
+        if isinstance(layer, str):
+            for layer_type in self.layer_types:
+                if layer_type.name == layer:
+                    return layer_type
+            raise UsageError(f"--layer-type {layer!r}: {self.name}'s layer types are {names}")
+        count = sum(len(t.layers) for t in self.layer_types)
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < count:
+            raise UsageError(
+                f"--layer {layer!r}: {self.name} has layers 0 to {count - 1}; or name a layer "
+                f"type with --layer-type ({names})"
+            )
+        return next(t for t in self.layer_types if layer in t.layers)
+
     def line(self) -> str:
-        """What was understood, in one line."""
+        """What was understood: one line, and a line per layer type where layers differ."""
         said = [f"config {self.name}" + (f" [{self.note}]" if self.note else "")]
-        if self.rope:
-            rule = "no scaling" if self.scaling is None else self.scaling["rope_type"]
-            if self.scaling:
-                shown = {k: v for k, v in self.scaling.items() if k != "rope_type"}
-                shown = {
-                    k: (f"{len(v)} values" if isinstance(v, tuple) else v) for k, v in shown.items()
-                }
-                rule += (
-                    " ("
-                    + ", ".join(
-                        f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
-                        for k, v in shown.items()
-                    )
-                    + ")"
-                )
+        if self.layer_types:
+            said.append(
+                f"RoPE by layer type (below), head_dim {self.head_dim} ({self.layout} layout)"
+            )
+        elif self.rope:
+            rule = scaling_words(self.scaling)
             rotated = self.rotary_dim or self.head_dim
             said.append(
                 f"RoPE {rule}, rope_theta {self.rope_theta:g}, head_dim {self.head_dim}, "
@@ -104,4 +201,5 @@ class Configuration:
             said.append(f"pad_token_id {self.pad_token_id}")
         if self.type_vocab_size:
             said.append(f"type_vocab_size {self.type_vocab_size}")
-        return ": ".join(said[:2]) + ("; " + "; ".join(said[2:]) if said[2:] else "")
+        line = ": ".join(said[:2]) + ("; " + "; ".join(said[2:]) if said[2:] else "")
+        return "\n".join([line, *(f"  layer type {t.line()}" for t in self.layer_types)])

@@ -29,6 +29,7 @@ PLAIN = (
     "layer_norm_eps",
     "position_embedding_type",
     "scale_embedding",
+    "num_hidden_layers",
 )
 
 GPT2_NAMES = {  # GPT2Config's and GPTJConfig's attribute_map
@@ -136,15 +137,59 @@ DEFAULTS = {
         "max_position_embeddings": 8192,
         "pad_token_id": 0,
     },
-    # models/gemma3/configuration_gemma3.py, Gemma3TextConfig: its global layers
-    # (rope_parameters["full_attention"]), rope_scaling laid over {"rope_type": "default"}
+    # models/gemma3/configuration_gemma3.py, Gemma3TextConfig (its bases, per layer type, are
+    # in layers.BY_TYPE, as are ModernBERT's and OLMo 3's)
     "gemma3_text": {
         "hidden_size": 2304,
         "num_attention_heads": 8,
         "head_dim": 256,
         "max_position_embeddings": 131072,
         "pad_token_id": 0,
-        "rope_theta": 1000000.0,
+        "num_hidden_layers": 26,
+    },
+    # models/smollm3/configuration_smollm3.py, SmolLM3Config
+    "smollm3": {
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "max_position_embeddings": 32768,
+        "pad_token_id": 128004,
+        "num_hidden_layers": 36,
+        "rope_theta": 2000000.0,
+    },
+    # models/llama4/configuration_llama4.py, Llama4TextConfig
+    "llama4_text": {
+        "hidden_size": 5120,
+        "num_attention_heads": 40,
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+        "num_hidden_layers": 48,
+        "rope_theta": 500000.0,
+    },
+    # models/cohere2/configuration_cohere2.py, Cohere2Config (head_dim always hidden_size //
+    # num_attention_heads: its __post_init__ sets it over the file's)
+    "cohere2": {
+        "hidden_size": 8192,
+        "num_attention_heads": 64,
+        "max_position_embeddings": 8192,
+        "pad_token_id": 0,
+        "layer_norm_eps": 1e-05,
+        "num_hidden_layers": 40,
+    },
+    # models/modernbert/configuration_modernbert.py, ModernBertConfig
+    "modernbert": {
+        "hidden_size": 768,
+        "num_attention_heads": 12,
+        "max_position_embeddings": 8192,
+        "pad_token_id": 50283,
+        "num_hidden_layers": 22,
+    },
+    # models/olmo3/configuration_olmo3.py, Olmo3Config
+    "olmo3": {
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 2048,
+        "pad_token_id": 1,
+        "num_hidden_layers": 32,
     },
     # models/opt/configuration_opt.py, OPTConfig
     "opt": {
@@ -179,5 +224,6 @@ DEFAULTS = {
 }
 
 # Multimodal model types whose text_config, without a model_type of its own, is read as this
-# text model type's (models/gemma3/configuration_gemma3.py, Gemma3Config).
-TEXT_TYPES = {"gemma3": "gemma3_text"}
+# text model type's (models/gemma3/configuration_gemma3.py, Gemma3Config; models/llama4/
+# configuration_llama4.py, Llama4Config).
+TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text"}

@@ -23,7 +23,7 @@ import importlib.util
 import numpy as np
 
 from backends import validation
-from embedding_parity.configs import checks
+from embedding_parity.configs import checks, layers
 from embedding_parity.configs.configuration import Configuration
 from embedding_parity.configs.defaults import DEFAULTS, PLAIN, TEXT_TYPES
 from embedding_parity.configs.hf_transformers import transformers_reading
@@ -41,7 +41,9 @@ POSITION_RULES = {
 # Model types without RoPE: learned (or no) positions.
 LEARNED = {"bert", "gpt2", "opt", "roberta", "xlm-roberta", "camembert", "bart", "mbart"}
 # Rotations over pairs (2i, 2i+1): GPT-J, ChatGLM; DeepSeek-V3 says so with rope_interleave.
-INTERLEAVED = {"gptj", "chatglm", "glm"}
+# Cohere's and Llama 4's too (rotate_half over x[..., ::2] and x[..., 1::2]; view_as_complex of
+# pairs (2i, 2i+1)).
+INTERLEAVED = {"gptj", "chatglm", "glm", "cohere", "cohere2", "llama4_text"}
 SCALED_LENGTH = ("llama3", "yarn", "longrope")  # rules with original_max_position_embeddings
 # The rules a config.json can name (freq_factors is llama.cpp's, from a GGUF's tensors).
 RULES = tuple(rule for rule in validation.ROPE_SCALINGS if rule != "freq_factors")
@@ -72,25 +74,14 @@ def text_fields(fields: dict, where: str) -> tuple[dict, str | None]:
     model_type = checks.text(fields.get("model_type"), "model_type", where)
     model_type = model_type or TEXT_TYPES.get(outer) or (None if inner is not None else outer)
     for field in ("rope_scaling", "rope_parameters"):
-        rope = checks.mapping(fields.get(field), field, where) or {}
-        if any(isinstance(v, dict) for v in rope.values()):
-            checks.refuse(
-                where, f"{field} per layer type ({', '.join(rope)}): give one layer type's config"
-            )
-    if "rope_local_base_freq" in fields:
+        checks.mapping(fields.get(field), field, where)
+    if fields.get("no_rope_layers") is not None and model_type not in layers.NO_ROPE_LAYERS:
         checks.refuse(
             where,
-            "rope_local_base_freq: Gemma 3's sliding-window layers rotate with another base "
-            "than its global ones; give one layer type's config (without the field for the "
-            "global layers, or with rope_theta set to it and no rope_scaling for the sliding ones)",
+            f"no_rope_layers: the kit knows what it means for {', '.join(layers.NO_ROPE_LAYERS)} "
+            f"only (1: the layer uses RoPE), not for model_type {checks.shown(model_type)}",
         )
     _check_given(fields, where)
-    if model_type == "gemma3_text" and fields.get("rope_parameters"):
-        checks.refuse(
-            where,
-            "rope_parameters: Gemma3TextConfig reads it only per layer type; give the global "
-            "layers' rule as rope_scaling and rope_theta",
-        )
     return fields, model_type
 
 
@@ -107,7 +98,15 @@ GIVEN = {
     **dict.fromkeys(["max_position_embeddings", "n_positions"], _at_least(1)),
     "original_max_position_embeddings": _at_least(1),
     **dict.fromkeys(["head_dim", "qk_rope_head_dim", "rotary_dim"], checks.head_dim),
-    **dict.fromkeys(["rope_theta", "rotary_emb_base"], checks.base),
+    **dict.fromkeys(
+        ["rope_theta", "rotary_emb_base", "rope_local_base_freq", "global_rope_theta"], checks.base
+    ),
+    "local_rope_theta": checks.base,
+    **dict.fromkeys(
+        ["sliding_window_pattern", "global_attn_every_n_layers", "no_rope_layer_interval"],
+        _at_least(1),
+    ),
+    "attention_chunk_size": _at_least(1),
     **dict.fromkeys(["partial_rotary_factor", "rotary_pct"], checks.share),
     "rope_interleave": checks.flag,
     "pad_token_id": lambda v, f, w: checks.integer(v, f, w, 0, checks.MOST_TOKEN_ID),
@@ -138,9 +137,14 @@ def _check_given(fields: dict, where: str) -> None:
         if fields.get(field) is not None:
             check(fields[field], field, where)
     for rope_field in ("rope_scaling", "rope_parameters"):
-        for field, value in (fields.get(rope_field) or {}).items():
-            if field in GIVEN_ROPE and value is not None:
-                GIVEN_ROPE[field](value, f"{rope_field} {field}", where)
+        rope = fields.get(rope_field) or {}
+        nested = {key: value for key, value in rope.items() if isinstance(value, dict)}
+        for named, given in [(rope_field, rope)] + [
+            (f"{rope_field}[{key!r}]", value) for key, value in nested.items()
+        ]:
+            for field, value in given.items():
+                if field in GIVEN_ROPE and value is not None:
+                    GIVEN_ROPE[field](value, f"{named} {field}", where)
 
 
 def kit_reading(fields: dict, model_type: str | None, where: str) -> dict:
@@ -171,16 +175,38 @@ def kit_reading(fields: dict, model_type: str | None, where: str) -> dict:
     reading = {key: get(key) for key in PLAIN}
     reading["model_type"] = model_type
     no_rope = model_type in LEARNED or known.get("no_rope")
-    reading["rope"] = None if no_rope else _kit_rope(fields, model_type, known, get)
+    count = reading["num_hidden_layers"]
+    count = count if isinstance(count, int) and 0 < count <= checks.MOST_LAYERS else 0
+    reading["no_rope_layers"] = layers.kit_no_rope_layers(fields, model_type, count)
+    reading["layer_types"] = layers.kit_layer_types(
+        fields, model_type, count, reading["no_rope_layers"]
+    )
+    by_type = layers.kit_rope_by_type(fields, model_type, reading["layer_types"])
+    if no_rope:
+        reading["rope"] = None
+    elif by_type is not None:
+        reading["rope"] = {
+            name: _standardised(rope, fields, known, get, nested=True)
+            for name, rope in by_type.items()
+        }
+    else:
+        reading["rope"] = _kit_rope(fields, model_type, known, get)
     return reading
 
 
 def _kit_rope(fields: dict, model_type, known: dict, get) -> dict:
-    if model_type == "gemma3_text":  # Gemma3TextConfig.convert_rope_params_to_dict
-        rope = {"rope_type": "default", **(fields.get("rope_scaling") or {})}
-    else:
-        chosen = fields.get("rope_scaling") or fields.get("rope_parameters")
-        rope = copy.deepcopy(chosen or known.get("rope_parameters") or {})
+    chosen = fields.get("rope_scaling") or fields.get("rope_parameters")
+    rope = copy.deepcopy(chosen or known.get("rope_parameters") or {})
+    rope = _standardised(rope, fields, known, get, nested=False)
+    if model_type == "phi3" and rope["rope_type"] in ("su", "yarn"):
+        rope["rope_type"] = "longrope"  # Phi3Config reads both as LongRoPE
+    return rope
+
+
+def _standardised(rope: dict, fields: dict, known: dict, get, *, nested: bool) -> dict:
+    """A rope dict as ``standardize_rope_params`` leaves it: the base and the rotated share
+    from the top level where it gives none, its rope_type, and the length the length rules
+    scale from (a class's own original_max_position_embeddings field wins over a flat dict's)."""
     theta_key = known.get("rope_theta_key", "rope_theta")
     partial_key = known.get("partial_key", "partial_rotary_factor")
     rope.setdefault("rope_theta", fields.get(theta_key, known.get("rope_theta", 10000.0)))
@@ -189,12 +215,10 @@ def _kit_rope(fields: dict, model_type, known: dict, get) -> dict:
         rope.setdefault("partial_rotary_factor", partial)
     rope.setdefault("rope_type", rope.get("type", "default"))
     if rope["rope_type"] in SCALED_LENGTH:
-        if "original_max_position_embeddings" in known:  # a field of the class's own: it wins
+        if "original_max_position_embeddings" in known and not nested:
             rope["original_max_position_embeddings"] = get("original_max_position_embeddings")
         else:
             rope.setdefault("original_max_position_embeddings", get("max_position_embeddings"))
-    if model_type == "phi3" and rope["rope_type"] in ("su", "yarn"):
-        rope["rope_type"] = "longrope"  # Phi3Config reads both as LongRoPE
     return rope
 
 
@@ -244,8 +268,7 @@ def build(reading: dict, name: str, where: str) -> Configuration:
         )
     if model_type in LEARNED:
         return Configuration(**config)
-    longest = config["max_position_embeddings"]
-    return Configuration(**config, **_rotation(reading, model_type, longest, where))
+    return Configuration(**config, **_rotation(reading, model_type, where))
 
 
 def _optional(check, value, field: str, where: str):
@@ -266,31 +289,50 @@ def _head_dim(reading: dict, where: str) -> int:
     return checks.head_dim(hidden // heads, "hidden_size // num_attention_heads", where)
 
 
-def _rotation(reading: dict, model_type, longest, where: str) -> dict:
-    """The Configuration's rope fields: head_dim, rotary_dim, layout, rope_theta, scaling."""
+def _rotation(reading: dict, model_type, where: str) -> dict:
+    """The Configuration's rope fields: head_dim, layout, and the rotation (rope_theta, scaling,
+    rotary_dim) of every layer, or, where layers rotate differently, of the full-attention
+    layers (the first layer type that rotates where those are NoPE) and the layer types."""
     head_dim = _head_dim(reading, where)
-    rope = dict(reading["rope"] or {})
-    theta = checks.base(rope.pop("rope_theta", 10000.0), "rope_theta", where)
-    partial = rope.pop("partial_rotary_factor", None)
-    partial = _optional(checks.share, partial, "partial_rotary_factor", where)
-    rotary_dim = _optional(checks.head_dim, reading["rotary_dim"], "rotary_dim", where)
-    if rotary_dim is None and partial is not None and partial != 1.0:
-        rotary_dim = int(head_dim * partial)
     interleave = checks.flag(reading["rope_interleave"], "rope_interleave", where)
     layout = "interleaved" if model_type in INTERLEAVED or interleave else "half"
-    scaling = _scaling(rope, longest, where)
-    try:
-        _, scaling, rotary_dim = validation.check_rope(
-            (1, head_dim), np.zeros(1, np.int64), theta, layout, scaling, rotary_dim
-        )
-    except (TypeError, ValueError) as error:
-        checks.refuse(where, str(error))
+    longest = reading["max_position_embeddings"]
+    rope = reading["rope"] or {}
+    nested = reading["layer_types"] and any(key in reading["layer_types"] for key in rope)
+
+    def rotation(layer_rope):
+        layer_rope = dict(rope if layer_rope is None else layer_rope)
+        theta = checks.base(layer_rope.pop("rope_theta", 10000.0), "rope_theta", where)
+        partial = layer_rope.pop("partial_rotary_factor", None)
+        partial = _optional(checks.share, partial, "partial_rotary_factor", where)
+        rotary_dim = _optional(checks.head_dim, reading["rotary_dim"], "rotary_dim", where)
+        if rotary_dim is None and partial is not None and partial != 1.0:
+            rotary_dim = int(head_dim * partial)
+        scaling = _scaling(layer_rope, longest, where)
+        try:
+            _, scaling, rotary_dim = validation.check_rope(
+                (1, head_dim), np.zeros(1, np.int64), theta, layout, scaling, rotary_dim
+            )
+        except (TypeError, ValueError) as error:
+            checks.refuse(where, str(error))
+        return theta, scaling, None if rotary_dim == head_dim else rotary_dim
+
+    types = layers.table(reading, model_type, rotation, where)
+    if types:
+        main = next((t for t in types if t.name == "full_attention" and t.rotates), None)
+        main = main or next((t for t in types if t.rotates), None)
+        theta, scaling, rotary_dim = main.rope_theta, main.scaling, main.rotary_dim
+    elif nested:
+        theta, scaling, rotary_dim = rotation(next(iter(rope.values())))
+    else:
+        theta, scaling, rotary_dim = rotation(None)
     return {
         "head_dim": head_dim,
-        "rotary_dim": None if rotary_dim == head_dim else rotary_dim,
+        "rotary_dim": rotary_dim,
         "layout": layout,
         "rope_theta": theta,
         "scaling": scaling,
+        "layer_types": types,
     }
 
 

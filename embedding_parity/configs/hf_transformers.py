@@ -11,7 +11,7 @@ import contextlib
 import copy
 import warnings
 
-from embedding_parity.configs import checks
+from embedding_parity.configs import checks, layers
 from embedding_parity.configs.defaults import PLAIN
 
 SAID = 200  # characters of transformers' refusal quoted (it may quote the whole value)
@@ -47,9 +47,10 @@ def transformers_reading(fields: dict, where: str) -> dict:
         # model's own code reads
         given = ("rope_theta", "partial_rotary_factor")
         rope = {key: getattr(config, key) for key in given if hasattr(config, key)} or None
-    if rope and isinstance(rope.get("full_attention"), dict):
-        rope = rope["full_attention"]  # Gemma 3's global layers, as the kit's reading takes
     reading["rope"] = rope
+    reading["layer_types"] = copy.deepcopy(getattr(config, "layer_types", None))
+    no_rope = getattr(config, "no_rope_layers", None)
+    reading["no_rope_layers"] = list(no_rope) if reading["model_type"] in layers.NO_ROPE_LAYERS else None
     return reading
 
 

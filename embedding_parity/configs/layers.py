@@ -1,0 +1,189 @@
+"""A config as a table of layers: which layers rotate by which rule, as transformers 5.24's
+config classes and modeling code decide it.
+
+Models of 2024-26 rotate their layers differently. Gemma 3 rotates its sliding-window layers
+at base 10 000 unscaled and every sixth layer at base 1e6 with linear factor 8
+(``rope_local_base_freq``, ``sliding_window_pattern``); ModernBERT its global layers at 160 000
+and its local ones at 10 000 (``global_rope_theta``, ``local_rope_theta``,
+``global_attn_every_n_layers``); OLMo 3 scales its full-attention layers only; transformers 5
+writes any of them as ``rope_parameters`` keyed by layer type. Some layers are not rotated at
+all (NoPE): SmolLM3's and Llama 4's where ``no_rope_layers[i]`` is 0 (1 means the layer *uses*
+RoPE), Cohere2's full-attention layers (its attention rotates the sliding-window layers only).
+
+Each reader (``hf.transformers_reading``, ``hf.kit_reading``) gives ``layer_types``,
+``no_rope_layers`` and the rope dict (one, or one per layer type); ``table`` groups the layers
+by their rule. The kit's own reading transcribes the classes' ``__post_init__`` and
+``convert_rope_params_to_dict`` here (``kit_layer_types``, ``kit_no_rope_layers``,
+``kit_rope_by_type``); tests/test_config_reading.py holds it equal to transformers'.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from embedding_parity.configs import checks
+from embedding_parity.configs.configuration import LayerType
+
+# Model types whose layers rotate where no_rope_layers[i] is 1 (modeling_smollm3.py,
+# modeling_llama4.py: ``self.use_rope = config.no_rope_layers[layer_idx]``).
+NO_ROPE_LAYERS = ("smollm3", "llama4_text")
+# Model types that rotate only their sliding-window layers (modeling_cohere2.py:
+# ``if self.sliding_window is not None: apply_rotary_pos_emb``).
+SLIDING_ONLY = ("cohere2",)
+# Where each class puts a config.json's rope_scaling and its bases, per layer type
+# (its convert_rope_params_to_dict): {type: (scaled, {layer type: (theta field, default)})}.
+BY_TYPE = {
+    "gemma3_text": (
+        ("full_attention",),
+        {
+            "full_attention": ("rope_theta", 1_000_000.0),
+            "sliding_attention": ("rope_local_base_freq", 10_000.0),
+        },
+    ),
+    "modernbert": (
+        ("full_attention", "sliding_attention"),
+        {
+            "full_attention": ("global_rope_theta", 160_000.0),
+            "sliding_attention": ("local_rope_theta", 10_000.0),
+        },
+    ),
+    "olmo3": (
+        ("full_attention",),
+        {"full_attention": ("rope_theta", 500_000.0), "sliding_attention": ("rope_theta", 500_000.0)},
+    ),
+}
+
+
+def kit_no_rope_layers(fields: dict, model_type, count: int) -> list | None:
+    """SmolLM3Config's and Llama4TextConfig's no_rope_layers: the file's, else a NoPE layer
+    every no_rope_layer_interval (4) layers, the interval's last (Llama 4 also fills in an
+    empty list)."""
+    if model_type not in NO_ROPE_LAYERS:
+        return None
+    given = fields.get("no_rope_layers")
+    if given or (given is not None and model_type == "smollm3"):
+        return list(given)
+    interval = fields.get("no_rope_layer_interval", 4)
+    return [int((i + 1) % interval != 0) for i in range(count)]
+
+
+def kit_layer_types(fields: dict, model_type, count: int, no_rope: list | None) -> list | None:
+    """The class's layer_types: the file's, else its own rule from the older fields."""
+    if fields.get("layer_types") is not None:
+        return list(fields["layer_types"])
+    if model_type in ("gemma3_text", "cohere2"):
+        pattern = fields.get("sliding_window_pattern", 6 if model_type == "gemma3_text" else 4)
+        return [_sliding((i + 1) % pattern) for i in range(count)]
+    if model_type == "modernbert":
+        every = fields.get("global_attn_every_n_layers", 3)
+        return [_sliding(i % every) for i in range(count)]
+    if model_type == "olmo3":
+        return [_sliding((i + 1) % 4) for i in range(count)]
+    if model_type == "smollm3":
+        windowed = fields.get("use_sliding_window") and fields.get("sliding_window") is not None
+        return [_sliding(windowed and not rope) for rope in no_rope]
+    if model_type == "llama4_text":
+        chunked = fields.get("attention_chunk_size", 8192) is not None
+        return ["chunked_attention" if rope and chunked else "full_attention" for rope in no_rope]
+    return None
+
+
+def _sliding(sliding) -> str:
+    return "sliding_attention" if sliding else "full_attention"
+
+
+def kit_rope_by_type(fields: dict, model_type, layer_types: list | None) -> dict | None:
+    """The rope dict per layer type, as the class's convert_rope_params_to_dict lays the file's
+    rope_scaling, rope_parameters and bases out (before standardize_rope_params); None where
+    the class keeps one dict for every layer."""
+    rope = copy.deepcopy(fields.get("rope_parameters"))
+    if model_type in BY_TYPE:
+        scaled, bases = BY_TYPE[model_type]
+        rope = rope or {name: {"rope_type": "default"} for name in bases}
+        for name in scaled:
+            rope[name].update(fields.get("rope_scaling") or {})
+        for name, (field, default) in bases.items():
+            rope[name] = rope.get(name) or {"rope_type": "default"}
+            rope[name].setdefault("rope_theta", fields.get(field, default))
+        return rope
+    rope = copy.deepcopy(fields.get("rope_scaling")) or rope
+    if isinstance(rope, dict) and any(key in (layer_types or ()) for key in rope):
+        return rope
+    return None
+
+
+def table(reading: dict, model_type, rotation, where: str) -> tuple[LayerType, ...]:
+    """The layers grouped by their rotation, or () where every layer rotates alike.
+    ``rotation(rope_dict)`` gives a rope dict's (rope_theta, scaling, rotary_dim), checked."""
+    layer_types, no_rope = reading["layer_types"], reading["no_rope_layers"]
+    rope = reading["rope"] or {}
+    nested = layer_types and any(key in layer_types for key in rope)
+    count = checks.optional_integer(reading["num_hidden_layers"], "num_hidden_layers", where, 1)
+    if layer_types is not None:
+        _check_list(layer_types, "layer_types", where, count, str)
+        count = len(layer_types)
+    if no_rope is not None:
+        _check_list(no_rope, "no_rope_layers", where, count, int)
+        count = len(no_rope)
+    if count is None or not (nested or no_rope is not None or model_type in SLIDING_ONLY):
+        return ()
+    attention = layer_types or ["full_attention"] * count
+    rules, kinds, whys, members = {}, {}, {}, {}
+    for i, kind in enumerate(attention):
+        nested_rope = rope if nested else None
+        rule, why = _layer_rule(i, kind, nested_rope, no_rope, model_type, rotation, where)
+        key = repr(rule)  # the scaling dict makes the rule unhashable
+        rules.setdefault(key, rule)
+        kinds.setdefault(key, []).append(kind)
+        whys.setdefault(key, why)
+        members.setdefault(key, []).append(i)
+    if len(rules) == 1:
+        if next(iter(rules.values()))[0] is None:
+            checks.refuse(where, "no layer is rotated (every layer NoPE): nothing for RoPE to check")
+        return ()
+    names = _names(kinds, {key: rule[0] is None for key, rule in rules.items()})
+    return tuple(
+        LayerType(names[key], tuple(members[key]), *rule, why=whys[key])
+        for key, rule in rules.items()
+    )
+
+
+def _layer_rule(i, kind, nested, no_rope, model_type, rotation, where):
+    """(rope_theta, scaling, rotary_dim) of layer i, or (None, None, None) for NoPE; and why."""
+    if no_rope is not None and not no_rope[i]:
+        return (None, None, None), "no_rope_layers[i] = 0 (1 means the layer uses RoPE)"
+    if model_type in SLIDING_ONLY and kind != "sliding_attention":
+        return (None, None, None), f"{model_type} rotates its sliding-window layers only"
+    if nested is None:
+        why = "no_rope_layers[i] = 1: the layer uses RoPE" if no_rope is not None else ""
+        return rotation(None), why
+    if kind not in nested:
+        checks.refuse(where, f"rope_parameters has no entry for layer type {kind!r}")
+    return rotation(nested[kind]), f"rope_parameters[{kind!r}]"
+
+
+def _names(kinds: dict, nope: dict) -> dict:
+    """Each rule's name: the attention type its layers share where that tells the rules apart,
+    else rope or nope."""
+    kinds = {key: set(found) for key, found in kinds.items()}
+    if all(len(k) == 1 for k in kinds.values()):
+        names = {key: next(iter(k)) for key, k in kinds.items()}
+        if len(set(names.values())) == len(names):
+            return names
+    if len(kinds) == 2 and any(nope.values()):
+        return {key: "nope" if nope[key] else "rope" for key in kinds}
+    return {key: f"rule{n}" for n, key in enumerate(kinds)}
+
+
+def _check_list(values, field: str, where: str, count, kind) -> None:
+    """A list of ``kind`` (str, or 0/1 ints), one per layer."""
+    if not isinstance(values, list) or not all(
+        isinstance(v, kind) and not isinstance(v, bool) for v in values
+    ):
+        checks.refuse(where, f"{field} must be a list, one {kind.__name__} per layer, got {checks.shown(values)}")
+    if kind is int and not set(values) <= {0, 1}:
+        checks.refuse(where, f"{field} holds {sorted(set(values) - {0, 1})}: 1 (RoPE) or 0 (NoPE) per layer")
+    if not values or len(values) > checks.MOST_LAYERS:
+        checks.refuse(where, f"{field} holds {len(values)} layers: 1 to {checks.MOST_LAYERS}")
+    if count is not None and len(values) != count:
+        checks.refuse(where, f"{field} has {len(values)} entries for num_hidden_layers {count}")
