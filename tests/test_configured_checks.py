@@ -412,11 +412,16 @@ def test_a_config_json_is_named_by_its_model_not_its_folder(tmp_path, fields, na
         ),
         (
             {"rope_parameters": {"full_attention": {"rope_theta": 1e6}}},
-            "rope_parameters per layer type",
+            "rope_parameters keyed by layer type (full_attention) where the config's "
+            "layer_types are not given",
         ),
         (
             {"rope_local_base_freq": 10000.0},
-            "rope_local_base_freq: Gemma 3's sliding-window layers rotate with another base",
+            "rope_local_base_freq: the kit knows it as gemma3_text's, not model_type 'llama''s",
+        ),
+        (
+            {"no_rope_layers": [1, 0]},
+            "no_rope_layers: the kit knows it as smollm3 and llama4_text's",
         ),
     ],
 )

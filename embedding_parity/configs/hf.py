@@ -75,12 +75,7 @@ def text_fields(fields: dict, where: str) -> tuple[dict, str | None]:
     model_type = model_type or TEXT_TYPES.get(outer) or (None if inner is not None else outer)
     for field in ("rope_scaling", "rope_parameters"):
         checks.mapping(fields.get(field), field, where)
-    if fields.get("no_rope_layers") is not None and model_type not in layers.NO_ROPE_LAYERS:
-        checks.refuse(
-            where,
-            f"no_rope_layers: the kit knows what it means for {', '.join(layers.NO_ROPE_LAYERS)} "
-            f"only (1: the layer uses RoPE), not for model_type {checks.shown(model_type)}",
-        )
+    layers.check_owned(fields, model_type, where)
     _check_given(fields, where)
     return fields, model_type
 
@@ -299,6 +294,14 @@ def _rotation(reading: dict, model_type, where: str) -> dict:
     longest = reading["max_position_embeddings"]
     rope = reading["rope"] or {}
     nested = reading["layer_types"] and any(key in reading["layer_types"] for key in rope)
+    keyed = [key for key, value in rope.items() if isinstance(value, dict)]
+    if keyed and not nested:
+        checks.refuse(
+            where,
+            f"rope_parameters keyed by layer type ({', '.join(map(str, keyed))}) where the "
+            f"config's layer_types are {sorted(set(reading['layer_types'] or [])) or 'not given'}: "
+            "give layer_types beside it, or one rope dict for every layer",
+        )
 
     def rotation(layer_rope):
         layer_rope = dict(rope if layer_rope is None else layer_rope)

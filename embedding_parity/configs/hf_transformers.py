@@ -50,7 +50,9 @@ def transformers_reading(fields: dict, where: str) -> dict:
     reading["rope"] = rope
     reading["layer_types"] = copy.deepcopy(getattr(config, "layer_types", None))
     no_rope = getattr(config, "no_rope_layers", None)
-    reading["no_rope_layers"] = list(no_rope) if reading["model_type"] in layers.NO_ROPE_LAYERS else None
+    reading["no_rope_layers"] = (
+        list(no_rope) if reading["model_type"] in layers.NO_ROPE_LAYERS else None
+    )
     return reading
 
 

@@ -30,6 +30,16 @@ NO_ROPE_LAYERS = ("smollm3", "llama4_text")
 # Model types that rotate only their sliding-window layers (modeling_cohere2.py:
 # ``if self.sliding_window is not None: apply_rotary_pos_emb``).
 SLIDING_ONLY = ("cohere2",)
+# Fields that set a layer's rotation in these model types' classes alone (another class takes
+# them silently and rotates every layer alike: a file that gives one is refused there).
+OWNERS = {
+    "rope_local_base_freq": ("gemma3_text",),
+    "global_rope_theta": ("modernbert",),
+    "local_rope_theta": ("modernbert",),
+    "global_attn_every_n_layers": ("modernbert",),
+    "no_rope_layers": NO_ROPE_LAYERS,
+    "no_rope_layer_interval": NO_ROPE_LAYERS,
+}
 # Where each class puts a config.json's rope_scaling and its bases, per layer type
 # (its convert_rope_params_to_dict): {type: (scaled, {layer type: (theta field, default)})}.
 BY_TYPE = {
@@ -49,9 +59,24 @@ BY_TYPE = {
     ),
     "olmo3": (
         ("full_attention",),
-        {"full_attention": ("rope_theta", 500_000.0), "sliding_attention": ("rope_theta", 500_000.0)},
+        {
+            "full_attention": ("rope_theta", 500_000.0),
+            "sliding_attention": ("rope_theta", 500_000.0),
+        },
     ),
 }
+
+
+def check_owned(fields: dict, model_type, where: str) -> None:
+    """A field of OWNERS refused in a model type whose class does not read it."""
+    for field, owners in OWNERS.items():
+        if fields.get(field) is not None and model_type not in owners:
+            checks.refuse(
+                where,
+                f"{field}: the kit knows it as {' and '.join(owners)}'s, not model_type "
+                f"{checks.shown(model_type)}'s, whose transformers class would pass it over "
+                "and rotate every layer alike; remove it, or name the model_type that reads it",
+            )
 
 
 def kit_no_rope_layers(fields: dict, model_type, count: int) -> list | None:
@@ -139,7 +164,9 @@ def table(reading: dict, model_type, rotation, where: str) -> tuple[LayerType, .
         members.setdefault(key, []).append(i)
     if len(rules) == 1:
         if next(iter(rules.values()))[0] is None:
-            checks.refuse(where, "no layer is rotated (every layer NoPE): nothing for RoPE to check")
+            checks.refuse(
+                where, "no layer is rotated (every layer NoPE): nothing for RoPE to check"
+            )
         return ()
     names = _names(kinds, {key: rule[0] is None for key, rule in rules.items()})
     return tuple(
@@ -180,9 +207,14 @@ def _check_list(values, field: str, where: str, count, kind) -> None:
     if not isinstance(values, list) or not all(
         isinstance(v, kind) and not isinstance(v, bool) for v in values
     ):
-        checks.refuse(where, f"{field} must be a list, one {kind.__name__} per layer, got {checks.shown(values)}")
+        checks.refuse(
+            where,
+            f"{field} must be a list, one {kind.__name__} per layer, got {checks.shown(values)}",
+        )
     if kind is int and not set(values) <= {0, 1}:
-        checks.refuse(where, f"{field} holds {sorted(set(values) - {0, 1})}: 1 (RoPE) or 0 (NoPE) per layer")
+        checks.refuse(
+            where, f"{field} holds {sorted(set(values) - {0, 1})}: 1 (RoPE) or 0 (NoPE) per layer"
+        )
     if not values or len(values) > checks.MOST_LAYERS:
         checks.refuse(where, f"{field} holds {len(values)} layers: 1 to {checks.MOST_LAYERS}")
     if count is not None and len(values) != count:

@@ -28,6 +28,7 @@ from embedding_parity.conformance.kinds.base import (
     ROPE_DIM,
     Case,
     Kind,
+    conforms,
     _phase_record,
     _with_phase,
     low_precision_angles,
@@ -99,29 +100,61 @@ class Rope(Kind):
     exact = False
 
     def cases(self, options):
-        rope = _rope(options)
+        layers, chosen = options.get("layers"), options.get("layer_type")
+        if not layers:
+            return self._cases(options, _rope(options), {}, "")
+        found = []
+        for layer_type in layers:
+            if chosen not in (None, layer_type["name"]):
+                continue
+            call = _layer_call(layer_type, layers, at=None if chosen else layer_type["layers"][0])
+            found += self._cases(options, layer_type["rope"], call, f" {layer_type['name']}", found)
+        if chosen is None:  # each layer once: which rule a port gives which layer
+            for layer_type in layers:
+                for layer in layer_type["layers"]:
+                    call = _layer_call(layer_type, layers, at=layer)
+                    params = {"dtype": "float32", "long": False, **call, "seed": len(found)}
+                    params["rope"] = layer_type["rope"]
+                    where = f"layer {layer} ({layer_type['name']}), positions 0..15"
+                    found.append(Case("layer map float32", where, params))
+        return found
+
+    def _cases(self, options, rope, call, named, found=()):
+        """The battery at one rotation: each check in each dtype (``named`` after the check:
+        a layer type's name)."""
         head = rope["head_dim"]
         operand, qk = ("q, k", {"qk": True}) if options.get("qk") else ("x", {})
-        found = []
+        cases = []
         for dtype in FLOATS:
-            for check, call, where in _checks(options):
-                params = {"dtype": dtype, **call, "seed": len(found), "rope": rope, **qk}
+            for check, shaped, where in _checks(options):
+                seed = len(found) + len(cases)
+                params = {"dtype": dtype, **shaped, "seed": seed, "rope": rope, **qk, **call}
                 positions = positions_of(params)
                 shape = (*positions.shape[:-1], HEADS, positions.shape[-1], head)
-                found.append(Case(f"{check} {dtype}", f"{operand} {shape}, {where}", params))
-        return found
+                label = f"{operand} {shape}, {where}"
+                cases.append(Case(f"{check}{named} {dtype}", label, params))
+        return cases
 
     def describe(self, options):
         if not options.get("rope") and not _shaped_call(options):
             return self.contract
         rope = _rope(options)
         said = _signature(options, rope["head_dim"])
+        layers, chosen = options.get("layers"), options.get("layer_type")
+        if layers and chosen is None:
+            rules = "; ".join(f"{t['name']} layers: {_rotation(t['rope'])}" for t in layers)
+            return (
+                f"{said.replace('positions', 'positions, layer', 1)}, layer the layer's index "
+                f"(0-based), each layer rotated by its layer type's rule: {rules}"
+            )
+        if chosen is not None:
+            rope = next(t["rope"] for t in layers if t["name"] == chosen)
+            return f"{said}; the {chosen} layers: {_rotation(rope)}"
         return f"{said}; {_rotation(rope) if options.get('rope') else _textbook(rope)}"
 
     def argument_names(self, params):
-        if params.get("qk"):
-            return ["q", "k", "positions"]
-        return super().argument_names(params)
+        names = ["q", "k", "positions"] if params.get("qk") else super().argument_names(params)
+        return [*names, "layer"] if "layer" in params else names
 
     def arguments(self, params):
         positions = positions_of(params)
@@ -130,11 +163,12 @@ class Rope(Kind):
         shape = (*positions.shape[:-1], HEADS, positions.shape[-1], params["rope"]["head_dim"])
         dtype = validation.resolve_dtype(params["dtype"])
         xs = [rng.standard_normal(shape).astype(dtype) for _ in range(2 if params.get("qk") else 1)]
-        return [*xs, positions.astype(np.int64)]
+        layer = [params["layer"]] if "layer" in params else []  # the layer's index, an int
+        return [*xs, positions.astype(np.int64), *layer]
 
     def _inputs(self, params):
         """(x, positions) in the call's shapes, q and k stacked (2, ...) as the result is."""
-        *xs, positions = self.arguments(params)
+        *xs, positions = self.arguments(params)[: 3 if params.get("qk") else 2]
         return (np.stack(xs) if len(xs) > 1 else xs[0]), positions
 
     def _operands(self, params):
@@ -153,13 +187,22 @@ class Rope(Kind):
 
     def reference(self, params):
         x, positions = self._operands(params)
+        if params["rope"].get("nope"):  # a NoPE layer: x as it is
+            return in_rows(x.astype(np.float64), params)
         w, attention, _ = self._rule(params)
         turned = rotate(x, positions, w, attention, layout=params["rope"]["layout"])
         return in_rows(turned, params)
 
+    def compare(self, params, actual):
+        if params["rope"].get("nope") and numerics.same_bits(actual, self._inputs(params)[0]):
+            return conforms("bit-identical: x returned as it is, as a NoPE layer does")
+        return super().compare(params, actual)
+
     def tolerance(self, params, dtype):
         x, positions = self._operands(params)
         rope = params["rope"]
+        if rope.get("nope"):  # nothing computed: x must come back bit for bit
+            return np.zeros(self.reference(params).shape)
         bound = positional.rope_bound(
             x.astype(np.float64),
             positions,
@@ -172,7 +215,9 @@ class Rope(Kind):
         return in_rows(bound, params)
 
     def mistakes(self, params):
-        found = [(name, in_rows(result, params)) for name, result in self._mistakes(params)]
+        found = [] if params["rope"].get("nope") else self._mistakes(params)
+        found += _layer_mistakes(params, *self._operands(params))
+        found = [(name, in_rows(result, params)) for name, result in found]
         return found + self._qk_mistakes(params)
 
     def _mistakes(self, params):
@@ -276,7 +321,7 @@ class Rope(Kind):
 
     def phase(self, params, actual):
         x, positions = self._inputs(params)
-        if actual.shape != x.shape:
+        if actual.shape != x.shape or params["rope"].get("nope"):
             return None
         w, _, _ = self._rule(params)
         error = numerics.rotation_phase_error(
@@ -292,6 +337,11 @@ class Rope(Kind):
         return _phase_record(positions, error)
 
     def diagnose(self, params, actual, dtype, tolerance, error):
+        if params["rope"].get("nope"):  # a rotation's mistakes are judged within its own bound
+            rotating = [t["rope"] for t in params["others"] if not t["rope"].get("nope")]
+            bound = self.tolerance({**params, "rope": rotating[0]}, dtype)
+            found = super().diagnose(params, actual, dtype, bound, error)
+            return found or "changed where a NoPE layer returns x as it is"
         found = super().diagnose(params, actual, dtype, tolerance, error)
         x, _ = self._inputs(params)
         rotary = params["rope"].get("rotary_dim") or params["rope"]["head_dim"]
@@ -419,6 +469,8 @@ def _textbook(rope) -> str:
 
 def _rotation(rope) -> str:
     """A config's rotation, in words."""
+    if rope.get("nope"):
+        return "not rotated (NoPE): x returned as it is, bit for bit"
     rotary = rope.get("rotary_dim") or rope["head_dim"]
     pairs = "(2i, 2i+1)" if rope["layout"] == "interleaved" else f"(i, i + {rotary // 2})"
     rule = "no scaling" if rope["scaling"] is None else f"the {rope['scaling']['rope_type']} rule"
@@ -629,3 +681,79 @@ def _yarn_ramp(rotary, base, factor, low, high):
         high += 0.001
     ramp = np.clip((np.arange(rotary // 2) - low) / (high - low), 0.0, 1.0)
     return w / factor * ramp + w * (1.0 - ramp)
+
+
+# --- layer types: each layer by its own rule ----------------------------------------------
+
+
+def _layer_call(layer_type, layers, *, at) -> dict:
+    """The params that place a case in one layer type: its name, why it rotates so, the other
+    types (for the mistakes), and ``layer``, the index the call is told (none where a single
+    type is checked, f(x, positions))."""
+    call = {"layer_type": layer_type["name"], "why": layer_type["why"]}
+    call["others"] = [t for t in layers if t["name"] != layer_type["name"]]
+    return call if at is None else {**call, "layer": at}
+
+
+def _rotated(x, positions, rope) -> np.ndarray:
+    """x turned by a layer type's rope dict, in float64."""
+    rotary = rope.get("rotary_dim") or rope["head_dim"]
+    length = positional.length(positions)
+    w, attention = positional.rope_parameters(rotary, rope["base"], rope["scaling"], length)
+    return rotate(x, positions, w, attention, layout=rope["layout"])
+
+
+def _layer_mistakes(params, x, positions):
+    """The mistakes of a model whose layers rotate differently: another layer type's rule on
+    this one (two types swapped, or one rule for every layer), RoPE on a NoPE layer or none on
+    a rotating one (``no_rope_layers`` read inverted), a type's scaling on the unscaled type."""
+    if "layer_type" not in params:
+        return []
+    rope, name = params["rope"], params["layer_type"]
+    why = f" [{params['why']}]" if params.get("why") else ""
+    found = []
+    for other in params["others"]:
+        theirs = other["rope"]
+        if theirs.get("nope"):
+            found.append(
+                (
+                    f"not rotated, as the {other['name']} layers are not, on a {name} layer"
+                    f"{why}: NoPE and RoPE layers swapped (no_rope_layers read inverted), or no "
+                    "layer rotated",
+                    x,
+                )
+            )
+            continue
+        result = _rotated(x, positions, theirs)
+        words = _rule_words(theirs)
+        if rope.get("nope"):
+            found.append(
+                (
+                    f"rotated ({words}, the {other['name']} layers' rule) on a NoPE layer{why}: "
+                    "RoPE and NoPE layers swapped (no_rope_layers read inverted), or every "
+                    "layer rotated",
+                    result,
+                )
+            )
+            continue
+        found.append(
+            (
+                f"the {other['name']} layers' rule ({words}) on a {name} layer: the two layer "
+                "types' rules swapped, or one rule for both",
+                result,
+            )
+        )
+        if rope["scaling"] is None and theirs["scaling"] is not None:
+            found.append(
+                (
+                    f"the {other['name']} layers' {theirs['scaling']['rope_type']} scaling "
+                    f"applied to a {name} layer too (it rotates unscaled, at base {rope['base']:g})",
+                    _rotated(x, positions, {**rope, "scaling": theirs["scaling"]}),
+                )
+            )
+    return found
+
+
+def _rule_words(rope) -> str:
+    rule = "no scaling" if rope["scaling"] is None else rope["scaling"]["rope_type"]
+    return f"base {rope['base']:g}, {rule}"
