@@ -28,9 +28,9 @@ from embedding_parity.conformance.kinds.base import (
     ROPE_DIM,
     Case,
     Kind,
-    conforms,
     _phase_record,
     _with_phase,
+    conforms,
     low_precision_angles,
 )
 from embedding_parity.conformance.numerics import FLOATS
@@ -715,42 +715,31 @@ def _layer_mistakes(params, x, positions):
     for other in params["others"]:
         theirs = other["rope"]
         if theirs.get("nope"):
-            found.append(
-                (
-                    f"not rotated, as the {other['name']} layers are not, on a {name} layer"
-                    f"{why}: NoPE and RoPE layers swapped (no_rope_layers read inverted), or no "
-                    "layer rotated",
-                    x,
-                )
+            said = (
+                f"not rotated, as the {other['name']} layers are not, on a {name} layer{why}: "
+                "NoPE and RoPE layers swapped (no_rope_layers read inverted), or no layer rotated"
             )
+            found.append((said, x))
             continue
-        result = _rotated(x, positions, theirs)
-        words = _rule_words(theirs)
+        result, words = _rotated(x, positions, theirs), _rule_words(theirs)
         if rope.get("nope"):
-            found.append(
-                (
-                    f"rotated ({words}, the {other['name']} layers' rule) on a NoPE layer{why}: "
-                    "RoPE and NoPE layers swapped (no_rope_layers read inverted), or every "
-                    "layer rotated",
-                    result,
-                )
+            said = (
+                f"rotated ({words}, the {other['name']} layers' rule) on a NoPE layer{why}: "
+                "RoPE and NoPE layers swapped (no_rope_layers read inverted), or every layer rotated"
             )
+            found.append((said, result))
             continue
-        found.append(
-            (
-                f"the {other['name']} layers' rule ({words}) on a {name} layer: the two layer "
-                "types' rules swapped, or one rule for both",
-                result,
-            )
+        said = (
+            f"the {other['name']} layers' rule ({words}) on a {name} layer: the two layer types' "
+            "rules swapped, or one rule for both"
         )
+        found.append((said, result))
         if rope["scaling"] is None and theirs["scaling"] is not None:
-            found.append(
-                (
-                    f"the {other['name']} layers' {theirs['scaling']['rope_type']} scaling "
-                    f"applied to a {name} layer too (it rotates unscaled, at base {rope['base']:g})",
-                    _rotated(x, positions, {**rope, "scaling": theirs["scaling"]}),
-                )
+            said = (
+                f"the {other['name']} layers' {theirs['scaling']['rope_type']} scaling applied to "
+                f"a {name} layer too (it rotates unscaled, at base {rope['base']:g})"
             )
+            found.append((said, _rotated(x, positions, {**rope, "scaling": theirs["scaling"]})))
     return found
 
 
