@@ -91,11 +91,36 @@ FINDINGS = {
     "transformers rotary at deepseek-v3": {
         "rotation float32": "interleaved pairs in, the half layout out"
     },
-    "transformers rotary at gemma-3-4b": {"long positions float32": "within tolerance"},
+    "transformers Gemma3RotaryEmbedding at gemma-3-4b": {
+        "rotation sliding_attention float32": "within tolerance",
+        "long positions full_attention float32": "within tolerance",
+        "layer map float32": "within tolerance",
+    },
+    "transformers ModernBertRotaryEmbedding at modernbert-base": {
+        "rotation full_attention bfloat16": "within tolerance",
+        "layer map float32": "within tolerance",
+    },
+    "transformers Olmo3RotaryEmbedding at olmo-3-7b": {
+        "long positions full_attention float32": "within tolerance",
+        "layer map float32": "within tolerance",
+    },
+    "transformers SmolLM3 rotary and no_rope_layers at smollm3-3b": {
+        "rotation nope float32": "bit-identical",
+        "layer map float32": "within tolerance",
+    },
+    "transformers Llama 4 rotary and no_rope_layers at llama-4-scout": {
+        "rotation chunked_attention float64": "computed in float32",
+        "rotation full_attention bfloat16": "bit-identical",
+        "layer map float32": "within tolerance",
+    },
+    "transformers Cohere2 rotary on sliding layers at command-r7b": {
+        "rotation full_attention float16": "bit-identical",
+        "layer map float32": "within tolerance",
+    },
     "transformers rotary at llama-2-7b-dynamic": {"long positions float32": "within tolerance"},
     "torchtune Llama3ScaledRoPE at llama-3.2-1b": {"rotation float32": "interleaved layout"},
-    "keras-hub RotaryEmbedding linear at gemma-3-4b (jax)": {
-        "long positions float32": "within tolerance"
+    "keras-hub RotaryEmbedding linear at gemma-3-4b full_attention (jax)": {
+        "long positions full_attention float32": "within tolerance"
     },
     "keras-hub RotaryEmbedding dynamic at llama-2-7b-dynamic (jax)": {
         "rotation float32": "static (keras-hub's rope_type 'dynamic')"
@@ -120,7 +145,9 @@ FINDINGS = {
     "mlx-lm initialize_rope at qwen2.5-7b": {"rotation bfloat16": "within tolerance"},
     "mlx-lm initialize_rope at gpt-oss-20b": {"rotation float32": "YaRN's truncate ignored"},
     "mlx-lm initialize_rope at phi-3-mini-128k": {"rotation float32": "LongRoPE always long"},
-    "mlx-lm initialize_rope at gemma-3-4b": {"rotation float32": "within tolerance"},
+    "mlx-lm initialize_rope at gemma-3-4b full_attention": {
+        "rotation full_attention float32": "within tolerance"
+    },
     "mlx-lm initialize_rope at llama-2-7b-dynamic": {"long positions float32": "within tolerance"},
     "mlx-lm initialize_rope at gpt-neox-20b": {
         "rotation float64": "(24..95) rounded through float32"

@@ -220,8 +220,8 @@ def _standardised(rope: dict, fields: dict, known: dict, get, *, nested: bool) -
 def build(reading: dict, name: str, where: str) -> Configuration:
     """The Configuration of a reading, each field checked for its type and range."""
     model_type = checks.text(reading["model_type"], "model_type", where)
-    kind = reading["position_embedding_type"]
-    if kind not in (None, "absolute"):
+    kind = reading["position_embedding_type"]  # BERT's family's: others' classes pass it over
+    if model_type in LEARNED and kind not in (None, "absolute"):
         checks.refuse(
             where,
             f"position_embedding_type {checks.shown(kind)} is not one the kit checks "

@@ -290,20 +290,150 @@ PRESETS = {
         "source": HUB.format("google/gemma-7b"),
     },
     "gemma-3-4b": {
-        "about": "Gemma 3 4B's global layers: linear scaling, factor 8 (rope_theta 1e6)",
+        "about": "Gemma 3 4B: sliding layers at base 10000; every sixth at 1e6, linear factor 8",
+        # the hub file as it is: a multimodal config whose text_config names few fields, the
+        # rest (heads, head_dim, both bases, the pattern of 6) Gemma3TextConfig's defaults
+        "fields": {
+            "model_type": "gemma3",
+            "text_config": {
+                "hidden_size": 2560,
+                "intermediate_size": 10240,
+                "model_type": "gemma3_text",
+                "num_hidden_layers": 34,
+                "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                "sliding_window": 1024,
+            },
+        },
+        "source": HUB.format("google/gemma-3-4b-it") + " (its text_config, vision_config left "
+        "out), as quoted in public ports' tests of the file's shape",
+    },
+    "gemma-3-1b": {
+        "about": "Gemma 3 1B: rope_local_base_freq 10000 on 5 of 6 layers, rope_theta 1e6",
         "fields": {
             "model_type": "gemma3_text",
-            "hidden_size": 2560,
-            "num_attention_heads": 8,
+            "hidden_size": 1152,
+            "num_attention_heads": 4,
             "head_dim": 256,
-            "max_position_embeddings": 131072,
-            "rope_theta": 1000000.0,
-            "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+            "num_hidden_layers": 26,
+            "max_position_embeddings": 32768,
+            "pad_token_id": 0,
+            "rope_local_base_freq": 10000,
+            "rope_scaling": None,
+            "rope_theta": 1000000,
+            "sliding_window": 512,
+            "sliding_window_pattern": 6,
         },
-        # its sliding-window layers rotate with rope_local_base_freq 10000, unscaled: a
-        # config.json holding that field is refused (one layer type's rotation at a time)
-        "source": HUB.format("google/gemma-3-4b-it") + " (text_config), as quoted in "
-        "NVIDIA-NeMo/Megatron-Bridge's Gemma 3 bridge tests",
+        "source": HUB.format("google/gemma-3-1b-it") + ", as in Liwink/gemma-jax "
+        "models/README.md and TensorRT-LLM's GEMMA3_1B_CONFIG test",
+    },
+    "llama-4-scout": {
+        "about": "Llama 4 Scout: RoPE (llama3, factor 16) on 3 of 4 layers, NoPE on every 4th",
+        "fields": {
+            "model_type": "llama4",
+            "text_config": {
+                "model_type": "llama4_text",
+                "hidden_size": 5120,
+                "num_attention_heads": 40,
+                "head_dim": 128,
+                "num_hidden_layers": 48,
+                "max_position_embeddings": 10485760,
+                "rope_theta": 500000.0,
+                "rope_scaling": {
+                    "factor": 16.0,
+                    "high_freq_factor": 1.0,
+                    "low_freq_factor": 1.0,
+                    "original_max_position_embeddings": 8192,
+                    "rope_type": "llama3",
+                },
+                # [] in the file: Llama4TextConfig fills a NoPE layer every 4 layers in
+                "no_rope_layers": [],
+                "attention_chunk_size": 8192,
+                "attn_temperature_tuning": True,
+                "floor_scale": 8192,
+                "attn_scale": 0.1,
+            },
+        },
+        "source": HUB.format("meta-llama/Llama-4-Scout-17B-16E-Instruct") + " (text_config); "
+        "rope_scaling and max_position_embeddings as public ports quote the Instruct file, the "
+        "rest as the Scout base model's Llama4Config printout",
+    },
+    "smollm3-3b": {
+        "about": "SmolLM3 3B: RoPE at 5e6 on 3 of 4 layers, NoPE on every 4th",
+        "fields": {
+            "model_type": "smollm3",
+            "hidden_size": 2048,
+            "num_attention_heads": 16,
+            "num_hidden_layers": 36,
+            "max_position_embeddings": 65536,
+            "pad_token_id": 128004,
+            "rope_scaling": None,
+            "rope_theta": 5000000.0,
+            "no_rope_layer_interval": 4,
+            "no_rope_layers": [1, 1, 1, 0] * 9,
+            "sliding_window": None,
+            "use_sliding_window": False,
+        },
+        "source": HUB.format("HuggingFaceTB/SmolLM3-3B") + ", as public ports copy its fields "
+        "(no_rope_layers: 1 = RoPE, 0 = NoPE, every 4th layer)",
+    },
+    "command-r7b": {
+        "about": "Command R7B (Cohere2): RoPE on the sliding layers only, NoPE on every 4th",
+        "fields": {
+            "model_type": "cohere2",
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "num_hidden_layers": 32,
+            "max_position_embeddings": 132096,
+            "rope_theta": 50000.0,
+            "sliding_window": 4096,
+            "sliding_window_pattern": 4,
+            "layer_norm_eps": 1e-05,
+        },
+        "source": HUB.format("CohereForAI/c4ai-command-r7b-12-2024") + "; the fields as a "
+        "public port's Command R7B preset table gives them (4096 wide, 32 layers and heads, "
+        "head_dim 128, sliding_window_pattern 4, rope_theta 50000)",
+    },
+    "modernbert-base": {
+        "about": "ModernBERT base: global layers (every 3rd) at 160000, local at 10000",
+        "fields": {
+            "model_type": "modernbert",
+            "hidden_size": 768,
+            "num_attention_heads": 12,
+            "num_hidden_layers": 22,
+            "max_position_embeddings": 8192,
+            "global_attn_every_n_layers": 3,
+            "global_rope_theta": 160000.0,
+            "local_rope_theta": 10000.0,
+            "local_attention": 128,
+            "pad_token_id": 50283,
+        },
+        "source": HUB.format("answerdotai/ModernBERT-base") + "; the backbone fields as its "
+        "fine-tunes' config.json files repeat them (gte-reranker-modernbert-base)",
+    },
+    "olmo-3-7b": {
+        "about": "OLMo 3 7B: YaRN (factor 8) on its full-attention layers only",
+        "fields": {
+            "model_type": "olmo3",
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "num_hidden_layers": 32,
+            "max_position_embeddings": 65536,
+            "pad_token_id": 100277,
+            "vocab_size": 100278,
+            "rope_theta": 500000,
+            "rope_scaling": {
+                "attention_factor": 1.2079441541679836,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "factor": 8.0,
+                "original_max_position_embeddings": 8192,
+                "rope_type": "yarn",
+            },
+            "sliding_window": 4096,
+            "layer_types": (["sliding_attention"] * 3 + ["full_attention"]) * 8,
+        },
+        "source": HUB.format("allenai/Olmo-3-7B-Think") + ", as public ports and tests copy "
+        "it (rope_scaling as given; layer_types three sliding to one full)",
     },
     "llama-2-7b-dynamic": {
         "about": "Llama 2 7B with dynamic NTK scaling, factor 2 (a load-time setting)",

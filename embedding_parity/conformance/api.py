@@ -54,6 +54,7 @@ def check(
     qk: bool = False,
     table: tuple[int, int, int] | None = None,
     through: str | None = None,
+    layer: int | str | None = None,
 ) -> Report:
     """The report of ``implementation`` against ``kind``'s contract (``compare.py check``).
 
@@ -68,7 +69,9 @@ def check(
     ``padding_idx`` (gradient), ``head_dim``, ``batched``, ``qk`` (rope), ``table`` (lookup:
     vocab_size, dim, max_seq_len). ``through``: a production path to run it along
     ("torch.compile", "torch.export", "onnx", "jax.jit", "jax.export"), each case run
-    eagerly too so that what the path changes is named as the path's. A callable along a
+    eagerly too so that what the path changes is named as the path's. ``layer``: with a config
+    whose layers rotate differently, a layer's index or a layer type's name: that type alone,
+    the implementation called f(x, positions) (default: every type, f(x, positions, layer)). A callable along a
     torch path in this process leaves what torch leaves: $TMPDIR/torchinductor_$USER (empty
     after an export, Inductor's cache and headers after a compilation); a string target's
     stay in the worker's private folder. The caller's NumPy error state and environment are
@@ -77,7 +80,7 @@ def check(
     ValueError) in one line."""
     call = {"base": base, "padding_idx": padding_idx, "head_dim": head_dim}
     call |= {"batched": batched, "qk": qk, "table": table}
-    options = {**options_for(kind, **call), **configured(config, kind, base)}
+    options = {**options_for(kind, **call), **configured(config, kind, base, layer)}
     for name, value in (("framework", framework), ("against_framework", against_framework)):
         if value is not None and value not in FRAMEWORKS:
             raise UsageError(f"{name}={value!r}: choose from {', '.join(FRAMEWORKS)}")
@@ -219,6 +222,9 @@ def reproduce(implementation, kind: str, name: str, kwargs: dict) -> str:
             words += [f"--{key.replace('_', '-')}", str(kwargs[key])]
     if kwargs.get("table") is not None:
         words += ["--table", ",".join(str(n) for n in kwargs["table"])]
+    layer = kwargs.get("layer")
+    if layer is not None:
+        words += ["--layer-type" if isinstance(layer, str) else "--layer", str(layer)]
     words += [f"--{key}" for key in ("batched", "qk") if kwargs.get(key)]
     return shlex.join(words)
 
@@ -257,22 +263,25 @@ def importable(function) -> str | None:
     return f"{os.path.abspath(path)}:{name}"
 
 
-def configured(config, kind: str, base=None) -> dict:
-    """The options a configuration sets for ``kind``: {} for None."""
+def configured(config, kind: str, base=None, layer=None) -> dict:
+    """The options a configuration sets for ``kind`` (``layer``: one layer type's): {} for
+    None."""
     if config is None:
+        if layer is not None:
+            raise UsageError("layer goes with a config whose layers rotate differently")
         return {}
     if base is not None:
         raise UsageError("base comes from the config (rope_theta): leave it out with a config")
     if isinstance(config, configs.Configuration):
-        return config.options(kind, "config")
+        return config.options(kind, "config", layer)
     if not isinstance(config, (str, os.PathLike)):
         raise UsageError(
             f"config={config!r}: a config.json or .gguf path, a preset's name, or a Configuration"
         )
     text = os.fspath(config)
     if os.path.exists(text) or text.endswith((".json", ".gguf")):
-        return configs.read(text).options(kind, "config")
-    return configs.preset(text).options(kind, "config")
+        return configs.read(text).options(kind, "config", layer)
+    return configs.preset(text).options(kind, "config", layer)
 
 
 def absolute(target):

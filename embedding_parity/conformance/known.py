@@ -30,6 +30,7 @@ class Row:
     preset: str | None = None  # the bundled model configuration the kind's cases follow
     through: str | None = None  # the production path it runs along (paths.PATHS); None: eager
     only: tuple[str, ...] = ()  # the checks it runs, by name or prefix; () for all
+    layer: str | None = None  # the preset's layer type it rotates as (rope); None: every type
 
 
 def _keras(backend: str) -> dict:
@@ -64,8 +65,24 @@ CONFIGURED = [
             ("phi-3-mini-128k", "phi_3_mini_128k"),
             ("gpt-neox-20b", "gpt_neox_20b"),
             ("phi-2", "phi_2"),
-            ("gemma-3-4b", "gemma_3_4b"),
             ("llama-2-7b-dynamic", "llama_2_7b_dynamic"),
+        )
+    ),
+    # the models whose layers rotate differently: each layer as the model's attention rotates it
+    *(
+        _configured(
+            f"transformers {module} at {preset}",
+            f"transformers_layered:{function}",
+            "rope",
+            preset,
+        )
+        for module, preset, function in (
+            ("Gemma3RotaryEmbedding", "gemma-3-4b", "gemma_3_4b"),
+            ("ModernBertRotaryEmbedding", "modernbert-base", "modernbert_base"),
+            ("Olmo3RotaryEmbedding", "olmo-3-7b", "olmo_3_7b"),
+            ("SmolLM3 rotary and no_rope_layers", "smollm3-3b", "smollm3_3b"),
+            ("Llama 4 rotary and no_rope_layers", "llama-4-scout", "llama_4_scout"),
+            ("Cohere2 rotary on sliding layers", "command-r7b", "command_r7b"),
         )
     ),
     _configured(
@@ -74,6 +91,16 @@ CONFIGURED = [
         "rope",
         "llama-3.2-1b",
         ("torchtune", "torch"),
+    ),
+    Row(
+        "keras-hub RotaryEmbedding linear at gemma-3-4b full_attention (jax)",
+        ("keras-hub", "keras"),
+        "keras_hub_layers:rotary_linear_gemma_3_4b",
+        "rope",
+        "jax",
+        _keras("jax"),
+        "gemma-3-4b",
+        layer="full_attention",
     ),
     *(
         Row(
@@ -86,7 +113,6 @@ CONFIGURED = [
             preset,
         )
         for layer, preset, function in (
-            ("RotaryEmbedding linear", "gemma-3-4b", "rotary_linear_gemma_3_4b"),
             ("RotaryEmbedding dynamic", "llama-2-7b-dynamic", "rotary_dynamic_llama_2_7b"),
             ("RotaryEmbedding yarn", "qwen2.5-7b", "rotary_yarn_qwen2_5_7b"),
             ("LlamaRotaryEmbedding", "llama-3.2-1b", "llama3_rotary"),
@@ -113,10 +139,18 @@ CONFIGURED = [
             ("qwen2.5-7b", "qwen2_5_7b"),
             ("gpt-oss-20b", "gpt_oss_20b"),
             ("phi-3-mini-128k", "phi_3_mini_128k"),
-            ("gemma-3-4b", "gemma_3_4b"),
             ("llama-2-7b-dynamic", "llama_2_7b_dynamic"),
             ("gpt-neox-20b", "gpt_neox_20b"),
         )
+    ),
+    Row(
+        "mlx-lm initialize_rope at gemma-3-4b full_attention",
+        ("mlx-lm", "mlx"),
+        "mlx_layers:gemma_3_4b",
+        "rope",
+        "numpy",
+        preset="gemma-3-4b",
+        layer="full_attention",
     ),
     _configured(
         "transformers Gemma scaled embedding at gemma-7b",
@@ -462,7 +496,7 @@ def _options(row: Row) -> dict:
     """The kind's options at the row's preset (none without one); UsageError if refused."""
     if not row.preset:
         return {}
-    return configs.preset(row.preset).options(row.kind, "--model")
+    return configs.preset(row.preset).options(row.kind, "--model", layer=row.layer)
 
 
 def _progress_line(record) -> str:

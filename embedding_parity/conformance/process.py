@@ -160,7 +160,9 @@ class Worker:
         if self._send(self.request) is None:
             self.begun = self.request
         else:
-            self.close(kill=True)  # died at once: the load that follows starts it again and says why
+            self.close(
+                kill=True
+            )  # died at once: the load that follows starts it again and says why
 
     def _start(self) -> None:
         self._spawn()

@@ -54,7 +54,9 @@ def parametrize_with_checks(
         )
     call = {k: settings[k] for k in SHAPES if k in settings}
     options = api.options_for(kind, **call)
-    options |= api.configured(settings.get("config"), kind, settings.get("base"))
+    options |= api.configured(
+        settings.get("config"), kind, settings.get("base"), settings.get("layer")
+    )
     chosen = select_cases(
         kind, options, checks=settings.get("checks"), dtypes=settings.get("dtypes")
     )

@@ -15,7 +15,9 @@ JAX that follows the contract of --kind (its arguments come as that framework's 
 A model's configuration (--config config.json or a .gguf file, --model NAME for a bundled
 preset) sets the contract: rope at its head_dim, rotary_dim, layout, base and scaling rule
 (the length rules, dynamic and longrope, take max(positions) + 1 as the length, Hugging
-Face's rule); lookup with Gemma's scale f(token_table, token_ids); position_ids by its rule
+Face's rule), layer type by layer type where its layers rotate differently (Gemma 3's
+sliding and global layers, SmolLM3's NoPE layers: TARGET called f(x, positions, layer), or
+f(x, positions) for the one type --layer-type or --layer names); lookup with Gemma's scale f(token_table, token_ids); position_ids by its rule
 (OPT, RoBERTa, BART); bert with its type_vocab_size.
 
 Every case is held to the float64 reference rounded once to the dtype tried: lookups, slopes,
@@ -26,6 +28,7 @@ A result that differs is named by the mistake it matches; a bad id must raise.
     compare.py check my_rope.py:rope --kind rope
     compare.py check my_rope.py:rope --kind rope --model llama-3.2-1b
     compare.py check port.py:rope --kind rope --config path/to/config.json --against hf
+    compare.py check port.py:rope --kind rope --model gemma-3-4b --layer-type sliding_attention
     compare.py check port.py:lookup --kind lookup --through onnx   # exported, run by ONNX Runtime
     compare.py check port.py:rope --kind rope --dtypes float32,bfloat16 \\
         --expect 'rotation float64=computes in float32'
@@ -75,6 +78,18 @@ def add_arguments(parser) -> None:
     add("--padding-idx", type=command.at_least(0), help="gradient: the row that must not learn")
     add("--config", metavar="CONFIG", help="a model's config.json (or .gguf): the contract it sets")
     add("--model", metavar="NAME", help="a bundled model preset (see --model list)")
+    add(
+        "--layer-type",
+        metavar="NAME",
+        help="rope, with a config whose layers rotate differently: check this layer type alone, "
+        "TARGET called f(x, positions) (default: every type, f(x, positions, layer))",
+    )
+    add(
+        "--layer",
+        type=command.at_least(0),
+        metavar="N",
+        help="rope: check layer N's type alone, as --layer-type does",
+    )
     add(
         "--only",
         metavar="CHECK",
@@ -321,6 +336,7 @@ def _results(args) -> int:
     given.update({"--qk": args.qk or None, "--against-framework": args.against_framework})
     given["--through"] = args.through
     given["--base"] = None if args.base == DEFAULT_BASE else args.base
+    given.update({"--layer": args.layer, "--layer-type": args.layer_type})
     for flag, value in given.items():
         if value is not None:
             raise UsageError(f"{flag} does not go with --results: the folder's cases.json says")
@@ -330,6 +346,8 @@ def _results(args) -> int:
 def _configured(args) -> dict:
     """The options a --config or --model sets for --kind; {} without one."""
     if args.config is None and args.model is None:
+        if _layer(args) is not None:
+            raise UsageError("--layer and --layer-type go with --config or --model")
         return {}
     from embedding_parity import configs
 
@@ -342,7 +360,14 @@ def _configured(args) -> dict:
     config = configs.read(args.config) if args.config else configs.preset(args.model)
     flag = "--config" if args.config else "--model"
     print(config.line())
-    return config.options(args.kind, flag)
+    return config.options(args.kind, flag, layer=_layer(args))
+
+
+def _layer(args):
+    """--layer N or --layer-type NAME (not both), or None."""
+    if args.layer is not None and args.layer_type is not None:
+        raise UsageError("give --layer or --layer-type, not both")
+    return args.layer if args.layer is not None else args.layer_type
 
 
 def _write_json(path: str, record) -> None:
@@ -365,6 +390,7 @@ def _known(args) -> int:
     given["--against-framework"] = args.against_framework
     given["--through"] = args.through
     given["--base"] = None if args.base == DEFAULT_BASE else args.base
+    given.update({"--layer": args.layer, "--layer-type": args.layer_type})
     for flag, value in given.items():
         if value is not None:
             raise UsageError(f"{flag} does not go with --known: each row has its own settings")

@@ -32,8 +32,22 @@ def make(source: str, kind: str, options: dict):
 
 def rotation(options: dict) -> dict:
     """The rotation the rope kind's cases are built at (a config's, or the textbook's at the
-    options' base and head_dim); UsageError where the kind refuses the options."""
-    return KINDS["rope"].cases(options)[0].params["rope"]
+    options' base and head_dim, or the layer type --layer-type names); UsageError where the
+    kind refuses the options, or where they name no one rotation: a source builds one."""
+    chosen = options.get("layer_type")
+    if options.get("layers") and chosen is None:
+        names = ", ".join(t["name"] for t in options["layers"])
+        raise UsageError(
+            f"the config's layers rotate differently ({names}) and a source builds one "
+            "rotation: name one with --layer-type or --layer"
+        )
+    rope = KINDS["rope"].cases(options)[0].params["rope"]
+    if rope.get("nope"):
+        raise UsageError(
+            f"the {chosen} layers are not rotated (NoPE): there is no rotation to build; "
+            "their contract is x returned as it is"
+        )
+    return rope
 
 
 # --- hf: Hugging Face transformers ----------------------------------------------------------

@@ -92,7 +92,6 @@ deepseek_v3 = _rotary_at("deepseek-v3")
 gpt_oss_20b = _rotary_at("gpt-oss-20b")
 phi_3_mini_128k = _rotary_at("phi-3-mini-128k")
 gpt_neox_20b = _rotary_at("gpt-neox-20b")
-gemma_3_4b = _rotary_at("gemma-3-4b")
 llama_2_7b_dynamic = _rotary_at("llama-2-7b-dynamic")
 phi_2 = _rotary_at("phi-2")
 

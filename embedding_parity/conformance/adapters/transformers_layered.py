@@ -1,0 +1,108 @@
+"""transformers' own rotary code for the models whose layers rotate differently, each layer
+treated as the model's attention treats it: f(x, positions, layer), the rope kind's call for a
+config with layer types.
+
+The config is transformers' own config object, built from the bundled preset's fields (its
+``from_dict`` and ``get_text_config``, nothing from the hub); the rotary module is the
+model's (``Gemma3RotaryEmbedding(config)(x, position_ids, layer_type)`` keeps a buffer per
+layer type); which layers rotate is the model's attention's own test, quoted beside each.
+A fresh module per call, so that no call depends on the ones before it.
+"""
+
+import copy
+
+from transformers import CONFIG_MAPPING
+from transformers.models.cohere2.modeling_cohere2 import Cohere2RotaryEmbedding
+from transformers.models.cohere2.modeling_cohere2 import (
+    apply_rotary_pos_emb as apply_cohere2,
+)
+from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding
+from transformers.models.gemma3.modeling_gemma3 import apply_rotary_pos_emb as apply_half
+from transformers.models.llama4.modeling_llama4 import (
+    Llama4TextRotaryEmbedding,
+    apply_rotary_emb,
+)
+from transformers.models.modernbert.modeling_modernbert import ModernBertRotaryEmbedding
+from transformers.models.modernbert.modeling_modernbert import (
+    apply_rotary_pos_emb as apply_modernbert,
+)
+from transformers.models.olmo3.modeling_olmo3 import Olmo3RotaryEmbedding
+from transformers.models.olmo3.modeling_olmo3 import apply_rotary_pos_emb as apply_olmo3
+from transformers.models.smollm3.modeling_smollm3 import SmolLM3RotaryEmbedding
+
+from embedding_parity.configs.presets import PRESETS
+
+
+def _config(preset: str):
+    """transformers' text config object for the bundled ``preset``."""
+    fields = copy.deepcopy(PRESETS[preset]["fields"])
+    return CONFIG_MAPPING[fields["model_type"]].from_dict(fields).get_text_config()
+
+
+def _heads(x):
+    """x (..., T, d) as (batch 1, heads, T, d), the models' q and k."""
+    return x.reshape(-1, *x.shape[-2:])[None]
+
+
+def _by_layer_type(module, apply, preset: str):
+    """f(x, positions, layer): ``module``'s cos and sin for the layer's type, applied by the
+    model's own apply_rotary_pos_emb (rotate_half: the half layout)."""
+    config = _config(preset)
+
+    def f(x, positions, layer):
+        q = _heads(x)
+        cos, sin = module(config)(q, positions[None], config.layer_types[layer])
+        return apply(q, q, cos, sin)[0].reshape(x.shape)
+
+    return f
+
+
+gemma_3_4b = _by_layer_type(Gemma3RotaryEmbedding, apply_half, "gemma-3-4b")
+modernbert_base = _by_layer_type(ModernBertRotaryEmbedding, apply_modernbert, "modernbert-base")
+olmo_3_7b = _by_layer_type(Olmo3RotaryEmbedding, apply_olmo3, "olmo-3-7b")
+
+
+def _smollm3():
+    config = _config("smollm3-3b")
+
+    def f(x, positions, layer):
+        if not config.no_rope_layers[layer]:  # SmolLM3Attention: use_rope = no_rope_layers[i]
+            return x
+        q = _heads(x)
+        cos, sin = SmolLM3RotaryEmbedding(config)(q, positions[None])
+        return apply_half(q, q, cos, sin)[0].reshape(x.shape)
+
+    return f
+
+
+def _llama4():
+    config = _config("llama-4-scout")
+
+    def f(x, positions, layer):
+        if not config.no_rope_layers[layer]:  # Llama4TextAttention: use_rope = no_rope_layers[i]
+            return x
+        q = _heads(x).transpose(1, 2)  # (1, T, heads, d): Llama 4 rotates before its transpose
+        freqs_cis = Llama4TextRotaryEmbedding(config)(q, positions[None])
+        return apply_rotary_emb(q, q, freqs_cis)[0].transpose(1, 2).reshape(x.shape)
+
+    return f
+
+
+def _cohere2():
+    config = _config("command-r7b")
+
+    def f(x, positions, layer):
+        # Cohere2Attention: sliding_window set on sliding layers, "if self.sliding_window is
+        # not None: apply_rotary_pos_emb"
+        if config.layer_types[layer] != "sliding_attention":
+            return x
+        q = _heads(x)
+        cos, sin = Cohere2RotaryEmbedding(config)(q, positions[None])
+        return apply_cohere2(q, q, cos, sin)[0].reshape(x.shape)
+
+    return f
+
+
+smollm3_3b = _smollm3()
+llama_4_scout = _llama4()
+command_r7b = _cohere2()
