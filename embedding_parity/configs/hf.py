@@ -76,6 +76,7 @@ def text_fields(fields: dict, where: str) -> tuple[dict, str | None]:
     for field in ("rope_scaling", "rope_parameters"):
         checks.mapping(fields.get(field), field, where)
     layers.check_owned(fields, model_type, where)
+    layers.check_lists(fields, where)
     _check_given(fields, where)
     return fields, model_type
 

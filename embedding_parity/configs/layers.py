@@ -79,6 +79,16 @@ def check_owned(fields: dict, model_type, where: str) -> None:
             )
 
 
+def check_lists(fields: dict, where: str) -> None:
+    """The per-layer lists a file gives, checked before either reader (transformers fails deep
+    inside on a short no_rope_layers, with "list index out of range")."""
+    count = fields.get("num_hidden_layers")
+    count = count if isinstance(count, int) and not isinstance(count, bool) else None
+    for field, kind in (("layer_types", str), ("no_rope_layers", int)):
+        if fields.get(field):  # Llama 4 reads an empty no_rope_layers as "the default"
+            _check_list(fields[field], field, where, count, kind)
+
+
 def kit_no_rope_layers(fields: dict, model_type, count: int) -> list | None:
     """SmolLM3Config's and Llama4TextConfig's no_rope_layers: the file's, else a NoPE layer
     every no_rope_layer_interval (4) layers, the interval's last (Llama 4 also fills in an

@@ -64,3 +64,22 @@ def bert_other_order(word_table, type_table, position_table, input_ids, token_ty
     rows = position_table[start : start + input_ids.shape[-1]]
     numpy_backend.validation.check_token_type_ids(token_type_ids, input_ids.shape, len(type_table))
     return word_table[input_ids] + (type_table[token_type_ids] + rows)
+
+
+# Gemma 3 4B (the gemma-3-4b preset): every sixth layer (5, 11, ...) global, rope_theta 1e6
+# with linear factor 8; the others sliding-window layers at 10000, unscaled.
+GEMMA3_GLOBAL = {"base": 1e6, "scaling": {"rope_type": "linear", "factor": 8.0}}
+GEMMA3_SLIDING = {"base": 10000.0, "scaling": None}
+
+
+def gemma3_rope(x, positions, layer):
+    rule = GEMMA3_GLOBAL if (layer + 1) % 6 == 0 else GEMMA3_SLIDING
+    return numpy_backend.apply_rope(x, positions, **rule)
+
+
+def gemma3_sliding_rope(x, positions):
+    return numpy_backend.apply_rope(x, positions, **GEMMA3_SLIDING)
+
+
+def gemma3_one_rule(x, positions, layer):
+    return numpy_backend.apply_rope(x, positions, **GEMMA3_GLOBAL)

@@ -1,0 +1,419 @@
+"""Models whose layers rotate differently, read as transformers reads them and checked layer
+type by layer type: Gemma 3's sliding and global layers, ModernBERT's and OLMo 3's, SmolLM3's
+and Llama 4's NoPE layers (``no_rope_layers[i] == 1`` means the layer uses RoPE), Cohere2's
+sliding-only RoPE. A correct port of each conforms; each mistake ports make is named.
+
+The ports here are judged in this process (``Kind.judge`` on what they return); the command
+line runs a few through the worker."""
+
+import os
+
+import numpy as np
+import pytest
+
+import compare
+from backends import positional
+from embedding_parity import configs
+from embedding_parity.cli import UsageError
+from embedding_parity.configs import hf
+from embedding_parity.conformance import api
+from embedding_parity.conformance.kinds import KINDS, Outcome
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGETS = os.path.join(ROOT, "tests", "conformance_targets", "configured.py")
+ROPE = KINDS["rope"]
+WHERE = "--config dir/config.json"
+LINEAR_8 = {"rope_type": "linear", "factor": 8.0}
+
+# (fields, {layer type: (layers, rope_theta or None for NoPE, scaling)}): what transformers
+# 5.24's config classes and attention code make of each encoding.
+ENCODINGS = {
+    "Gemma 3's hub file (text_config, its class's pattern of 6)": (
+        {
+            "model_type": "gemma3",
+            "text_config": {
+                "model_type": "gemma3_text",
+                "num_hidden_layers": 12,
+                "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+            },
+        },
+        {
+            "sliding_attention": ((0, 1, 2, 3, 4, 6, 7, 8, 9, 10), 10000.0, None),
+            "full_attention": ((5, 11), 1e6, LINEAR_8),
+        },
+    ),
+    "Gemma 3's rope_local_base_freq and sliding_window_pattern": (
+        {
+            "model_type": "gemma3_text",
+            "num_hidden_layers": 4,
+            "rope_theta": 1e6,
+            "rope_local_base_freq": 20000,
+            "sliding_window_pattern": 2,
+        },
+        {"sliding_attention": ((0, 2), 20000.0, None), "full_attention": ((1, 3), 1e6, None)},
+    ),
+    "transformers 5's rope_parameters keyed by layer type": (
+        {
+            "model_type": "llama",
+            "num_hidden_layers": 3,
+            "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+            "rope_parameters": {
+                "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            },
+        },
+        {"sliding_attention": ((0, 2), 1e4, None), "full_attention": ((1,), 1e6, LINEAR_8)},
+    ),
+    "ModernBERT's global and local bases, every third layer global": (
+        {"model_type": "modernbert", "num_hidden_layers": 5, "global_rope_theta": 160000.0},
+        {"full_attention": ((0, 3), 160000.0, None), "sliding_attention": ((1, 2, 4), 1e4, None)},
+    ),
+    "OLMo 3's rope_scaling on its full-attention layers only": (
+        {"model_type": "olmo3", "num_hidden_layers": 4, "rope_scaling": LINEAR_8},
+        {
+            "sliding_attention": ((0, 1, 2), 500000.0, None),
+            "full_attention": ((3,), 500000.0, LINEAR_8),
+        },
+    ),
+    "SmolLM3's no_rope_layers (1: RoPE)": (
+        {"model_type": "smollm3", "num_hidden_layers": 4, "no_rope_layers": [0, 1, 1, 0]},
+        {"nope": ((0, 3), None, None), "rope": ((1, 2), 2e6, None)},
+    ),
+    "SmolLM3's no_rope_layer_interval": (
+        {"model_type": "smollm3", "num_hidden_layers": 6, "no_rope_layer_interval": 3},
+        {"rope": ((0, 1, 3, 4), 2e6, None), "nope": ((2, 5), None, None)},
+    ),
+    "Llama 4's empty no_rope_layers (a NoPE layer every 4), chunked RoPE layers": (
+        {
+            "model_type": "llama4",
+            "text_config": {
+                "model_type": "llama4_text",
+                "num_hidden_layers": 8,
+                "no_rope_layers": [],
+            },
+        },
+        {
+            "chunked_attention": ((0, 1, 2, 4, 5, 6), 500000.0, None),
+            "full_attention": ((3, 7), None, None),
+        },
+    ),
+    "Cohere2: RoPE on its sliding-window layers only": (
+        {"model_type": "cohere2", "num_hidden_layers": 4, "sliding_window_pattern": 2},
+        {"sliding_attention": ((0, 2), 10000.0, None), "full_attention": ((1, 3), None, None)},
+    ),
+}
+
+
+def both(fields: dict) -> configs.Configuration:
+    """The Configuration both readers give; they must agree."""
+    kit, theirs = (hf.from_fields(fields, "case", WHERE, reader=r) for r in ("kit", "transformers"))
+    assert kit == theirs
+    return kit
+
+
+@pytest.mark.parametrize("encoding", list(ENCODINGS))
+def test_each_encoding_is_read_as_a_table_of_layers(encoding):
+    fields, expected = ENCODINGS[encoding]
+    config = both(fields)
+    found = {t.name: (t.layers, t.rope_theta, t.scaling) for t in config.layer_types}
+    assert found == expected
+    shown = config.line().splitlines()
+    assert len(shown) == 1 + len(expected) and "RoPE by layer type" in shown[0]
+
+
+def test_a_model_whose_layers_rotate_alike_has_no_table():
+    # Gemma 2 alternates sliding and global layers, at one rotation
+    assert (
+        both(
+            {
+                "model_type": "gemma2",
+                "num_hidden_layers": 2,
+                "layer_types": ["sliding_attention", "full_attention"],
+            }
+        ).layer_types
+        == ()
+    )
+    assert both({"model_type": "olmo3", "num_hidden_layers": 4}).layer_types == ()
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (
+            {"model_type": "smollm3", "num_hidden_layers": 3, "no_rope_layers": [1, 0]},
+            "no_rope_layers has 2 entries for num_hidden_layers 3",
+        ),
+        (
+            {"model_type": "smollm3", "num_hidden_layers": 2, "no_rope_layers": [1, 2]},
+            "no_rope_layers holds [2]: 1 (RoPE) or 0 (NoPE) per layer",
+        ),
+        (
+            {"model_type": "smollm3", "num_hidden_layers": 2, "no_rope_layers": [0, 0]},
+            "no layer is rotated (every layer NoPE)",
+        ),
+        (
+            {"model_type": "llama", "rope_parameters": {"full_attention": {"rope_theta": 1e6}}},
+            "rope_parameters keyed by layer type (full_attention) where the config's "
+            "layer_types are not given",
+        ),
+        (
+            {"model_type": "llama", "rope_local_base_freq": 10000.0},
+            "rope_local_base_freq: the kit knows it as gemma3_text's, not model_type 'llama''s",
+        ),
+        (
+            {"model_type": "llama", "no_rope_layers": [1, 0]},
+            "no_rope_layers: the kit knows it as smollm3 and llama4_text's",
+        ),
+        (
+            {"model_type": "gemma3_text", "rope_local_base_freq": 0.5},
+            "rope_local_base_freq 0.5 must be above 1",
+        ),
+    ],
+)
+@pytest.mark.parametrize("reader", ["kit", "transformers"])
+def test_a_layer_field_the_kit_cannot_honour_is_one_line(fields, message, reader):
+    with pytest.raises(UsageError) as info:
+        hf.from_fields(fields, "case", WHERE, reader=reader)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+# --- the rope kind, layer type by layer type ----------------------------------------------
+
+
+def port(rule_of_layer):
+    """A port that rotates each layer by ``rule_of_layer(layer)`` (a rope dict of the kind's
+    options, or None for NoPE), in float64 rounded once: right wherever its rule is."""
+
+    def f(x, positions, layer=None):
+        rope = rule_of_layer(layer)
+        if rope is None or rope.get("nope"):
+            return x.copy()
+        rotated = positional.apply_rope(
+            x,
+            positions,
+            base=rope["base"],
+            layout=rope["layout"],
+            scaling=rope["scaling"],
+            rotary_dim=rope.get("rotary_dim"),
+        )
+        return rotated.astype(x.dtype)
+
+    return f
+
+
+def judged(function, options) -> dict:
+    """{check: (status, detail)}: the first difference of each check, else its verdict."""
+    found = {}
+    for case in ROPE.cases(options):
+        array = np.asarray(function(*ROPE.arguments(case.params)))
+        verdict = ROPE.judge(case, Outcome(array=array))
+        detail = f"{case.label}: {verdict.detail}"
+        if case.check not in found or found[case.check][0] == "conforms":
+            found[case.check] = (verdict.status, detail)
+    return found
+
+
+def rules(preset: str):
+    """(options, {layer type: rope}, layer -> its type's rope) at a preset."""
+    options = configs.preset(preset).options("rope")
+    by_name = {t["name"]: t["rope"] for t in options["layers"]}
+    of_layer = {i: t["rope"] for t in options["layers"] for i in t["layers"]}
+    return options, by_name, of_layer.get
+
+
+@pytest.mark.parametrize(
+    "preset",
+    [
+        "gemma-3-4b",
+        "gemma-3-1b",
+        "llama-4-scout",
+        "smollm3-3b",
+        "command-r7b",
+        "modernbert-base",
+        "olmo-3-7b",
+    ],
+)
+def test_a_correct_port_of_each_layer_type_conforms(preset):
+    options, _, of_layer = rules(preset)
+    found = judged(port(of_layer), options)
+    names = {t["name"] for t in options["layers"]}
+    assert {check.rsplit(" ", 1)[0] for check in found} >= {f"rotation {n}" for n in names}
+    assert "layer map float32" in found
+    assert all(status == "conforms" for status, _ in found.values()), found
+
+
+def test_gemma3_one_rule_for_both_layer_types_is_named():
+    options, by_name, _ = rules("gemma-3-4b")
+    found = judged(port(lambda layer: by_name["full_attention"]), options)
+    assert found["rotation full_attention float32"][0] == "conforms"
+    status, detail = found["rotation sliding_attention float32"]
+    assert status == "differs"
+    assert (
+        "the full_attention layers' rule (base 1e+06, linear) on a sliding_attention layer"
+        in detail
+    )
+    assert "swapped, or one rule for both" in detail
+
+
+def test_gemma3_swapped_layer_types_are_named_on_both():
+    options, by_name, of_layer = rules("gemma-3-4b")
+    other = {"full_attention": "sliding_attention", "sliding_attention": "full_attention"}
+    name_of = {i: t["name"] for t in options["layers"] for i in t["layers"]}
+    found = judged(port(lambda layer: by_name[other[name_of[layer]]]), options)
+    for name in other:
+        assert f"the {other[name]} layers' rule" in found[f"long positions {name} bfloat16"][1]
+
+
+def test_gemma3_global_scaling_on_the_sliding_layers_is_named():
+    options, by_name, of_layer = rules("gemma-3-4b")
+    scaled = {**by_name["sliding_attention"], "scaling": LINEAR_8}
+    found = judged(
+        port(
+            lambda layer: (
+                scaled if of_layer(layer) is by_name["sliding_attention"] else of_layer(layer)
+            )
+        ),
+        options,
+    )
+    assert found["rotation full_attention float32"][0] == "conforms"
+    assert (
+        "the full_attention layers' linear scaling applied to a sliding_attention layer too "
+        "(it rotates unscaled, at base 10000)"
+    ) in found["rotation sliding_attention float32"][1]
+
+
+def test_gemma3_a_pattern_off_by_one_is_caught_at_the_layer_it_moves():
+    options, by_name, _ = rules("gemma-3-4b")
+    # global at 0, 6, 12, ...: i % 6 == 0 where transformers says (i + 1) % 6 == 0
+    shifted = port(
+        lambda layer: by_name["full_attention" if layer % 6 == 0 else "sliding_attention"]
+    )
+    status, detail = judged(shifted, options)["layer map float32"]
+    assert status == "differs" and detail.startswith("layer 0 (sliding_attention)")
+    assert "the full_attention layers' rule" in detail
+
+
+@pytest.mark.parametrize("preset", ["smollm3-3b", "llama-4-scout"])
+def test_no_rope_layers_read_inverted_is_named(preset):
+    options, by_name, of_layer = rules(preset)
+    rotating = next(rope for rope in by_name.values() if not rope.get("nope"))
+    inverted = port(lambda layer: None if not of_layer(layer).get("nope") else rotating)
+    found = judged(inverted, options)
+    nope = next(name for name, rope in by_name.items() if rope.get("nope"))
+    status, detail = found[f"rotation {nope} float32"]
+    assert (
+        status == "differs"
+        and "on a NoPE layer [no_rope_layers[i] = 0 (1 means the layer uses RoPE)]" in detail
+    )
+    assert "no_rope_layers read inverted" in detail
+    rope = next(name for name in by_name if name != nope)
+    assert "not rotated, as the" in found[f"rotation {rope} float32"][1]
+
+
+def test_rope_on_every_layer_fails_only_the_nope_layers():
+    options, by_name, _ = rules("command-r7b")
+    found = judged(port(lambda layer: by_name["sliding_attention"]), options)
+    assert found["rotation sliding_attention float16"][0] == "conforms"
+    status, detail = found["rotation full_attention float16"]
+    assert (
+        status == "differs"
+        and "on a NoPE layer [cohere2 rotates its sliding-window layers only]" in detail
+    )
+    assert found["rotation full_attention float32"] != found["rotation sliding_attention float32"]
+
+
+def test_a_nope_layer_must_return_x_bit_for_bit():
+    options, _, of_layer = rules("smollm3-3b")
+    rounded = port(lambda layer: None)  # NoPE everywhere, but through float32 for float64
+    options = {**options, "layer_type": "nope"}
+
+    def through_float32(x, positions):
+        return rounded(x, positions).astype(np.float32).astype(x.dtype)
+
+    found = judged(through_float32, options)
+    assert found["rotation nope float32"] == ("conforms", found["rotation nope float32"][1])
+    assert "bit-identical: x returned as it is" in found["rotation nope float32"][1]
+    assert found["rotation nope float64"][0] == "differs"
+
+
+def test_one_layer_type_alone_is_called_without_the_layer():
+    config = configs.preset("gemma-3-4b")
+    options = config.options("rope", "--model", layer=5)
+    assert options["layer_type"] == "full_attention"
+    cases = ROPE.cases(options)
+    assert {c.check.split()[-2] for c in cases} == {"full_attention"}
+    assert all(len(ROPE.arguments(c.params)) == 2 for c in cases)
+    assert "f(x, positions) -> rotated" in ROPE.describe(options)
+    report = api.check(
+        port(lambda layer: configs.preset("gemma-3-4b").layer_rope(config.layer_types[1])["rope"]),
+        "rope",
+        config="gemma-3-4b",
+        layer="full_attention",
+    )
+    assert report.conforms
+
+
+@pytest.mark.parametrize(
+    "layer, message",
+    [
+        (34, "--layer 34: gemma-3-4b has layers 0 to 33"),
+        (
+            "local",
+            "--layer-type 'local': gemma-3-4b's layer types are sliding_attention, full_attention",
+        ),
+    ],
+)
+def test_a_layer_the_config_does_not_have_is_refused(layer, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        configs.preset("gemma-3-4b").options("rope", "--model", layer=layer)
+
+
+def test_a_layer_on_a_model_whose_layers_rotate_alike_is_refused():
+    with pytest.raises(UsageError, match="every layer of llama-3.2-1b rotates alike"):
+        configs.preset("llama-3.2-1b").options("rope", "--model", layer=0)
+
+
+# --- the command line ----------------------------------------------------------------------
+
+
+def test_check_prints_the_layer_types_and_checks_each(capsys):
+    argv = ["check", f"{TARGETS}:gemma3_rope", "--kind", "rope", "--model", "gemma-3-4b"]
+    assert compare.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "layer type full_attention: layers 5, 11, 17, 23, 29 (5 layers): rope_theta 1e+06" in out
+    assert "rotation sliding_attention float32" in out and "layer map float32" in out
+
+
+def test_check_names_one_rule_for_both_and_exits_one(capsys):
+    argv = ["check", f"{TARGETS}:gemma3_one_rule", "--kind", "rope", "--model", "gemma-3-4b"]
+    argv += ["--dtypes", "float32"]
+    assert compare.main(argv) == 1
+    assert "one rule for both" in capsys.readouterr().out
+
+
+def test_check_one_layer_type_with_layer_type(capsys):
+    argv = ["check", f"{TARGETS}:gemma3_sliding_rope", "--kind", "rope", "--model", "gemma-3-4b"]
+    assert compare.main([*argv, "--layer-type", "sliding_attention"]) == 0
+    assert compare.main([*argv, "--layer", "5", "--dtypes", "float32"]) == 1
+    assert "the sliding_attention layers' rule" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--layer", "1"], "--layer and --layer-type go with --config or --model"),
+        (
+            ["--model", "gemma-3-4b", "--layer", "1", "--layer-type", "x"],
+            "give --layer or --layer-type, not both",
+        ),
+        (["--model", "gemma-3-4b", "--against", "hf"], "name one with --layer-type or --layer"),
+        (
+            ["--model", "smollm3-3b", "--layer-type", "nope", "--against", "hf"],
+            "there is no rotation to build",
+        ),
+    ],
+)
+def test_check_refuses_a_layer_flag_that_does_not_fit(extra, message, capsys):
+    argv = ["check", f"{TARGETS}:gemma3_sliding_rope", "--kind", "rope", *extra]
+    assert compare.main(argv) == 2
+    assert message in capsys.readouterr().err
