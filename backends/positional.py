@@ -243,6 +243,59 @@ def apply_rope(
     return np.concatenate([turned, rest], axis=-1)
 
 
+def mrope_axes(pairs: int, section, mrope_layout: str = "chunked") -> np.ndarray:
+    """(pairs,) int: which position row (0 t, 1 h, 2 w) turns each frequency slot of
+    multimodal RoPE. "chunked" (Qwen2-VL, Qwen2.5-VL, GLM-4V: ``freq.split(mrope_section)``,
+    chunk i read from row i % 3): section[0] slots of t, then h's, then w's. "interleaved"
+    (Qwen3-VL, Qwen3.5: ``apply_interleaved_mrope``): slot j reads h where j % 3 == 1 and
+    j < 3 * section[1], w where j % 3 == 2 and j < 3 * section[2], else t."""
+    section = validation.check_mrope(section, mrope_layout, 2 * pairs)
+    if mrope_layout == "chunked":
+        return np.repeat(np.arange(3), section)
+    j = np.arange(pairs)
+    axes = np.zeros(pairs, dtype=np.int64)
+    axes[(j % 3 == 1) & (j < 3 * section[1])] = 1
+    axes[(j % 3 == 2) & (j < 3 * section[2])] = 2
+    return axes
+
+
+def apply_mrope(
+    x,
+    positions,
+    *,
+    section,
+    mrope_layout: str = "chunked",
+    base: float = 10000.0,
+    layout: str = "half",
+    rotary_dim=None,
+):
+    """float64 multimodal RoPE of x (..., T, head_dim) at positions (3, T): the t, h and w rows
+    (equal for text tokens, where it is plain RoPE). Frequency slot k of the first rotary_dim
+    dims is turned by positions[axis_k] * w_k (``mrope_axes``), paired by ``layout``."""
+    x = np.asarray(x, dtype=np.float64)
+    positions = np.asarray(positions)
+    if positions.ndim != 2 or positions.shape[0] != 3:
+        raise ValueError(
+            f"M-RoPE positions must be (3, T): the t, h and w rows, got shape {positions.shape}"
+        )
+    for row in positions:
+        validation.check_rope(x.shape, row, base, layout, None, rotary_dim)
+    rotary_dim = rotary_dim or x.shape[-1]
+    w = frequencies(rotary_dim, base)
+    axes = mrope_axes(rotary_dim // 2, section, mrope_layout)
+    angles = positions.astype(np.float64)[axes].T * w  # (T, pairs): each slot its axis's row
+    turn = np.exp(1j * angles)
+    rotated, rest = x[..., :rotary_dim], x[..., rotary_dim:]
+    if layout == "interleaved":
+        z = (rotated[..., 0::2] + 1j * rotated[..., 1::2]) * turn
+        turned = np.stack([z.real, z.imag], axis=-1).reshape(rotated.shape)
+    else:
+        half = rotary_dim // 2
+        z = (rotated[..., :half] + 1j * rotated[..., half:]) * turn
+        turned = np.concatenate([z.real, z.imag], axis=-1)
+    return np.concatenate([turned, rest], axis=-1)
+
+
 # --- the embedding side: position ids, Gemma's scale, BERT's three-term sum --------------
 
 
@@ -488,7 +541,15 @@ def _epsilons(dtype) -> tuple[float, float]:
 
 
 def rope_bound(
-    x, positions, *, base=10000.0, layout="half", scaling=None, rotary_dim=None, dtype=None
+    x,
+    positions,
+    *,
+    base=10000.0,
+    layout="half",
+    scaling=None,
+    rotary_dim=None,
+    dtype=None,
+    pair_positions=None,
 ) -> np.ndarray:
     """Per element of x (..., T, head_dim), the largest |result - float64 reference| a correct
     implementation of apply_rope in ``dtype`` (default: x's) can show: 0 where dims pass through.
@@ -505,7 +566,8 @@ def rope_bound(
       than cos and sin: d/2 more relative to |a| + |b|.
     Total s * (|z| * (dt + d/2) + (|a| + |b|) * (2c + d + [s != 1] d/2)): the measured errors
     of correct implementations sit within a small factor of it (docs/conformance.md gives the
-    ratios).
+    ratios). ``pair_positions`` (T, rotary_dim/2): each pair's own position (M-RoPE's, where a
+    slot reads the t, h or w row), in place of positions[:, None].
     """
     x = np.asarray(x, dtype=np.float64)
     positions, scaling, rotary_dim = validation.check_rope(
@@ -513,10 +575,9 @@ def rope_bound(
     )
     c, d = _epsilons(dtype)
     w, attention = rope_parameters(rotary_dim, base, scaling, length(positions))
+    at = positions[:, None] if pair_positions is None else np.asarray(pair_positions)
     angle_error = (
-        positions.astype(np.float64)[:, None]
-        * w
-        * (_frequency_error(w, c, scaling is not None) + c / 2)
+        at.astype(np.float64) * w * (_frequency_error(w, c, scaling is not None) + c / 2)
     )  # (T, rotary_dim/2)
     rotated = x[..., :rotary_dim]
     if layout == "interleaved":

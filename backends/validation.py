@@ -455,6 +455,30 @@ def check_rope(
     return positions, check_rope_scaling(scaling, rotary_dim), rotary_dim
 
 
+MROPE_LAYOUTS = ("chunked", "interleaved")
+
+
+def check_mrope(section, mrope_layout: str, rotary_dim: int) -> tuple[int, int, int]:
+    """M-RoPE's frequency slots per axis (t, h, w): three positive ints summing to rotary_dim /
+    2, the slots of a rotation of rotary_dim; ``mrope_layout`` chunked (Qwen2-VL: t's slots,
+    then h's, then w's) or interleaved (Qwen3-VL: t h w t h w ..., t's after 3 * h's)."""
+    choice(mrope_layout, MROPE_LAYOUTS, "M-RoPE layout")
+    section = tuple(section) if isinstance(section, list | tuple) else (section,)
+    if len(section) != 3 or not all(
+        isinstance(n, int | np.integer) and not isinstance(n, bool) and n > 0 for n in section
+    ):
+        raise ValueError(
+            f"mrope_section must be three positive integers (the t, h and w axes' frequency "
+            f"slots), got {section!r}"
+        )
+    if sum(section) != rotary_dim // 2:
+        raise ValueError(
+            f"mrope_section {list(section)} holds {sum(section)} frequency slots where the "
+            f"rotation of {rotary_dim} dims has {rotary_dim // 2}: they must add up"
+        )
+    return tuple(int(n) for n in section)
+
+
 POSITION_ID_RULES = ("arange", "opt", "roberta", "bart")
 
 

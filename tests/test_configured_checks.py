@@ -399,7 +399,11 @@ def test_a_config_json_is_named_by_its_model_not_its_folder(tmp_path, fields, na
     [
         (
             {"rope_scaling": {"rope_type": "mrope", "mrope_section": [16, 24]}},
-            "rope_type 'mrope' is not one the kit checks",
+            "mrope_section: M-RoPE is read by the rotary modules of qwen2_vl_text",
+        ),
+        (
+            {"model_type": "qwen2_vl", "rope_scaling": {"type": "mrope", "mrope_section": [4, 4]}},
+            "mrope_section must be three positive integers",
         ),
         (
             {"rope_scaling": {"rope_type": "linear", "factor": 2.0, "finetuned": True}},
@@ -434,14 +438,14 @@ def test_a_field_the_kit_cannot_honour_is_refused_in_one_line(fields, message):
 def test_check_config_exit_two_for_a_field_it_cannot_honour(tmp_path, capsys):
     config = tmp_path / "config.json"
     config.write_text(
-        json.dumps({"model_type": "qwen2_vl", "head_dim": 64, "rope_scaling": {"type": "mrope"}})
+        json.dumps({"model_type": "llama", "head_dim": 64, "rope_scaling": {"type": "su"}})
     )
     # in this process: what compare.py prints and exits with, without a Python (and the
     # torch that transformers' config classes import) started for it
     argv = ["check", f"{TARGETS}:llama32_rope", "--kind", "rope", "--config", str(config)]
     assert compare.main(argv) == 2
     expected = (
-        f"compare.py check: error: --config {config}: rope_type 'mrope' is not one the kit "
+        f"compare.py check: error: --config {config}: rope_type 'su' is not one the kit "
         "checks (linear, dynamic, yarn, longrope, llama3)"
     )
     captured = capsys.readouterr()

@@ -113,6 +113,21 @@ FINDINGS = {
         "rotation full_attention bfloat16": "bit-identical",
         "layer map float32": "within tolerance",
     },
+    "transformers Qwen2_5_VLRotaryEmbedding at qwen2.5-vl-7b": {
+        "text tokens float64": "computed in float32",
+        "image tokens float32": "within tolerance",
+        "video tokens bfloat16": "within tolerance",
+    },
+    "transformers Qwen3VLTextRotaryEmbedding at qwen3-vl-8b": {
+        "image tokens float32": "within tolerance",
+        "long positions float16": "within tolerance",
+    },
+    "transformers Glm4vTextRotaryEmbedding at glm-4.1v-9b": {
+        "video tokens float32": "within tolerance",
+    },
+    "transformers Qwen3_5TextRotaryEmbedding at qwen3.5-27b": {
+        "image tokens float32": "within tolerance",
+    },
     "transformers Cohere2 rotary on sliding layers at command-r7b": {
         "rotation full_attention float16": "bit-identical",
         "layer map float32": "within tolerance",

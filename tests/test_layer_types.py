@@ -153,8 +153,10 @@ def test_a_model_whose_layers_rotate_alike_has_no_table():
         ),
         (
             {"model_type": "llama", "rope_parameters": {"full_attention": {"rope_theta": 1e6}}},
-            "rope_parameters keyed by layer type (full_attention) where the config's "
-            "layer_types are not given",
+            (
+                "rope_parameters keyed by layer type (full_attention) where the config's "
+                "layer_types are not given"
+            ),
         ),
         (
             {"model_type": "llama", "rope_local_base_freq": 10000.0},
@@ -256,12 +258,12 @@ def test_gemma3_one_rule_for_both_layer_types_is_named():
 
 
 def test_gemma3_swapped_layer_types_are_named_on_both():
-    options, by_name, of_layer = rules("gemma-3-4b")
+    options, by_name, _ = rules("gemma-3-4b")
     other = {"full_attention": "sliding_attention", "sliding_attention": "full_attention"}
     name_of = {i: t["name"] for t in options["layers"] for i in t["layers"]}
     found = judged(port(lambda layer: by_name[other[name_of[layer]]]), options)
-    for name in other:
-        assert f"the {other[name]} layers' rule" in found[f"long positions {name} bfloat16"][1]
+    for name, theirs in other.items():
+        assert f"the {theirs} layers' rule" in found[f"long positions {name} bfloat16"][1]
 
 
 def test_gemma3_global_scaling_on_the_sliding_layers_is_named():
@@ -323,7 +325,7 @@ def test_rope_on_every_layer_fails_only_the_nope_layers():
 
 
 def test_a_nope_layer_must_return_x_bit_for_bit():
-    options, _, of_layer = rules("smollm3-3b")
+    options, _, _ = rules("smollm3-3b")
     rounded = port(lambda layer: None)  # NoPE everywhere, but through float32 for float64
     options = {**options, "layer_type": "nope"}
 

@@ -84,6 +84,9 @@ class Configuration:
     # () where every layer rotates alike; the rope fields above are then the full-attention
     # layers' rule (the first that rotates where those are NoPE).
     layer_types: tuple[LayerType, ...] = ()
+    # Multimodal RoPE: (layout, section), positions (3, T), frequency slots shared by the t, h
+    # and w rows in ``section`` counts, "chunked" (Qwen2-VL) or "interleaved" (Qwen3-VL)
+    mrope: tuple | None = None
     note: str | None = None  # a choice the reading made that the file alone does not say
 
     @property
@@ -92,12 +95,15 @@ class Configuration:
 
     def rope_options(self) -> dict:
         """What ``apply_rope`` and the rope kind take."""
-        return {
+        options = {
             "base": self.rope_theta,
             "layout": self.layout,
             "scaling": self.scaling,
             "rotary_dim": self.rotary_dim,
         }
+        if self.mrope:
+            options["mrope"] = {"layout": self.mrope[0], "section": list(self.mrope[1])}
+        return options
 
     def options(self, kind: str, flag: str = "--config", layer: int | str | None = None) -> dict:
         """What this configuration sets for the conformance kit's ``kind``; UsageError where
@@ -191,6 +197,12 @@ class Configuration:
                 f"RoPE {rule}, rope_theta {self.rope_theta:g}, head_dim {self.head_dim}, "
                 f"rotating {rotated} dims ({self.layout} layout)"
             )
+            if self.mrope:
+                t, h, w = self.mrope[1]
+                said.append(
+                    f"M-RoPE over positions (3, T), {self.mrope[0]} frequency slots t {t}, h {h}, "
+                    f"w {w}"
+                )
         else:
             said.append(f"learned positions ({self.position_rule} rule)")
         if self.embed_scale:

@@ -54,6 +54,14 @@ BART = {  # BartConfig, MBartConfig
     "aliases": {"hidden_size": "d_model", "num_attention_heads": "encoder_attention_heads"},
 }
 
+QWEN2_VL = {  # Qwen2VLTextConfig, Qwen2_5_VLTextConfig: the same defaults
+    "hidden_size": 8192,
+    "num_attention_heads": 64,
+    "max_position_embeddings": 32768,
+    "num_hidden_layers": 80,
+    "rope_theta": 1000000.0,
+}
+
 DEFAULTS = {
     # models/llama/configuration_llama.py, LlamaConfig
     "llama": {"hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 2048},
@@ -191,6 +199,36 @@ DEFAULTS = {
         "pad_token_id": 1,
         "num_hidden_layers": 32,
     },
+    # The multimodal models' text configs (hf.MROPE: their rotation of (3, T) positions):
+    # models/qwen2_vl/configuration_qwen2_vl.py, Qwen2VLTextConfig
+    "qwen2_vl_text": QWEN2_VL,
+    # models/qwen2_5_vl/configuration_qwen2_5_vl.py, Qwen2_5_VLTextConfig
+    "qwen2_5_vl_text": QWEN2_VL,
+    # models/qwen3_vl/configuration_qwen3_vl.py, Qwen3VLTextConfig
+    "qwen3_vl_text": {
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "head_dim": 128,
+        "max_position_embeddings": 128000,
+        "num_hidden_layers": 32,
+        "rope_theta": 500000.0,
+    },
+    # models/glm4v/configuration_glm4v.py, Glm4vTextConfig
+    "glm4v_text": {
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 32768,
+        "num_hidden_layers": 40,
+    },
+    # models/qwen3_5/configuration_qwen3_5.py, Qwen3_5TextConfig
+    "qwen3_5_text": {
+        "hidden_size": 4096,
+        "num_attention_heads": 16,
+        "head_dim": 256,
+        "max_position_embeddings": 32768,
+        "num_hidden_layers": 32,
+        "partial_rotary_factor": 0.25,
+    },
     # models/opt/configuration_opt.py, OPTConfig
     "opt": {
         "hidden_size": 768,
@@ -226,4 +264,15 @@ DEFAULTS = {
 # Multimodal model types whose text_config, without a model_type of its own, is read as this
 # text model type's (models/gemma3/configuration_gemma3.py, Gemma3Config; models/llama4/
 # configuration_llama4.py, Llama4Config).
-TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+TEXT_TYPES = {
+    "gemma3": "gemma3_text",
+    "llama4": "llama4_text",
+    "qwen2_vl": "qwen2_vl_text",
+    "qwen2_5_vl": "qwen2_5_vl_text",
+    "qwen3_vl": "qwen3_vl_text",
+    "glm4v": "glm4v_text",
+    "qwen3_5": "qwen3_5_text",
+}
+# Of those, the ones whose config.json may give the text model's fields at its top level, with
+# no text_config (Qwen2VLConfig, Qwen2_5_VLConfig build it from them).
+FLAT_TEXT = ("qwen2_vl", "qwen2_5_vl")

@@ -25,7 +25,7 @@ import numpy as np
 from backends import validation
 from embedding_parity.configs import checks, layers
 from embedding_parity.configs.configuration import Configuration
-from embedding_parity.configs.defaults import DEFAULTS, PLAIN, TEXT_TYPES
+from embedding_parity.configs.defaults import DEFAULTS, FLAT_TEXT, PLAIN, TEXT_TYPES
 from embedding_parity.configs.hf_transformers import transformers_reading
 from embedding_parity.configs.transformers_types import KNOWN_TO_TRANSFORMERS
 
@@ -43,7 +43,18 @@ LEARNED = {"bert", "gpt2", "opt", "roberta", "xlm-roberta", "camembert", "bart",
 # Rotations over pairs (2i, 2i+1): GPT-J, ChatGLM; DeepSeek-V3 says so with rope_interleave.
 # Cohere's and Llama 4's too (rotate_half over x[..., ::2] and x[..., 1::2]; view_as_complex of
 # pairs (2i, 2i+1)).
-INTERLEAVED = {"gptj", "chatglm", "glm", "cohere", "cohere2", "llama4_text"}
+INTERLEAVED = {"gptj", "chatglm", "glm", "glm4v_text", "cohere", "cohere2", "llama4_text"}
+# Multimodal RoPE (M-RoPE): the text model types whose rotary module turns each frequency slot by
+# the t, h or w row of (3, T) position ids, how the three share the slots, and the section the
+# class takes where the rope dict gives none (their recomposition_frequencies, transformers 5.24;
+# the class decides the layout: Qwen3-VL's mrope_interleaved field is not read).
+MROPE = {
+    "qwen2_vl_text": ("chunked", (16, 24, 24)),
+    "qwen2_5_vl_text": ("chunked", (16, 24, 24)),
+    "glm4v_text": ("chunked", (8, 12, 12)),
+    "qwen3_vl_text": ("interleaved", (24, 20, 20)),
+    "qwen3_5_text": ("interleaved", (11, 11, 10)),
+}
 SCALED_LENGTH = ("llama3", "yarn", "longrope")  # rules with original_max_position_embeddings
 # The rules a config.json can name (freq_factors is llama.cpp's, from a GGUF's tensors).
 RULES = tuple(rule for rule in validation.ROPE_SCALINGS if rule != "freq_factors")
@@ -68,10 +79,12 @@ def text_fields(fields: dict, where: str) -> tuple[dict, str | None]:
     read past)."""
     outer = checks.text(fields.get("model_type"), "model_type", where)
     inner = checks.mapping(fields.get("text_config"), "text_config", where)
-    if outer in TEXT_TYPES or inner is not None:
+    if inner is not None or (outer in TEXT_TYPES and outer not in FLAT_TEXT):
         fields = inner or {}
         where = f"{where} text_config"
     model_type = checks.text(fields.get("model_type"), "model_type", where)
+    if inner is None and outer in FLAT_TEXT:  # Qwen2-VL's text fields at the top level
+        model_type = TEXT_TYPES[outer]
     model_type = model_type or TEXT_TYPES.get(outer) or (None if inner is not None else outer)
     for field in ("rope_scaling", "rope_parameters"):
         checks.mapping(fields.get(field), field, where)
@@ -193,6 +206,8 @@ def kit_reading(fields: dict, model_type: str | None, where: str) -> dict:
 def _kit_rope(fields: dict, model_type, known: dict, get) -> dict:
     chosen = fields.get("rope_scaling") or fields.get("rope_parameters")
     rope = copy.deepcopy(chosen or known.get("rope_parameters") or {})
+    if model_type in MROPE and rope.get("type") == "mrope":  # Qwen2-VL's: the default rule
+        rope.setdefault("rope_type", "default")
     rope = _standardised(rope, fields, known, get, nested=False)
     if model_type == "phi3" and rope["rope_type"] in ("su", "yarn"):
         rope["rope_type"] = "longrope"  # Phi3Config reads both as LongRoPE
@@ -306,6 +321,7 @@ def _rotation(reading: dict, model_type, where: str) -> dict:
 
     def rotation(layer_rope):
         layer_rope = dict(rope if layer_rope is None else layer_rope)
+        _pop_mrope(layer_rope, model_type, where)
         theta = checks.base(layer_rope.pop("rope_theta", 10000.0), "rope_theta", where)
         partial = layer_rope.pop("partial_rotary_factor", None)
         partial = _optional(checks.share, partial, "partial_rotary_factor", where)
@@ -337,7 +353,43 @@ def _rotation(reading: dict, model_type, where: str) -> dict:
         "rope_theta": theta,
         "scaling": scaling,
         "layer_types": types,
+        "mrope": _mrope(rope, model_type, rotary_dim or head_dim, scaling, where),
     }
+
+
+def _pop_mrope(rope: dict, model_type, where: str) -> None:
+    """M-RoPE's fields taken out of a rope dict before its scaling rule is read (Qwen2-VL's
+    older "type": "mrope" stands for the default rule), or refused where the model type's
+    rotary module does not read them."""
+    given = [key for key in ("mrope_section", "mrope_interleaved") if key in rope]
+    if model_type not in MROPE and (given or rope.get("type") == "mrope"):
+        checks.refuse(
+            where,
+            f"{(given or ['type mrope'])[0]}: M-RoPE is read by the rotary modules of "
+            f"{', '.join(MROPE)} only, not model_type {checks.shown(model_type)}'s",
+        )
+    for key in given:
+        rope.pop(key)
+    if rope.get("type") == "mrope":
+        rope.pop("type")
+
+
+def _mrope(rope: dict, model_type, rotary_dim: int, scaling, where: str):
+    """(layout, section) of an M-RoPE model type (the rope dict's section, else its class's)."""
+    if model_type not in MROPE:
+        return None
+    layout, section = MROPE[model_type]
+    section = rope.get("mrope_section", section)
+    if scaling is not None:
+        checks.refuse(
+            where,
+            f"{scaling['rope_type']} scaling with M-RoPE: the kit checks M-RoPE at the default "
+            "rule only",
+        )
+    try:
+        return layout, validation.check_mrope(section, layout, rotary_dim)
+    except ValueError as error:
+        checks.refuse(where, str(error))
 
 
 def _scaling(rope: dict, longest, where: str) -> dict | None:

@@ -435,6 +435,87 @@ PRESETS = {
         "source": HUB.format("allenai/Olmo-3-7B-Think") + ", as public ports and tests copy "
         "it (rope_scaling as given; layer_types three sliding to one full)",
     },
+    "qwen2.5-vl-7b": {
+        "about": "Qwen2.5-VL 7B: M-RoPE, chunked frequency slots t 16, h 24, w 24",
+        # its text fields at the top level, no text_config (Qwen2_5_VLConfig builds it)
+        "fields": {
+            "model_type": "qwen2_5_vl",
+            "hidden_size": 3584,
+            "num_attention_heads": 28,
+            "num_hidden_layers": 28,
+            "max_position_embeddings": 128000,
+            "rope_theta": 1000000.0,
+            "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+            "vision_config": {
+                "spatial_merge_size": 2,
+                "temporal_patch_size": 2,
+                "tokens_per_second": 2,
+            },
+        },
+        "source": HUB.format("Qwen/Qwen2.5-VL-7B-Instruct") + ", as public ports and "
+        "TensorRT-LLM's tests copy it (vision_config: its position fields only)",
+    },
+    "qwen3-vl-8b": {
+        "about": "Qwen3-VL 8B: M-RoPE, interleaved frequency slots t 24, h 20, w 20",
+        "fields": {
+            "model_type": "qwen3_vl",
+            "text_config": {
+                "model_type": "qwen3_vl_text",
+                "hidden_size": 4096,
+                "num_hidden_layers": 36,
+                "num_attention_heads": 32,
+                "head_dim": 128,
+                "max_position_embeddings": 262144,
+                "rope_theta": 5000000,
+                "rope_scaling": {
+                    "mrope_interleaved": True,
+                    "mrope_section": [24, 20, 20],
+                    "rope_type": "default",
+                },
+            },
+            "vision_config": {"spatial_merge_size": 2, "temporal_patch_size": 2},
+        },
+        "source": HUB.format("Qwen/Qwen3-VL-8B-Instruct") + " (its text_config, as a public "
+        "port's test mirrors hub revision 0c351dd0; vision_config: its position fields only)",
+    },
+    "glm-4.1v-9b": {
+        "about": "GLM-4.1V 9B: M-RoPE chunked t 8, h 12, w 12, GPT-J pairs over half the head",
+        "fields": {
+            "model_type": "glm4v",
+            "text_config": {
+                "model_type": "glm4v_text",
+                "hidden_size": 4096,
+                "num_hidden_layers": 40,
+                "num_attention_heads": 32,
+                "rope_theta": 10000.0,
+                "partial_rotary_factor": 0.5,
+                "rope_scaling": {"rope_type": "default", "mrope_section": [8, 12, 12]},
+            },
+        },
+        "source": HUB.format("zai-org/GLM-4.1V-9B-Thinking") + " (its text_config, as a "
+        "public port's test of the file gives it)",
+    },
+    "qwen3.5-27b": {
+        "about": "Qwen3.5: M-RoPE interleaved t 11, h 11, w 10 over a quarter of each head",
+        # transformers 5.24's Qwen3_5TextConfig, whose defaults document Qwen/Qwen3.5-27B:
+        # head_dim 256, partial_rotary_factor 0.25, mrope_section [11, 11, 10] interleaved
+        "fields": {
+            "model_type": "qwen3_5",
+            "text_config": {
+                "model_type": "qwen3_5_text",
+                "head_dim": 256,
+                "rope_parameters": {
+                    "mrope_interleaved": True,
+                    "mrope_section": [11, 11, 10],
+                    "rope_type": "default",
+                    "rope_theta": 10000.0,
+                    "partial_rotary_factor": 0.25,
+                },
+            },
+        },
+        "source": "transformers 5.24 models/qwen3_5/configuration_qwen3_5.py (Qwen3_5TextConfig, "
+        "auto_docstring checkpoint Qwen/Qwen3.5-27B) and modeling_qwen3_5.py's default section",
+    },
     "llama-2-7b-dynamic": {
         "about": "Llama 2 7B with dynamic NTK scaling, factor 2 (a load-time setting)",
         "fields": {

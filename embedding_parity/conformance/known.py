@@ -83,6 +83,11 @@ CONFIGURED = [
             ("SmolLM3 rotary and no_rope_layers", "smollm3-3b", "smollm3_3b"),
             ("Llama 4 rotary and no_rope_layers", "llama-4-scout", "llama_4_scout"),
             ("Cohere2 rotary on sliding layers", "command-r7b", "command_r7b"),
+            # M-RoPE: f(x, positions (3, T))
+            ("Qwen2_5_VLRotaryEmbedding", "qwen2.5-vl-7b", "qwen2_5_vl_7b"),
+            ("Qwen3VLTextRotaryEmbedding", "qwen3-vl-8b", "qwen3_vl_8b"),
+            ("Glm4vTextRotaryEmbedding", "glm-4.1v-9b", "glm_4_1v_9b"),
+            ("Qwen3_5TextRotaryEmbedding", "qwen3.5-27b", "qwen3_5_27b"),
         )
     ),
     _configured(

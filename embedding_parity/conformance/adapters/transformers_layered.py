@@ -1,6 +1,6 @@
 """transformers' own rotary code for the models whose layers rotate differently, each layer
 treated as the model's attention treats it: f(x, positions, layer), the rope kind's call for a
-config with layer types.
+config with layer types; and for the multimodal models' M-RoPE, f(x, positions (3, T)).
 
 The config is transformers' own config object, built from the bundled preset's fields (its
 ``from_dict`` and ``get_text_config``, nothing from the hub); the rotary module is the
@@ -18,6 +18,8 @@ from transformers.models.cohere2.modeling_cohere2 import (
 )
 from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding
 from transformers.models.gemma3.modeling_gemma3 import apply_rotary_pos_emb as apply_half
+from transformers.models.glm4v.modeling_glm4v import Glm4vTextRotaryEmbedding
+from transformers.models.glm4v.modeling_glm4v import apply_rotary_pos_emb as apply_glm4v
 from transformers.models.llama4.modeling_llama4 import (
     Llama4TextRotaryEmbedding,
     apply_rotary_emb,
@@ -28,6 +30,14 @@ from transformers.models.modernbert.modeling_modernbert import (
 )
 from transformers.models.olmo3.modeling_olmo3 import Olmo3RotaryEmbedding
 from transformers.models.olmo3.modeling_olmo3 import apply_rotary_pos_emb as apply_olmo3
+from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLRotaryEmbedding
+from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (
+    apply_rotary_pos_emb as apply_qwen2_5_vl,
+)
+from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5TextRotaryEmbedding
+from transformers.models.qwen3_5.modeling_qwen3_5 import apply_rotary_pos_emb as apply_qwen3_5
+from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRotaryEmbedding
+from transformers.models.qwen3_vl.modeling_qwen3_vl import apply_rotary_pos_emb as apply_qwen3_vl
 from transformers.models.smollm3.modeling_smollm3 import SmolLM3RotaryEmbedding
 
 from embedding_parity.configs.presets import PRESETS
@@ -106,3 +116,26 @@ def _cohere2():
 smollm3_3b = _smollm3()
 llama_4_scout = _llama4()
 command_r7b = _cohere2()
+
+
+# --- multimodal RoPE: f(x, positions (3, T)), the t, h and w rows ---------------------------
+
+
+def _multimodal(module, apply, preset: str):
+    """f(x, positions): the model's text rotary module at position ids (3, batch 1, T), its
+    frequency slots recomposed from the three rows (recomposition_frequencies), applied by the
+    model's own apply_rotary_pos_emb."""
+    config = _config(preset)
+
+    def f(x, positions):
+        q = _heads(x)
+        cos, sin = module(config)(q, positions[:, None, :])
+        return apply(q, q, cos, sin)[0].reshape(x.shape)
+
+    return f
+
+
+qwen2_5_vl_7b = _multimodal(Qwen2_5_VLRotaryEmbedding, apply_qwen2_5_vl, "qwen2.5-vl-7b")
+qwen3_vl_8b = _multimodal(Qwen3VLTextRotaryEmbedding, apply_qwen3_vl, "qwen3-vl-8b")
+glm_4_1v_9b = _multimodal(Glm4vTextRotaryEmbedding, apply_glm4v, "glm-4.1v-9b")
+qwen3_5_27b = _multimodal(Qwen3_5TextRotaryEmbedding, apply_qwen3_5, "qwen3.5-27b")

@@ -122,16 +122,13 @@ class Rope(Kind):
     def _cases(self, options, rope, call, named, found=()):
         """The battery at one rotation: each check in each dtype (``named`` after the check:
         a layer type's name)."""
-        head = rope["head_dim"]
         operand, qk = ("q, k", {"qk": True}) if options.get("qk") else ("x", {})
         cases = []
         for dtype in FLOATS:
-            for check, shaped, where in _checks(options):
+            for check, shaped, where in _checks(options, rope):
                 seed = len(found) + len(cases)
                 params = {"dtype": dtype, **shaped, "seed": seed, "rope": rope, **qk, **call}
-                positions = positions_of(params)
-                shape = (*positions.shape[:-1], HEADS, positions.shape[-1], head)
-                label = f"{operand} {shape}, {where}"
+                label = f"{operand} {x_shape(params)}, {where}"
                 cases.append(Case(f"{check}{named} {dtype}", label, params))
         return cases
 
@@ -159,8 +156,7 @@ class Rope(Kind):
     def arguments(self, params):
         positions = positions_of(params)
         rng = np.random.default_rng(params["seed"])
-        # (HEADS, T, head_dim), or (BATCH, HEADS, T, head_dim) at positions (BATCH, T)
-        shape = (*positions.shape[:-1], HEADS, positions.shape[-1], params["rope"]["head_dim"])
+        shape = x_shape(params)
         dtype = validation.resolve_dtype(params["dtype"])
         xs = [rng.standard_normal(shape).astype(dtype) for _ in range(2 if params.get("qk") else 1)]
         layer = [params["layer"]] if "layer" in params else []  # the layer's index, an int
@@ -172,8 +168,11 @@ class Rope(Kind):
         return (np.stack(xs) if len(xs) > 1 else xs[0]), positions
 
     def _operands(self, params):
-        """(x, positions) as the judge rotates them: a batch's rows side by side."""
+        """(x, positions) as the judge rotates them: a batch's rows side by side (M-RoPE's
+        positions (3, T) as they are)."""
         x, positions = self._inputs(params)
+        if params["rope"].get("mrope"):
+            return x, positions
         return side_by_side(x, positions), positions.reshape(-1)
 
     def _rule(self, params):
@@ -190,6 +189,9 @@ class Rope(Kind):
         if params["rope"].get("nope"):  # a NoPE layer: x as it is
             return in_rows(x.astype(np.float64), params)
         w, attention, _ = self._rule(params)
+        if params["rope"].get("mrope"):
+            angles = mrope_positions(params["rope"], positions) * w
+            return rotate_by(x, angles, attention, layout=params["rope"]["layout"])
         turned = rotate(x, positions, w, attention, layout=params["rope"]["layout"])
         return in_rows(turned, params)
 
@@ -203,9 +205,13 @@ class Rope(Kind):
         rope = params["rope"]
         if rope.get("nope"):  # nothing computed: x must come back bit for bit
             return np.zeros(self.reference(params).shape)
+        paired = None
+        if rope.get("mrope"):  # each frequency slot at its own axis's position
+            positions, paired = positions.max(axis=0), mrope_positions(rope, positions)
         bound = positional.rope_bound(
             x.astype(np.float64),
             positions,
+            pair_positions=paired,
             base=rope["base"],
             layout=rope["layout"],
             scaling=rope["scaling"],
@@ -215,6 +221,8 @@ class Rope(Kind):
         return in_rows(bound, params)
 
     def mistakes(self, params):
+        if params["rope"].get("mrope"):
+            return _mrope_mistakes(params, *self._operands(params), *self._rule(params))
         found = [] if params["rope"].get("nope") else self._mistakes(params)
         found += _layer_mistakes(params, *self._operands(params))
         found = [(name, in_rows(result, params)) for name, result in found]
@@ -321,7 +329,7 @@ class Rope(Kind):
 
     def phase(self, params, actual):
         x, positions = self._inputs(params)
-        if actual.shape != x.shape or params["rope"].get("nope"):
+        if actual.shape != x.shape or params["rope"].get("nope") or params["rope"].get("mrope"):
             return None
         w, _, _ = self._rule(params)
         error = numerics.rotation_phase_error(
@@ -408,8 +416,14 @@ def _shaped_call(options) -> bool:
     return any(options.get(key) for key in ("head_dim", "batched", "qk"))
 
 
-def _checks(options):
+def _checks(options, rope):
     """(check, params, where) of each case, per dtype."""
+    if rope.get("mrope"):
+        if options.get("batched"):
+            raise UsageError(
+                "batched with M-RoPE: the battery calls f(x, positions (3, T)); leave --batched out"
+            )
+        return MROPE_CHECKS
     if options.get("batched"):
         return BATCHED_CHECKS
     return (
@@ -419,10 +433,19 @@ def _checks(options):
 
 
 def positions_of(params) -> np.ndarray:
-    """The case's positions: (T,), or (BATCH, T) for a batched case."""
+    """The case's positions: (T,), (BATCH, T) for a batched case, (3, T) for M-RoPE's."""
+    if params.get("mrope_case"):
+        return MROPE_POSITIONS[params["mrope_case"]]
     if params.get("batch"):
         return BATCHES[params["batch"]]
     return LONG if params["long"] else np.arange(16)
+
+
+def x_shape(params) -> tuple:
+    """x's shape: (HEADS, T, head_dim), or (BATCH, HEADS, T, head_dim) at positions (BATCH, T)."""
+    positions = positions_of(params)
+    lead = () if params.get("mrope_case") else positions.shape[:-1]
+    return (*lead, HEADS, positions.shape[-1], params["rope"]["head_dim"])
 
 
 def side_by_side(x, positions) -> np.ndarray:
@@ -471,6 +494,13 @@ def _rotation(rope) -> str:
     """A config's rotation, in words."""
     if rope.get("nope"):
         return "not rotated (NoPE): x returned as it is, bit for bit"
+    if rope.get("mrope"):
+        t, h, w = rope["mrope"]["section"]
+        return (
+            f"{_rotation({**rope, 'mrope': None})}; positions (3, T), the t, h and w rows: each "
+            f"frequency slot turned by its row's position, {rope['mrope']['layout']} slots t {t}, "
+            f"h {h}, w {w} (text tokens, t = h = w, are plain RoPE)"
+        )
     rotary = rope.get("rotary_dim") or rope["head_dim"]
     pairs = "(2i, 2i+1)" if rope["layout"] == "interleaved" else f"(i, i + {rotary // 2})"
     rule = "no scaling" if rope["scaling"] is None else f"the {rope['scaling']['rope_type']} rule"
@@ -746,3 +776,122 @@ def _layer_mistakes(params, x, positions):
 def _rule_words(rope) -> str:
     rule = "no scaling" if rope["scaling"] is None else rope["scaling"]["rope_type"]
     return f"base {rope['base']:g}, {rule}"
+
+
+# --- multimodal RoPE: positions (3, T), each frequency slot turned by the t, h or w row -------
+
+
+def _text(start: int, count: int) -> np.ndarray:
+    """(3, count): text tokens, t = h = w counting from ``start``."""
+    return np.tile(start + np.arange(count), (3, 1))
+
+
+def _grid(start: int, frames: int, height: int, width: int, step: int = 1) -> np.ndarray:
+    """(3, frames * height * width): a vision grid from ``start`` as Qwen2-VL numbers it, t
+    by ``step`` per frame (tokens_per_second * second_per_grid_t for a video), h by row, w by
+    column."""
+    t, h, w = np.meshgrid(
+        np.arange(frames) * step, np.arange(height), np.arange(width), indexing="ij"
+    )
+    return start + np.stack([t.ravel(), h.ravel(), w.ravel()])
+
+
+# Each case's positions (3, T): what a multimodal model's position builder gives a sequence
+# (the text after a grid resumes at the grid's largest position + 1).
+MROPE_POSITIONS = {
+    "text": _text(0, 16),
+    "image": np.concatenate([_text(0, 4), _grid(4, 1, 3, 4), _text(8, 3)], axis=1),
+    "video": np.concatenate([_text(0, 2), _grid(2, 3, 2, 2, step=2), _text(7, 2)], axis=1),
+    "long": np.concatenate(
+        [_text(131000, 2), _grid(131002, 2, 4, 4, step=50), _text(131053, 3)], axis=1
+    ),
+}
+MROPE_CHECKS = (
+    ("text tokens", {"long": False, "mrope_case": "text"}, "t = h = w = 0..15: plain RoPE"),
+    (
+        "image tokens",
+        {"long": False, "mrope_case": "image"},
+        "4 text tokens, a 3 x 4 image grid at 4, 3 text tokens from 8",
+    ),
+    (
+        "video tokens",
+        {"long": False, "mrope_case": "video"},
+        "2 text tokens, 3 frames of 2 x 2 two temporal steps apart, 2 text tokens from 7",
+    ),
+    (
+        "long positions",
+        {"long": True, "mrope_case": "long"},
+        "text and a 2-frame 4 x 4 grid from position 131000",
+    ),
+)
+
+
+def mrope_positions(rope, positions, *, layout=None, section=None) -> np.ndarray:
+    """(T, pairs): each frequency slot's position, its axis's row (the config's layout and
+    section unless others are given)."""
+    mrope = rope["mrope"]
+    pairs = (rope.get("rotary_dim") or rope["head_dim"]) // 2
+    axes = positional.mrope_axes(pairs, section or mrope["section"], layout or mrope["layout"])
+    return np.asarray(positions, np.float64)[axes].T
+
+
+def _mrope_mistakes(params, x, positions, w, attention, rotary):
+    """The mistakes of multimodal RoPE: the other layout of the slots, another model's section,
+    h and w swapped, the temporal row everywhere (text RoPE), the other pairing."""
+    rope = params["rope"]
+    layout, section = rope["mrope"]["layout"], tuple(rope["mrope"]["section"])
+
+    def turned(paired, pairing=rope["layout"]):
+        return rotate_by(x, paired * w, attention, layout=pairing)
+
+    other = "interleaved" if layout == "chunked" else "chunked"
+    found = [
+        (
+            f"{other} frequency slots where the config's are {layout} ("
+            + (
+                "Qwen3-VL's t h w t h w ... read as Qwen2-VL's chunks"
+                if other == "chunked"
+                else "Qwen2-VL's chunks read as Qwen3-VL's t h w t h w ..."
+            )
+            + "): text tokens are unchanged, image and video tokens turn wrong",
+            turned(mrope_positions(rope, positions, layout=other)),
+        ),
+        (
+            (
+                "the temporal row for every frequency slot (plain RoPE from positions[0]): "
+                "right on text tokens only"
+            ),
+            turned(np.repeat(np.asarray(positions[0], np.float64)[:, None], rotary // 2, axis=1)),
+        ),
+    ]
+    found.append(
+        (
+            "the h and w rows swapped (each slot of h turned by the column, of w by the row)",
+            turned(mrope_positions(rope, np.asarray(positions)[[0, 2, 1]])),
+        )
+    )
+    for known in MROPE_SECTIONS:
+        if known != section and sum(known) == sum(section):
+            said = ", ".join(f"{a} {n}" for a, n in zip("thw", known, strict=True))
+            found.append(
+                (
+                    f"section {list(known)} ({said}) where the config's is {list(section)}",
+                    turned(mrope_positions(rope, positions, section=known)),
+                )
+            )
+    pairing = "interleaved" if rope["layout"] == "half" else "half"
+    found.append(
+        (
+            f"{'GPT-J pairs (2i, 2i+1)' if pairing == 'interleaved' else 'half pairs (i, i + d/2)'} "
+            f"where the config's {rope['layout']} layout pairs them"
+            + (" (GLM-4V pairs GPT-J style over half the head)" if pairing == "half" else ""),
+            turned(mrope_positions(rope, positions), pairing),
+        )
+    )
+    reference = turned(mrope_positions(rope, positions))
+    return [(name, result) for name, result in found if not np.array_equal(result, reference)]
+
+
+# The sections models ship (the t, h, w slots): Qwen2-VL and Qwen2.5-VL, Qwen3-VL, GLM-4V,
+# Qwen3.5 (hf.MROPE's defaults): a port that copies another model's reads one of them.
+MROPE_SECTIONS = ((16, 24, 24), (24, 20, 20), (8, 12, 12), (11, 11, 10))
