@@ -30,9 +30,12 @@ scale_grad_by_freq=False)``
     order and agree within n * eps * sum(|terms|) (tests/test_gradients.py).
 ``sinusoidal_table(num_positions, dim, *, base, layout, dtype)``
     The fixed (num_positions, dim) table, layout "interleaved" or "concat".
-``apply_rope(x, positions, *, base, layout, scaling)``
+``apply_rope(x, positions, *, base, layout, scaling, rotary_dim, mrope)``
     Rotary embedding of x (..., T, dim) at integer positions (T,), layout
-    "half" or "interleaved", scaling None, "linear" or "llama3".
+    "half" or "interleaved", scaling None or a rope dict ("linear", "dynamic", "yarn",
+    "longrope", "llama3"), the first rotary_dim dims turned. mrope {"layout", "section"}:
+    multimodal RoPE at positions (3, T), the t, h and w rows, each frequency slot turned by
+    its row (chunked slots: Qwen2-VL; interleaved: Qwen3-VL).
 ``alibi_slopes(num_heads, *, dtype)``
     ALiBi's (num_heads,) slopes 2**(-8i/n) (Press et al. 2022), with BLOOM's rule for a
     head count that is not a power of two.

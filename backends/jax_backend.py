@@ -444,7 +444,14 @@ def rope_params(rotary_dim: int, base: float, scaling, positions) -> dict:
 
 
 def apply_rope(
-    x, positions, *, base: float = 10000.0, layout: str = "half", scaling=None, rotary_dim=None
+    x,
+    positions,
+    *,
+    base: float = 10000.0,
+    layout: str = "half",
+    scaling=None,
+    rotary_dim=None,
+    mrope=None,
 ) -> jax.Array:
     """Rotary position embedding of x (..., T, head_dim) at integer positions (T,).
 
@@ -452,17 +459,29 @@ def apply_rope(
     "interleaved" rotates pairs (2i, 2i+1) (GPT-J, RoFormer, Meta's LLaMA code). The first
     ``rotary_dim`` dims (default: all) are rotated, the rest pass through. scaling: None or a
     Hugging Face rope_scaling dict: "linear", "dynamic", "yarn", "longrope" or "llama3".
+    mrope: {"layout", "section"} for multimodal RoPE, positions (3, T): frequency slot k turned
+    by the row positional.mrope_axes gives it.
     """
     if not isinstance(x, jax.Array):
         x = validation.native(np.asarray(x))
     dtype = validation.check_float_dtype(np.dtype(x.dtype).name, "x")
-    positions, scaling, rotary_dim = validation.check_rope(
-        x.shape, validation.as_host(positions), base, layout, scaling, rotary_dim
-    )
+    positions = validation.as_host(positions)
+    if mrope is None:
+        positions, scaling, rotary_dim = validation.check_rope(
+            x.shape, positions, base, layout, scaling, rotary_dim
+        )
+        axes = None
+    else:
+        positions, rotary_dim, slots, section = validation.check_mrope_rope(
+            x.shape, positions, base, layout, scaling, rotary_dim, mrope
+        )
+        axes = positional.mrope_axes(rotary_dim // 2, section, slots)
     compute = positional.compute_dtype(dtype)
     params = jax.tree.map(
         lambda v: v.astype(compute), rope_params(rotary_dim, base, scaling, positions)
     )
+    if axes is not None:
+        params["mrope_axes"] = axes  # (rotary_dim/2,) int: each frequency slot's row
     with _precision(dtype):
         return _rope(params, jnp.asarray(x), positions.astype(np.int32), layout)  # < 2**24
 
@@ -471,7 +490,11 @@ def apply_rope(
 def _rope(params, x: jax.Array, positions: jax.Array, layout: str) -> jax.Array:
     w = params["inv_freq"]
     rotary_dim = 2 * w.shape[0]
-    angles = jnp.outer(positions.astype(w.dtype), w)  # (T, rotary_dim/2)
+    if "mrope_axes" in params:  # positions (3, T): each slot at its row's position
+        at = positions[params["mrope_axes"]].T.astype(w.dtype)
+    else:
+        at = positions.astype(w.dtype)[:, None]
+    angles = at * w  # (T, rotary_dim/2)
     cos = (jnp.cos(angles) * params["attention_factor"]).astype(x.dtype)
     sin = (jnp.sin(angles) * params["attention_factor"]).astype(x.dtype)
     rotated, rest = x[..., :rotary_dim], x[..., rotary_dim:]

@@ -217,7 +217,14 @@ def sinusoidal_table(
 
 
 def apply_rope(
-    x, positions, *, base: float = 10000.0, layout: str = "half", scaling=None, rotary_dim=None
+    x,
+    positions,
+    *,
+    base: float = 10000.0,
+    layout: str = "half",
+    scaling=None,
+    rotary_dim=None,
+    mrope=None,
 ) -> np.ndarray:
     """Rotary position embedding of x (..., T, head_dim) at integer positions (T,).
 
@@ -225,17 +232,27 @@ def apply_rope(
     "interleaved" rotates pairs (2i, 2i+1) (GPT-J, RoFormer, Meta's LLaMA code). The first
     ``rotary_dim`` dims (default: all) are rotated, the rest pass through. scaling: None or a
     Hugging Face rope_scaling dict: "linear", "dynamic", "yarn", "longrope" or "llama3".
+    mrope: {"layout", "section"} for multimodal RoPE, positions (3, T): frequency slot k turned
+    by the row positional.mrope_axes gives it.
     """
     x = validation.native(np.asarray(x))
     dtype = validation.check_float_dtype(x.dtype.name, "x")
-    positions, scaling, rotary_dim = validation.check_rope(
-        x.shape, validation.as_host(positions), base, layout, scaling, rotary_dim
-    )
+    positions = validation.as_host(positions)
+    if mrope is None:
+        positions, scaling, rotary_dim = validation.check_rope(
+            x.shape, positions, base, layout, scaling, rotary_dim
+        )
+        at = positions[:, None]  # (T, 1): every pair at the token's position
+    else:
+        positions, rotary_dim, slots, section = validation.check_mrope_rope(
+            x.shape, positions, base, layout, scaling, rotary_dim, mrope
+        )
+        at = positions[positional.mrope_axes(rotary_dim // 2, section, slots)].T  # (T, pairs)
     compute = positional.compute_dtype(dtype)
     w, attention = positional.rope_parameters(  # float64 constants, like a model's inv_freq
         rotary_dim, base, scaling, positional.length(positions)
     )
-    angles = positions.astype(compute)[:, None] * w.astype(compute)  # (T, rotary_dim/2)
+    angles = at.astype(compute) * w.astype(compute)  # (T, rotary_dim/2)
     cos = (np.cos(angles) * compute.type(attention)).astype(dtype)
     sin = (np.sin(angles) * compute.type(attention)).astype(dtype)
     rotated, rest = x[..., :rotary_dim], x[..., rotary_dim:]

@@ -282,7 +282,9 @@ class RotaryEmbedding(nn.Module):
     buffer (float64 constants of the rule, cast to the compute dtype in forward), cos and sin
     scaled by ``attention_scaling``; the first ``rotary_dim`` dims rotated, the rest passed
     through. For the length rules (dynamic, longrope) the buffer is recomputed from each
-    call's max(positions) + 1, so a call never depends on the ones before it."""
+    call's max(positions) + 1, so a call never depends on the ones before it. With ``mrope``
+    (multimodal RoPE, positions (3, T)) an ``mrope_axes`` buffer says which row turns each
+    frequency slot, as Qwen2-VL's recomposition_frequencies does."""
 
     def __init__(
         self,
@@ -292,25 +294,39 @@ class RotaryEmbedding(nn.Module):
         layout: str = "half",
         scaling=None,
         rotary_dim: int | None = None,
+        mrope: dict | None = None,
     ):
         super().__init__()
         _, self.scaling, self.rotary_dim = validation.check_rope(
             (1, head_dim), np.zeros(1, np.int64), base, layout, scaling, rotary_dim
         )
-        self.head_dim, self.base, self.layout = head_dim, base, layout
+        self.head_dim, self.base, self.layout, self.mrope = head_dim, base, layout, mrope
         w, self.attention_scaling = positional.rope_parameters(self.rotary_dim, base, self.scaling)
         self.register_buffer("inv_freq", torch.from_numpy(w), persistent=False)
+        if mrope is not None:
+            _, _, slots, section = validation.check_mrope_rope(
+                (1, head_dim), np.zeros((3, 1), np.int64), base, layout, scaling, rotary_dim, mrope
+            )
+            axes = positional.mrope_axes(self.rotary_dim // 2, section, slots)
+            self.register_buffer("mrope_axes", torch.from_numpy(axes), persistent=False)
 
     def forward(self, x: torch.Tensor, positions) -> torch.Tensor:
         dtype = validation.check_float_dtype(str(x.dtype).removeprefix("torch."), "x")
-        positions, _, _ = validation.check_rope(
-            tuple(x.shape),
-            _host_ints(positions, "positions"),
-            self.base,
-            self.layout,
-            self.scaling,
-            self.rotary_dim,
-        )
+        positions = _host_ints(positions, "positions")
+        if self.mrope is None:
+            positions, _, _ = validation.check_rope(
+                tuple(x.shape), positions, self.base, self.layout, self.scaling, self.rotary_dim
+            )
+        else:
+            positions, *_ = validation.check_mrope_rope(
+                tuple(x.shape),
+                positions,
+                self.base,
+                self.layout,
+                self.scaling,
+                self.rotary_dim,
+                self.mrope,
+            )
         w, attention = self.inv_freq, self.attention_scaling
         if self.scaling and self.scaling["rope_type"] in positional.LENGTH_RULES:
             w, attention = positional.rope_parameters(
@@ -318,7 +334,12 @@ class RotaryEmbedding(nn.Module):
             )
             w = torch.from_numpy(w)
         compute = _torch_dtype(positional.compute_dtype(dtype))
-        angles = torch.outer(_as_tensor(positions).to(x.device, compute), w.to(x.device, compute))
+        at = _as_tensor(positions).to(x.device, compute)
+        if self.mrope is None:
+            at = at[:, None]  # (T, 1): every pair at the token's position
+        else:
+            at = at[self.mrope_axes.to(x.device)].T  # (T, rotary_dim/2): each slot's row
+        angles = at * w.to(x.device, compute)
         cos = (angles.cos() * attention).to(x.dtype)  # (T, rotary_dim/2)
         sin = (angles.sin() * attention).to(x.dtype)
         rotated, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
@@ -332,7 +353,14 @@ class RotaryEmbedding(nn.Module):
 
 
 def apply_rope(
-    x, positions, *, base: float = 10000.0, layout: str = "half", scaling=None, rotary_dim=None
+    x,
+    positions,
+    *,
+    base: float = 10000.0,
+    layout: str = "half",
+    scaling=None,
+    rotary_dim=None,
+    mrope=None,
 ) -> torch.Tensor:
     """Rotary position embedding of x (..., T, head_dim) at integer positions (T,).
 
@@ -340,6 +368,8 @@ def apply_rope(
     "interleaved" rotates pairs (2i, 2i+1) (GPT-J, RoFormer, Meta's LLaMA code). The first
     ``rotary_dim`` dims (default: all) are rotated, the rest pass through. scaling: None or a
     Hugging Face rope_scaling dict: "linear", "dynamic", "yarn", "longrope" or "llama3".
+    mrope: {"layout", "section"} for multimodal RoPE, positions (3, T): frequency slot k turned
+    by the row positional.mrope_axes gives it.
     """
     if isinstance(x, torch.Tensor):
         validation.check_float_dtype(str(x.dtype).removeprefix("torch."), "x")
@@ -352,7 +382,7 @@ def apply_rope(
             f"x must be (..., T, dim), got shape {tuple(x.shape)}: add a sequence axis"
         )
     rope = RotaryEmbedding(
-        x.shape[-1], base=base, layout=layout, scaling=scaling, rotary_dim=rotary_dim
+        x.shape[-1], base=base, layout=layout, scaling=scaling, rotary_dim=rotary_dim, mrope=mrope
     )
     return rope(x, positions)
 

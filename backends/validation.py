@@ -479,6 +479,30 @@ def check_mrope(section, mrope_layout: str, rotary_dim: int) -> tuple[int, int, 
     return tuple(int(n) for n in section)
 
 
+def check_mrope_rope(shape, positions, base, layout, scaling, rotary_dim, mrope):
+    """Arguments of apply_rope with ``mrope`` ({"layout": "chunked" or "interleaved",
+    "section": (t, h, w)}): positions (3, T), the t, h and w rows, each checked as apply_rope's
+    positions are; no scaling rule (the models that ship M-RoPE rotate at the default rule).
+
+    Returns (positions, rotary_dim, mrope layout, section)."""
+    if positions.ndim != 2 or positions.shape[0] != 3:
+        raise ValueError(
+            f"M-RoPE positions must be (3, T), the t, h and w rows, got shape {positions.shape}: "
+            "text tokens have three equal rows"
+        )
+    if scaling is not None:
+        raise ValueError("M-RoPE takes no scaling rule: the models that ship it rotate unscaled")
+    if not isinstance(mrope, dict) or set(mrope) != {"layout", "section"}:
+        raise ValueError(
+            f"mrope must be {{'layout': 'chunked' or 'interleaved', 'section': (t, h, w)}}, "
+            f"got {mrope!r}"
+        )
+    for row in positions:
+        _, _, rotary_dim = check_rope(shape, row, base, layout, None, rotary_dim)
+    section = check_mrope(mrope["section"], mrope["layout"], rotary_dim)
+    return positions, rotary_dim, mrope["layout"], section
+
+
 POSITION_ID_RULES = ("arange", "opt", "roberta", "bart")
 
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import backends
 from backends import positional
 from embedding_parity import configs
 from embedding_parity.cli import UsageError
@@ -172,3 +173,60 @@ def test_batched_is_refused_with_mrope():
     options = {**configs.preset("qwen3-vl-8b").options("rope"), "batched": True}
     with pytest.raises(UsageError, match="batched with M-RoPE"):
         ROPE.cases(options)
+
+
+# --- the library: each backend's apply_rope(..., mrope=...) ----------------------------------
+
+MROPES = {
+    "chunked": {"layout": "chunked", "section": [16, 24, 24]},
+    "interleaved": {"layout": "interleaved", "section": [24, 20, 20]},
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("slots", list(MROPES))
+@pytest.mark.parametrize("case", ["image", "video", "long"])
+def test_each_backend_rotates_within_the_bound(backend, dtype, slots, case):
+    """The bound is rope_bound with each pair at its own row's position (the kit's)."""
+    from embedding_parity.conformance.kinds.rope import MROPE_POSITIONS
+
+    positions = MROPE_POSITIONS[case]
+    x = np.random.default_rng(1).standard_normal((3, positions.shape[1], 128))
+    x = x.astype(backends.DTYPES[dtype])
+    mrope = MROPES[slots]
+    y = np.asarray(backend.to_numpy(backend.apply_rope(x, positions, base=1e6, mrope=mrope)))
+    assert y.dtype == x.dtype
+    expected = positional.apply_mrope(
+        x, positions, section=mrope["section"], mrope_layout=slots, base=1e6
+    )
+    axes = positional.mrope_axes(64, mrope["section"], slots)
+    bound = positional.rope_bound(
+        x, positions.max(axis=0), base=1e6, dtype=dtype, pair_positions=positions[axes].T
+    )
+    assert np.all(np.abs(y.astype(np.float64) - expected) <= bound)
+
+
+@pytest.mark.parametrize(
+    "positions, kwargs, message",
+    [
+        (np.arange(4), {}, "M-RoPE positions must be (3, T)"),
+        (
+            np.zeros((3, 4), np.int64),
+            {"scaling": {"rope_type": "linear", "factor": 2.0}},
+            "no scaling",
+        ),
+        (np.zeros((3, 4), np.int64), {"mrope": {"section": [2, 1, 1]}}, "mrope must be"),
+        (np.full((3, 4), -1), {}, "position -1 at positions[0]"),
+        (
+            np.zeros((3, 4), np.int64),
+            {"mrope": {"layout": "chunked", "section": [2, 2, 2]}},
+            "holds 6 frequency slots",
+        ),
+    ],
+)
+def test_each_backend_refuses_bad_mrope_input_alike(backend, positions, kwargs, message):
+    x = np.ones((2, 4, 8), np.float32)
+    call = {"mrope": {"layout": "chunked", "section": [2, 1, 1]}, **kwargs}
+    with pytest.raises(ValueError) as info:
+        backend.apply_rope(x, positions, **call)
+    assert message in str(info.value)
