@@ -20,6 +20,7 @@ with a cache); key j at position j.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import ml_dtypes
@@ -294,6 +295,120 @@ def apply_mrope(
         z = (rotated[..., :half] + 1j * rotated[..., half:]) * turn
         turned = np.concatenate([z.real, z.imag], axis=-1)
     return np.concatenate([turned, rest], axis=-1)
+
+
+# The rules of the multimodal position builder (Qwen2-VL's and Qwen2.5-VL's get_rope_index), named
+# by the transformers version that has them (each checked bit for bit against that version's
+# code): what 5.24 changed from 4.57.1 is the float multiply of the temporal step, the advance
+# after a video, the padded slots and the length the decode delta counts.
+MROPE_POSITION_RULES = {
+    "transformers 5.24": {
+        "step_cast_first": False,  # floor(i * tokens_per_second * second), the product in float32
+        "advance": "max(h, w)",  # the text after a grid: start + max(h, w) / merge
+        "padded": 0,  # what padded slots hold
+        "delta_counts": "tokens",  # the delta's length: the row's tokens, padding left out
+    },
+    "transformers 4.57.1": {
+        "step_cast_first": True,  # torch.as_tensor(second_per_grid_t, dtype=int64): 0.5 s is 0
+        "advance": "grid max + 1",  # the grid's largest position + 1, a video's frames included
+        "padded": 1,
+        "delta_counts": "row",  # the padded row's length
+    },
+}
+
+
+def mrope_position_ids(
+    mm_token_type_ids,
+    image_grid_thw,
+    video_grid_thw,
+    second_per_grid_ts=None,
+    attention_mask=None,
+    *,
+    spatial_merge_size: int = 2,
+    tokens_per_second: int = 1,
+    rule: str = "transformers 5.24",
+):
+    """((3, B, T) int64 position ids, (B, 1) int64 decode deltas): the t, h and w rows of a
+    batch of text (type 0), image (1) and video (2) tokens, by Qwen2.5-VL's ``get_rope_index``
+    (Qwen2-VL's with tokens_per_second 1). Exact integers.
+
+    Text counts on from the position before it; a grid (t, h, w) of patches, merged by
+    spatial_merge_size, gives its tokens t = start + floor(i * step) (step 1 for an image,
+    tokens_per_second * second_per_grid_t for a video, in float32 as the models' tensors are),
+    h = start + row, w = start + column. Padding (attention_mask 0) is skipped. The delta of a
+    row is max(position) + 1 - its length: a decode step's position is the count of tokens
+    before it plus the delta. ``rule``: one of MROPE_POSITION_RULES (how 4.57.1 differs)."""
+    return mrope_positions_by(
+        mm_token_type_ids,
+        image_grid_thw,
+        video_grid_thw,
+        second_per_grid_ts,
+        attention_mask,
+        spatial_merge_size=spatial_merge_size,
+        tokens_per_second=tokens_per_second,
+        **MROPE_POSITION_RULES[validation.choice(rule, tuple(MROPE_POSITION_RULES), "rule")],
+    )
+
+
+def mrope_positions_by(
+    mm_token_type_ids,
+    image_grid_thw,
+    video_grid_thw,
+    second_per_grid_ts,
+    attention_mask,
+    *,
+    spatial_merge_size,
+    tokens_per_second,
+    step_cast_first,
+    advance,
+    padded,
+    delta_counts,
+):
+    """mrope_position_ids by the choices a rule makes (MROPE_POSITION_RULES' keys): the
+    versions' rules, and the mistakes ports make, are these choices."""
+    types = np.asarray(mm_token_type_ids)
+    batch, length = types.shape
+    mask = np.ones_like(types) if attention_mask is None else np.asarray(attention_mask)
+    grids = {
+        1: iter(np.asarray(image_grid_thw).reshape(-1, 3)),
+        2: iter(np.asarray(video_grid_thw).reshape(-1, 3)),
+    }
+    seconds = iter(np.ones(0) if second_per_grid_ts is None else np.asarray(second_per_grid_ts))
+    position_ids = np.full((3, batch, length), padded, dtype=np.int64)
+    deltas = np.zeros((batch, 1), dtype=np.int64)
+    for row in range(batch):
+        kept = mask[row].astype(bool)
+        pieces, current = [], 0
+        for kind, run in itertools.groupby(types[row][kept].tolist()):
+            count = len(list(run))
+            if kind == 0:
+                pieces.append(np.tile(current + np.arange(count), (3, 1)))
+                current += count
+                continue
+            t, h, w = (int(n) for n in next(grids[kind]))
+            h, w = h // spatial_merge_size, w // spatial_merge_size
+            if count != t * h * w:
+                raise ValueError(
+                    f"{count} {'image' if kind == 1 else 'video'} tokens in a row where the grid "
+                    f"({t}, {h * spatial_merge_size}, {w * spatial_merge_size}) merged by "
+                    f"{spatial_merge_size} has {t * h * w}: one grid per run of its tokens "
+                    "(a vision_start token between two grids)"
+                )
+            step = np.float32(1.0)  # an image's frames count by one
+            if kind == 2:
+                second = np.float32(next(seconds, 1.0))
+                second = np.float32(int(second)) if step_cast_first else second
+                step = np.float32(tokens_per_second) * second
+            frames = (np.arange(t, dtype=np.float32) * step).astype(np.int64)
+            tt, hh, ww = np.meshgrid(frames, np.arange(h), np.arange(w), indexing="ij")
+            grid = current + np.stack([tt.ravel(), hh.ravel(), ww.ravel()])
+            pieces.append(grid)
+            current = int(grid.max()) + 1 if advance == "grid max + 1" else current + max(h, w)
+        positions = np.concatenate(pieces, axis=1) if pieces else np.zeros((3, 0), np.int64)
+        position_ids[:, row, kept] = positions
+        counted = int(kept.sum()) if delta_counts == "tokens" else length
+        deltas[row, 0] = (int(positions.max()) + 1 if positions.size else 0) - counted
+    return position_ids, deltas
 
 
 # --- the embedding side: position ids, Gemma's scale, BERT's three-term sum --------------

@@ -128,6 +128,10 @@ FINDINGS = {
     "transformers Qwen3_5TextRotaryEmbedding at qwen3.5-27b": {
         "image tokens float32": "within tolerance",
     },
+    "transformers Qwen2_5_VLModel.get_rope_index at qwen2.5-vl-7b": {
+        "video at half-second steps": "exact",
+        "left padding": "exact",
+    },
     "transformers Cohere2 rotary on sliding layers at command-r7b": {
         "rotation full_attention float16": "bit-identical",
         "layer map float32": "within tolerance",

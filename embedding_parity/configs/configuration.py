@@ -87,6 +87,8 @@ class Configuration:
     # Multimodal RoPE: (layout, section), positions (3, T), frequency slots shared by the t, h
     # and w rows in ``section`` counts, "chunked" (Qwen2-VL) or "interleaved" (Qwen3-VL)
     mrope: tuple | None = None
+    # the position builder's spatial_merge_size and tokens_per_second (Qwen2-VL, Qwen2.5-VL)
+    vision: dict | None = None
     note: str | None = None  # a choice the reading made that the file alone does not say
 
     @property
@@ -149,7 +151,17 @@ class Configuration:
             return {"position_rule": self.position_rule, "pad_token_id": self.pad_token_id}
         if kind == "bert":
             return {"type_vocab_size": self.type_vocab_size}
-        raise UsageError(f"{flag} goes with --kind rope, lookup, position_ids or bert, not {kind}")
+        if kind == "mrope_positions":
+            if self.vision is None:
+                raise UsageError(
+                    f"{flag}: the kit checks the position builder of Qwen2-VL and Qwen2.5-VL "
+                    f"(get_rope_index), not {self.name}'s"
+                )
+            return dict(self.vision)
+        raise UsageError(
+            f"{flag} goes with --kind rope, lookup, position_ids, bert or mrope_positions, "
+            f"not {kind}"
+        )
 
     def layer_rope(self, layer_type: LayerType) -> dict:
         """A layer type as the rope kind takes it: its name, layers, the fields that set it,
@@ -213,5 +225,7 @@ class Configuration:
             said.append(f"pad_token_id {self.pad_token_id}")
         if self.type_vocab_size:
             said.append(f"type_vocab_size {self.type_vocab_size}")
+        if self.vision:
+            said.append(", ".join(f"{k} {v}" for k, v in self.vision.items()))
         line = ": ".join(said[:2]) + ("; " + "; ".join(said[2:]) if said[2:] else "")
         return "\n".join([line, *(f"  layer type {t.line()}" for t in self.layer_types)])

@@ -70,7 +70,29 @@ def from_fields(fields: dict, name: str, where: str, reader: str | None = None) 
         reading = transformers_reading(fields, where)
     else:
         reading = kit_reading(text, model_type, where)
+    reading["vision"] = _vision(fields, where)
     return build(reading, name, where)
+
+
+# The vision fields a multimodal model's position builder reads (its vision_config's), by the
+# outer model type, with their classes' defaults (Qwen2VLVisionConfig has no tokens_per_second:
+# Qwen2-VL's frames count by one).
+VISION = {
+    "qwen2_vl": {"spatial_merge_size": 2, "tokens_per_second": 1},
+    "qwen2_5_vl": {"spatial_merge_size": 2, "tokens_per_second": 4},
+}
+
+
+def _vision(fields: dict, where: str) -> dict | None:
+    """The position builder's settings: vision_config's fields over its class's defaults."""
+    known = VISION.get(fields.get("model_type"))
+    if known is None:
+        return None
+    given = checks.mapping(fields.get("vision_config"), "vision_config", where) or {}
+    vision = {key: given.get(key, default) for key, default in known.items()}
+    for key, value in vision.items():
+        checks.integer(value, f"vision_config {key}", where, 1, 1 << 16)
+    return vision
 
 
 def text_fields(fields: dict, where: str) -> tuple[dict, str | None]:
@@ -267,6 +289,7 @@ def build(reading: dict, name: str, where: str) -> Configuration:
         "layer_norm_eps": _optional(
             checks.positive, reading["layer_norm_eps"], "layer_norm_eps", where
         ),
+        "vision": reading.get("vision"),
     }
     if config["embed_scale"] and hidden is None:
         checks.refuse(

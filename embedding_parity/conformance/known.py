@@ -158,6 +158,12 @@ CONFIGURED = [
         layer="full_attention",
     ),
     _configured(
+        "transformers Qwen2_5_VLModel.get_rope_index at qwen2.5-vl-7b",
+        "transformers_layered:qwen2_5_vl_rope_index",
+        "mrope_positions",
+        "qwen2.5-vl-7b",
+    ),
+    _configured(
         "transformers Gemma scaled embedding at gemma-7b",
         "transformers_configured:gemma_embedding",
         "lookup",

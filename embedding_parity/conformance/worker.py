@@ -143,7 +143,8 @@ def _changed(kept: list, native: list) -> list[dict]:
 
 def _numbers(returned):
     """(array, None) for a result that is an array of numbers, else (None, what it is). A
-    tuple or list of arrays (q and k rotated in one call) is their stack."""
+    tuple or list of arrays (q and k rotated in one call) is their stack; of integer arrays of
+    different shapes (a position builder's position ids and deltas), their elements in order."""
     if (
         isinstance(returned, (tuple, list))
         and returned
@@ -154,6 +155,8 @@ def _numbers(returned):
         if what is not None:
             return None, f"a {type(returned).__name__} holding {what}"
         arrays = [a for a, _ in parts]
+        if len({a.shape for a in arrays}) > 1 and all(a.dtype.kind in "iu" for a in arrays):
+            return np.concatenate([a.ravel().astype(np.int64) for a in arrays]), None
         if len({(a.shape, a.dtype) for a in arrays}) > 1:
             shapes = ", ".join(f"{a.dtype.name} {a.shape}" for a in arrays)
             return None, f"a {type(returned).__name__} of arrays that differ ({shapes})"

@@ -83,3 +83,10 @@ def gemma3_sliding_rope(x, positions):
 
 def gemma3_one_rule(x, positions, layer):
     return numpy_backend.apply_rope(x, positions, **GEMMA3_GLOBAL)
+
+
+def qwen2_5_vl_positions(input_ids, types, images, videos, seconds, mask):
+    """Qwen2.5-VL's position builder (the qwen2.5-vl-7b preset: merge 2, 2 tokens a second)."""
+    return positional.mrope_position_ids(
+        types, images, videos, seconds, mask, spatial_merge_size=2, tokens_per_second=2
+    )

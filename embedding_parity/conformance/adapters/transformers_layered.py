@@ -10,6 +10,7 @@ A fresh module per call, so that no call depends on the ones before it.
 """
 
 import copy
+import functools
 
 from transformers import CONFIG_MAPPING
 from transformers.models.cohere2.modeling_cohere2 import Cohere2RotaryEmbedding
@@ -39,14 +40,21 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import apply_rotary_pos_emb as
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRotaryEmbedding
 from transformers.models.qwen3_vl.modeling_qwen3_vl import apply_rotary_pos_emb as apply_qwen3_vl
 from transformers.models.smollm3.modeling_smollm3 import SmolLM3RotaryEmbedding
+from transformers.utils import logging
 
 from embedding_parity.configs.presets import PRESETS
 
 
 def _config(preset: str):
-    """transformers' text config object for the bundled ``preset``."""
+    """transformers' text config object for the bundled ``preset`` (its warnings held back:
+    Llama 4's equal low and high frequency factors are the file's, and valid)."""
     fields = copy.deepcopy(PRESETS[preset]["fields"])
-    return CONFIG_MAPPING[fields["model_type"]].from_dict(fields).get_text_config()
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        return CONFIG_MAPPING[fields["model_type"]].from_dict(fields).get_text_config()
+    finally:
+        logging.set_verbosity(level)
 
 
 def _heads(x):
@@ -139,3 +147,43 @@ qwen2_5_vl_7b = _multimodal(Qwen2_5_VLRotaryEmbedding, apply_qwen2_5_vl, "qwen2.
 qwen3_vl_8b = _multimodal(Qwen3VLTextRotaryEmbedding, apply_qwen3_vl, "qwen3-vl-8b")
 glm_4_1v_9b = _multimodal(Glm4vTextRotaryEmbedding, apply_glm4v, "glm-4.1v-9b")
 qwen3_5_27b = _multimodal(Qwen3_5TextRotaryEmbedding, apply_qwen3_5, "qwen3.5-27b")
+
+
+# --- the position builder: f(input_ids, mm_token_type_ids, image_grid_thw, video_grid_thw,
+# second_per_grid_ts, attention_mask) -> (position_ids, rope_deltas) -------------------------
+
+
+@functools.cache
+def _qwen2_5_vl_model():
+    """A Qwen2_5_VLModel whose position fields are the qwen2.5-vl-7b preset's (its
+    vision_config's spatial_merge_size and tokens_per_second) and whose layers are tiny: the
+    builder reads only those two."""
+    from transformers import Qwen2_5_VLConfig
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel
+
+    vision = PRESETS["qwen2.5-vl-7b"]["fields"]["vision_config"]
+    tiny = {"hidden_size": 16, "intermediate_size": 16, "num_attention_heads": 2}
+    config = Qwen2_5_VLConfig(
+        text_config={**tiny, "num_key_value_heads": 1, "num_hidden_layers": 1},
+        vision_config={
+            **tiny,
+            "depth": 1,
+            "num_heads": 2,
+            "out_hidden_size": 16,
+            "spatial_merge_size": vision["spatial_merge_size"],
+            "tokens_per_second": vision["tokens_per_second"],
+        },
+    )
+    return Qwen2_5_VLModel(config).eval()
+
+
+def qwen2_5_vl_rope_index(input_ids, types, images, videos, seconds, mask):
+    """Qwen2_5_VLModel.get_rope_index, the grids and seconds None where the batch has none."""
+    return _qwen2_5_vl_model().get_rope_index(
+        input_ids,
+        types,
+        images if len(images) else None,
+        videos if len(videos) else None,
+        seconds if len(seconds) else None,
+        mask,
+    )

@@ -19,6 +19,7 @@ from embedding_parity.conformance.kinds.base import (
 from embedding_parity.conformance.kinds.bert import Bert
 from embedding_parity.conformance.kinds.gradient import Gradient
 from embedding_parity.conformance.kinds.lookup import Lookup
+from embedding_parity.conformance.kinds.mrope_positions import MropePositions
 from embedding_parity.conformance.kinds.position_ids import PositionIds
 from embedding_parity.conformance.kinds.rope import Rope
 from embedding_parity.conformance.kinds.sinusoidal import Sinusoidal
@@ -26,7 +27,17 @@ from embedding_parity.conformance.kinds.t5 import T5
 
 KINDS = {
     kind.name: kind
-    for kind in (Lookup(), Sinusoidal(), Rope(), Alibi(), T5(), Gradient(), PositionIds(), Bert())
+    for kind in (
+        Lookup(),
+        Sinusoidal(),
+        Rope(),
+        Alibi(),
+        T5(),
+        Gradient(),
+        PositionIds(),
+        Bert(),
+        MropePositions(),
+    )
 }
 
 __all__ = [

@@ -1,0 +1,182 @@
+"""The multimodal position builder (Qwen2-VL's and Qwen2.5-VL's get_rope_index) as an exact
+integer contract: a correct port conforms bit for bit, each mistake is named, and transformers
+4.57.1's rule, which differs from 5.24's in four places, is named as that version's."""
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import compare
+from backends import positional
+from embedding_parity import configs
+from embedding_parity.conformance import api
+from embedding_parity.conformance.kinds import KINDS, Outcome
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGETS = os.path.join(ROOT, "tests", "conformance_targets", "configured.py")
+KIND = KINDS["mrope_positions"]
+RULE = positional.MROPE_POSITION_RULES["transformers 5.24"]
+
+
+def port(**changes):
+    """A port of the builder that makes the rule's choices, some changed."""
+
+    def f(input_ids, types, images, videos, seconds, mask):
+        return positional.mrope_positions_by(
+            types,
+            images,
+            videos,
+            seconds,
+            mask,
+            spatial_merge_size=2,
+            tokens_per_second=2,
+            **{**RULE, **changes},
+        )
+
+    return f
+
+
+def judged(function) -> dict:
+    """{check: (status, detail)}, as the worker reads a pair back (one integer array)."""
+    found = {}
+    for case in KIND.cases(configs.preset("qwen2.5-vl-7b").options("mrope_positions")):
+        positions, deltas = function(*KIND.arguments(case.params))
+        packed = np.concatenate([positions.ravel(), deltas.ravel()])
+        verdict = KIND.judge(case, Outcome(array=packed))
+        found[case.check] = (verdict.status, verdict.detail)
+    return found
+
+
+def test_a_correct_port_conforms_bit_for_bit():
+    found = judged(port())
+    assert set(found) == {
+        "image and text",
+        "video at half-second steps",
+        "video then text",
+        "left padding",
+    }
+    assert all(v == ("conforms", "exact") for v in found.values()), found
+
+
+@pytest.mark.parametrize(
+    "changes, check, words",
+    [
+        (
+            {"step_cast_first": True},
+            "video at half-second steps",
+            "second_per_grid_t cast to an integer before the multiply",
+        ),
+        (
+            {"advance": "grid max + 1"},
+            "video then text",
+            "the text after a video resumes at the grid's largest position + 1",
+        ),
+        ({"padded": 1}, "left padding", "padded slots hold 1 (transformers 4.57.1)"),
+        ({"delta_counts": "row"}, "left padding", "each row's delta counted over the padded row"),
+        (
+            dict(positional.MROPE_POSITION_RULES["transformers 4.57.1"]),
+            "left padding",
+            "transformers 4.57.1's rule",
+        ),
+    ],
+)
+def test_each_mistake_and_the_older_rule_is_named(changes, check, words):
+    status, detail = judged(port(**changes))[check]
+    assert status == "differs" and words in detail, detail
+
+
+def test_constant_temporal_ids_and_one_rows_delta_are_named():
+    def constant(*arguments):
+        positions, deltas = port()(*arguments)
+        types = arguments[1]
+        for row in range(types.shape[0]):
+            for start in np.flatnonzero((types[row] != 0) & ~np.r_[False, types[row][:-1] != 0]):
+                run = start + np.flatnonzero(np.cumprod(types[row][start:] != 0))
+                positions[0, row, run] = positions[0, row, start]
+        return positions, deltas
+
+    assert "constant temporal ids" in judged(constant)["video then text"][1]
+
+    def one_delta(*arguments):
+        positions, deltas = port()(*arguments)
+        return positions, np.broadcast_to(deltas[:1], deltas.shape)
+
+    assert "row 0's decode delta for every row" in judged(one_delta)["left padding"][1]
+
+
+def test_a_pair_of_the_wrong_shape_is_told_what_to_return():
+    case = KIND.cases({})[0]
+    positions, _ = port()(*KIND.arguments(case.params))
+    verdict = KIND.judge(case, Outcome(array=positions.ravel()))
+    assert (
+        verdict.status == "differs"
+        and "return the pair as transformers' get_rope_index" in verdict.detail
+    )
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    runs=st.lists(st.tuples(st.sampled_from([0, 1, 2]), st.integers(1, 3)), min_size=1, max_size=5),
+    pads=st.integers(0, 4),
+    second=st.sampled_from([0.5, 1.0, 2.0, 3.0]),
+)
+def test_the_builders_invariants(runs, pads, second):
+    """Text alone is arange on all three rows; padding moves no token's position; a decode step
+    continues at max + 1; every grid's h and w rows start where its t row does."""
+    types, images, videos = [0] * pads, [], []
+    for kind, size in runs:
+        if kind == 0:
+            types += [0] * size
+        else:
+            (images if kind == 1 else videos).append([size if kind == 2 else 1, 4, 2 * size])
+            types += [kind] * ((size if kind == 2 else 1) * 2 * size) + [0]  # then vision_end
+    types = np.array([types])
+    mask = np.ones_like(types)
+    mask[0, :pads] = 0
+    arguments = (types, np.array(images).reshape(-1, 3), np.array(videos).reshape(-1, 3))
+    seconds = np.full(len(videos), second, np.float32)
+    padded, delta = positional.mrope_position_ids(*arguments, seconds, mask, tokens_per_second=2)
+    alone, _ = positional.mrope_position_ids(
+        types[:, pads:], *arguments[1:], seconds, tokens_per_second=2
+    )
+    np.testing.assert_array_equal(padded[:, :, pads:], alone)
+    assert np.all(padded[:, :, :pads] == 0)
+    assert padded.max() + 1 == mask.sum() + delta[0, 0]
+    text = types[0, pads:] == 0
+    np.testing.assert_array_equal(alone[0, 0, text], alone[1, 0, text])
+    np.testing.assert_array_equal(alone[1, 0, text], alone[2, 0, text])
+
+
+def test_check_runs_a_port_through_the_worker(capsys):
+    argv = ["check", f"{TARGETS}:qwen2_5_vl_positions", "--kind", "mrope_positions"]
+    assert compare.main([*argv, "--model", "qwen2.5-vl-7b"]) == 0
+    out = capsys.readouterr().out
+    assert "spatial_merge_size 2, tokens_per_second 2" in out and "left padding" in out
+
+
+def test_a_model_whose_builder_the_kit_does_not_know_is_refused(capsys):
+    argv = ["check", f"{TARGETS}:qwen2_5_vl_positions", "--kind", "mrope_positions"]
+    assert compare.main([*argv, "--model", "qwen3-vl-8b"]) == 2
+    assert (
+        "the kit checks the position builder of Qwen2-VL and Qwen2.5-VL" in capsys.readouterr().err
+    )
+
+
+def test_the_presets_vision_fields_are_their_classes():
+    assert configs.preset("qwen2.5-vl-7b").vision == {
+        "spatial_merge_size": 2,
+        "tokens_per_second": 2,
+    }
+    bare = configs.from_fields({"model_type": "qwen2_5_vl"}, "bare", "test", reader="kit")
+    from transformers import Qwen2_5_VLConfig
+
+    theirs = Qwen2_5_VLConfig().vision_config
+    assert bare.vision == {
+        "spatial_merge_size": theirs.spatial_merge_size,
+        "tokens_per_second": theirs.tokens_per_second,
+    }
+    report = api.check(port(), "mrope_positions", config="qwen2.5-vl-7b", framework="numpy")
+    assert report.conforms
