@@ -45,7 +45,12 @@ def wavelengths(config, stop: int):
     """How a model's rule stretches its context: each rotation pair's wavelength 2 pi / w_k
     before scaling (rope_theta alone) and after (the rule, at the run's length max(positions)
     + 1 = ``stop``, and for the length rules at max_position_embeddings too), and their
-    ratio; the original and the stretched context lengths marked."""
+    ratio; the original and the stretched context lengths marked. A model whose layers rotate
+    differently: each layer type's curve on one axis (a NoPE type named, with no curve). A
+    multimodal model (M-RoPE): which of the t, h and w rows turns each pair, its layout beside
+    the other's."""
+    if config.layer_types:
+        return _layer_wavelengths(config)
     rotated = config.rotary_dim or config.head_dim
     scaling = config.scaling
     before = positional.frequencies(rotated, config.rope_theta)
@@ -69,7 +74,8 @@ def wavelengths(config, stop: int):
             w, attention = positional.rope_parameters(rotated, config.rope_theta, scaling, seq_len)
             factor = f", cos and sin x {attention:.4g}" if attention != 1 else ""
             left.plot(pairs, 2 * np.pi / w, style, lw=2, label=f"{label}{factor}")
-            right.plot(pairs, before / w, style, lw=2, label=label)
+            if not config.mrope:
+                right.plot(pairs, before / w, style, lw=2, label=label)
         original = (scaling or {}).get("original_max_position_embeddings")
         for length, name, colour in (
             (original, "original context", "grey"),
@@ -85,6 +91,9 @@ def wavelengths(config, stop: int):
             title=f"{config.name}: each pair's wavelength, {rule}",
         )
         left.legend(fontsize=7, loc="upper left")
+        if config.mrope:
+            _mrope_map(right, config)
+            return
         right.set(
             yscale="log",
             xlabel="rotation pair k",
@@ -103,6 +112,74 @@ def wavelengths(config, stop: int):
         right.legend(fontsize=7, loc="upper left")
 
     return draw
+
+
+def _layer_wavelengths(config):
+    """Each layer type's wavelengths on one axis (left), and which layer rotates by which type
+    (right): Gemma 3's sliding layers at 10 000 beside every sixth at 1e6 stretched by 8."""
+    types = config.layer_types
+    count = sum(len(t.layers) for t in types)
+
+    def draw(subfigure):
+        left, right = subfigure.subplots(1, 2, width_ratios=[1.3, 1])
+        for n, layer_type in enumerate(types):
+            label = f"{layer_type.name} ({len(layer_type.layers)} layers): {layer_type.rule()}"
+            if not layer_type.rotates:
+                left.plot([], [], "s", color=f"C{n}", label=label)  # NoPE: named, no curve
+                continue
+            rotated = layer_type.rotary_dim or config.head_dim
+            w, _ = positional.rope_parameters(rotated, layer_type.rope_theta, layer_type.scaling)
+            left.plot(np.arange(len(w)), 2 * np.pi / w, f"C{n}-", lw=2, label=label)
+        if config.max_position_embeddings:
+            left.axhline(
+                config.max_position_embeddings,
+                color="black",
+                ls="-.",
+                lw=1,
+                label=f"max_position_embeddings {config.max_position_embeddings}",
+            )
+        left.set(
+            yscale="log",
+            xlabel=f"rotation pair k ({config.layout} layout)",
+            ylabel="wavelength 2 pi / w_k (positions)",
+            title=f"{config.name}: each layer type's wavelengths",
+        )
+        left.legend(fontsize=7, loc="upper left")
+        from matplotlib.colors import ListedColormap
+
+        strip = np.zeros((1, count))
+        for n, layer_type in enumerate(types):
+            strip[0, list(layer_type.layers)] = n
+        colours = [f"C{n}" for n in range(len(types))]
+        right.imshow(
+            strip, aspect="auto", cmap=ListedColormap(colours), vmin=-0.5, vmax=len(types) - 0.5
+        )
+        right.set(
+            yticks=[],
+            xlabel=f"layer (0 .. {count - 1})",
+            title="each layer's type (colours as on the left)",
+        )
+
+    return draw
+
+
+def _mrope_map(axis, config):
+    """Which row (t, h or w) turns each frequency pair: the config's layout above the other
+    (Qwen2-VL's chunks beside Qwen3-VL's t h w t h w ...), at the config's section."""
+    from matplotlib.colors import ListedColormap
+
+    layout, section = config.mrope
+    other = "interleaved" if layout == "chunked" else "chunked"
+    pairs = (config.rotary_dim or config.head_dim) // 2
+    rows = np.stack([positional.mrope_axes(pairs, section, kind) for kind in (layout, other)])
+    axis.imshow(rows, aspect="auto", cmap=ListedColormap(["C0", "C1", "C2"]), vmin=-0.5, vmax=2.5)
+    axis.set(
+        yticks=[0, 1],
+        yticklabels=[f"{layout}\n(this model)", other],
+        xlabel=f"frequency pair k (of {pairs}; fast to slow)",
+        title=f"M-RoPE's rows: t blue, h orange, w green\n(section t {section[0]}, h "
+        f"{section[1]}, w {section[2]})",
+    )
 
 
 def sinusoidal(dim: int, layout: str, base: float, max_seq_len: int, start: int, stop: int):

@@ -132,8 +132,22 @@ def run_configured_rope(names, config, token_table, token_ids, start: int = 0) -
         rows, lookup = positional.scaled_embedding(token_table, token_ids), "ScaledWordEmbedding"
     else:
         rows, lookup = token_table[token_ids], "TokenPositionEmbedding"
-    expected = positional.apply_rope(rows[..., :head], positions, **rope)
-    bound = positional.rope_bound(rows[..., :head], positions, **rope, dtype=token_table.dtype)
+    if config.mrope:  # text tokens: the t, h and w rows equal, each slot at the token's position
+        expected = positional.apply_mrope(
+            rows[..., :head],
+            np.stack([positions] * 3),
+            section=config.mrope[1],
+            mrope_layout=config.mrope[0],
+            base=config.rope_theta,
+            layout=config.layout,
+            rotary_dim=config.rotary_dim,
+        )
+        plain = {k: v for k, v in rope.items() if k != "mrope"}
+        bound = positional.rope_bound(rows[..., :head], positions, **plain, dtype=token_table.dtype)
+        positions = np.stack([positions] * 3)
+    else:
+        expected = positional.apply_rope(rows[..., :head], positions, **rope)
+        bound = positional.rope_bound(rows[..., :head], positions, **rope, dtype=token_table.dtype)
     rule = "no scaling" if config.scaling is None else config.scaling["rope_type"]
     results = []
     for name in names:

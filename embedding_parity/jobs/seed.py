@@ -356,6 +356,11 @@ def _configured(args, names, settings) -> Run:
         "token_table[token_ids] * sqrt(hidden)" if config.embed_scale else "token_table[token_ids]"
     )
     heading = f"x = rope({rows}, positions {start}..{stop - 1}), as {config.name} rotates"
+    if config.mrope:
+        heading += " text tokens (the t, h and w rows equal: M-RoPE's text is plain RoPE)"
+    if config.layer_types:
+        ruled = next(t.name for t in config.layer_types if t.rope_theta == config.rope_theta)
+        heading += f" its {ruled} layers (every layer type's wavelengths drawn below)"
     setting = f"{config.line()}\nvocab_size {vocab}, dim {width}, {np.dtype(token_table.dtype).name}, seed {seed}"
     scheme = {"name": "configured", "config": config, "start": start, "stop": stop}
     return Run(results, heading, setting, _labels(token_ids, start), token_ids, scheme=scheme)
