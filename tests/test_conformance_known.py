@@ -132,6 +132,8 @@ FINDINGS = {
         "video at half-second steps": "exact",
         "left padding": "exact",
     },
+    "transformers DeepSeek softmax scale at deepseek-v3": {"scale every layer": "within"},
+    "transformers DeepSeek softmax scale at deepseek-v2-lite": {"scale every layer": "within"},
     "transformers Cohere2 rotary on sliding layers at command-r7b": {
         "rotation full_attention float16": "bit-identical",
         "layer map float32": "within tolerance",

@@ -89,6 +89,9 @@ class Configuration:
     mrope: tuple | None = None
     # the position builder's spatial_merge_size and tokens_per_second (Qwen2-VL, Qwen2.5-VL)
     vision: dict | None = None
+    # what scales q . k before the softmax: {"qk_head_dim"}, DeepSeek's {"mscale": {factor,
+    # mscale_all_dim, mscale}}, Llama 4's NoPE layers' {"temperature": {floor_scale, attn_scale}}
+    attention: dict | None = None
     note: str | None = None  # a choice the reading made that the file alone does not say
 
     @property
@@ -151,6 +154,13 @@ class Configuration:
             return {"position_rule": self.position_rule, "pad_token_id": self.pad_token_id}
         if kind == "bert":
             return {"type_vocab_size": self.type_vocab_size}
+        if kind == "attention_scale":
+            if not self.rope:
+                raise UsageError(f"{flag}: {self.name} has learned positions: no RoPE attention")
+            options = {"attention": self.attention}
+            if self.layer_types:
+                options["layers"] = [self.layer_rope(t) for t in self.layer_types]
+            return options
         if kind == "mrope_positions":
             if self.vision is None:
                 raise UsageError(
@@ -159,8 +169,8 @@ class Configuration:
                 )
             return dict(self.vision)
         raise UsageError(
-            f"{flag} goes with --kind rope, lookup, position_ids, bert or mrope_positions, "
-            f"not {kind}"
+            f"{flag} goes with --kind rope, lookup, position_ids, bert, mrope_positions or "
+            f"attention_scale, not {kind}"
         )
 
     def layer_rope(self, layer_type: LayerType) -> dict:
@@ -227,5 +237,24 @@ class Configuration:
             said.append(f"type_vocab_size {self.type_vocab_size}")
         if self.vision:
             said.append(", ".join(f"{k} {v}" for k, v in self.vision.items()))
+        said += _attention_words(self.attention)
         line = ": ".join(said[:2]) + ("; " + "; ".join(said[2:]) if said[2:] else "")
         return "\n".join([line, *(f"  layer type {t.line()}" for t in self.layer_types)])
+
+
+def _attention_words(attention: dict | None) -> list[str]:
+    """What the line says of the scale of q . k, where it is more than 1 / sqrt(head_dim)."""
+    said = []
+    if attention and "mscale" in attention:
+        m = attention["mscale"]
+        said.append(
+            f"softmax scale qk_head_dim {attention['qk_head_dim']}**-0.5 times "
+            f"mscale(factor {m['factor']:g}, mscale_all_dim {m['mscale_all_dim']:g}) squared"
+        )
+    if attention and "temperature" in attention:
+        t = attention["temperature"]
+        said.append(
+            f"NoPE layers' query temperature 1 + {t['attn_scale']:g} log1p(floor((p + 1) / "
+            f"{t['floor_scale']}))"
+        )
+    return said

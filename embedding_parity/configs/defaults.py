@@ -30,6 +30,10 @@ PLAIN = (
     "position_embedding_type",
     "scale_embedding",
     "num_hidden_layers",
+    "qk_nope_head_dim",  # DeepSeek: q . k over nope + rope dims, its softmax scale's width
+    "attn_temperature_tuning",  # Llama 4: its NoPE layers' query temperature
+    "floor_scale",
+    "attn_scale",
 )
 
 GPT2_NAMES = {  # GPT2Config's and GPTJConfig's attribute_map
@@ -73,8 +77,18 @@ DEFAULTS = {
         "hidden_size": 7168,
         "num_attention_heads": 128,
         "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128,
         "rope_interleave": True,
         "max_position_embeddings": 4096,
+    },
+    # models/deepseek_v2/configuration_deepseek_v2.py, DeepseekV2Config (pairs (2i, 2i+1):
+    # its apply_rotary_emb views them as complex numbers)
+    "deepseek_v2": {
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128,
+        "max_position_embeddings": 2048,
     },
     # models/phi3/configuration_phi3.py, Phi3Config: its own original_max_position_embeddings
     # field wins over the rope dict's; "yarn" and "su" are read as "longrope"
@@ -172,6 +186,9 @@ DEFAULTS = {
         "max_position_embeddings": 131072,
         "num_hidden_layers": 48,
         "rope_theta": 500000.0,
+        "attn_temperature_tuning": True,
+        "floor_scale": 8192,
+        "attn_scale": 0.1,
     },
     # models/cohere2/configuration_cohere2.py, Cohere2Config (head_dim always hidden_size //
     # num_attention_heads: its __post_init__ sets it over the file's)

@@ -43,7 +43,9 @@ LEARNED = {"bert", "gpt2", "opt", "roberta", "xlm-roberta", "camembert", "bart",
 # Rotations over pairs (2i, 2i+1): GPT-J, ChatGLM; DeepSeek-V3 says so with rope_interleave.
 # Cohere's and Llama 4's too (rotate_half over x[..., ::2] and x[..., 1::2]; view_as_complex of
 # pairs (2i, 2i+1)).
-INTERLEAVED = {"gptj", "chatglm", "glm", "glm4v_text", "cohere", "cohere2", "llama4_text"}
+INTERLEAVED = {
+    *("gptj", "chatglm", "glm", "glm4v_text", "cohere", "cohere2", "llama4_text", "deepseek_v2")
+}
 # Multimodal RoPE (M-RoPE): the text model types whose rotary module turns each frequency slot by
 # the t, h or w row of (3, T) position ids, how the three share the slots, and the section the
 # class takes where the rope dict gives none (their recomposition_frequencies, transformers 5.24;
@@ -129,6 +131,10 @@ GIVEN = {
     **dict.fromkeys(["max_position_embeddings", "n_positions"], _at_least(1)),
     "original_max_position_embeddings": _at_least(1),
     **dict.fromkeys(["head_dim", "qk_rope_head_dim", "rotary_dim"], checks.head_dim),
+    "qk_nope_head_dim": _at_least(0),
+    "floor_scale": _at_least(1),
+    "attn_scale": checks.positive,
+    "attn_temperature_tuning": checks.flag,
     **dict.fromkeys(
         ["rope_theta", "rotary_emb_base", "rope_local_base_freq", "global_rope_theta"], checks.base
     ),
@@ -377,7 +383,37 @@ def _rotation(reading: dict, model_type, where: str) -> dict:
         "scaling": scaling,
         "layer_types": types,
         "mrope": _mrope(rope, model_type, rotary_dim or head_dim, scaling, where),
+        "attention": _attention(reading, model_type, head_dim, scaling, where),
     }
+
+
+# The models whose attention multiplies its softmax scale by YaRN's mscale(factor,
+# mscale_all_dim) squared (modeling_deepseek_v3.py, modeling_deepseek_v2.py: yarn_apply_mscale).
+SOFTMAX_MSCALE = ("deepseek_v2", "deepseek_v3")
+# The models whose NoPE layers scale the query by a temperature growing with the position
+# (modeling_llama4.py: attn_temperature_tuning, floor_scale, attn_scale).
+TEMPERATURE = ("llama4_text",)
+
+
+def _attention(reading: dict, model_type, head_dim: int, scaling, where: str) -> dict:
+    """What scales q . k before the softmax: the width of q . k (DeepSeek's nope and rope dims
+    together: qk_head_dim), DeepSeek's mscale where its attention applies it, Llama 4's query
+    temperature on its NoPE layers."""
+    nope = checks.optional_integer(reading["qk_nope_head_dim"], "qk_nope_head_dim", where, 0)
+    attention = {"qk_head_dim": head_dim + (nope or 0)}
+    if model_type in SOFTMAX_MSCALE and scaling and scaling.get("mscale_all_dim"):
+        attention["mscale"] = {
+            "factor": scaling["factor"],
+            "mscale_all_dim": scaling["mscale_all_dim"],
+            "mscale": scaling.get("mscale", 1.0),
+        }
+    tuning = checks.flag(reading["attn_temperature_tuning"], "attn_temperature_tuning", where)
+    if model_type in TEMPERATURE and tuning:
+        attention["temperature"] = {
+            "floor_scale": checks.integer(reading["floor_scale"], "floor_scale", where, 1),
+            "attn_scale": checks.positive(reading["attn_scale"], "attn_scale", where),
+        }
+    return attention
 
 
 def _pop_mrope(rope: dict, model_type, where: str) -> None:

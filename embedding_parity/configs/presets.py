@@ -174,6 +174,7 @@ PRESETS = {
             "hidden_size": 7168,
             "num_attention_heads": 128,
             "qk_rope_head_dim": 64,
+            "qk_nope_head_dim": 128,
             "max_position_embeddings": 163840,
             "rope_theta": 10000.0,
             # not in the hub file: transformers' DeepseekV3Config defaults it to True
@@ -189,6 +190,28 @@ PRESETS = {
             },
         },
         "source": HUB.format("deepseek-ai/DeepSeek-V3"),
+    },
+    "deepseek-v2-lite": {
+        "about": "DeepSeek-V2-Lite: YaRN factor 40, mscale_all_dim 0.707 (softmax x1.5896)",
+        "fields": {
+            "model_type": "deepseek_v2",
+            "hidden_size": 2048,
+            "num_attention_heads": 16,
+            "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64,
+            "max_position_embeddings": 163840,
+            "rope_theta": 10000,
+            "rope_scaling": {
+                "beta_fast": 32,
+                "beta_slow": 1,
+                "factor": 40,
+                "mscale": 0.707,
+                "mscale_all_dim": 0.707,
+                "original_max_position_embeddings": 4096,
+                "type": "yarn",
+            },
+        },
+        "source": HUB.format("deepseek-ai/DeepSeek-V2-Lite"),
     },
     "phi-3-mini-128k": {
         "about": "Phi-3 mini 128k: LongRoPE, short factors to 4096 positions, long beyond",

@@ -163,6 +163,18 @@ CONFIGURED = [
         "mrope_positions",
         "qwen2.5-vl-7b",
     ),
+    *(
+        _configured(
+            f"transformers DeepSeek softmax scale at {preset}",
+            f"transformers_layered:{function}",
+            "attention_scale",
+            preset,
+        )
+        for preset, function in (
+            ("deepseek-v3", "deepseek_v3_scale"),
+            ("deepseek-v2-lite", "deepseek_v2_lite_scale"),
+        )
+    ),
     _configured(
         "transformers Gemma scaled embedding at gemma-7b",
         "transformers_configured:gemma_embedding",

@@ -12,6 +12,7 @@ A fresh module per call, so that no call depends on the ones before it.
 import copy
 import functools
 
+import torch
 from transformers import CONFIG_MAPPING
 from transformers.models.cohere2.modeling_cohere2 import Cohere2RotaryEmbedding
 from transformers.models.cohere2.modeling_cohere2 import (
@@ -187,3 +188,25 @@ def qwen2_5_vl_rope_index(input_ids, types, images, videos, seconds, mask):
         seconds if len(seconds) else None,
         mask,
     )
+
+
+# --- the scale of q . k: f(positions, layer) -> (T,) float64 ---------------------------------
+
+
+def _deepseek_scale(preset: str):
+    """DeepSeek's softmax scale, as its attention sets it: yarn_apply_mscale(rope_parameters,
+    qk_head_dim**-0.5), the same at every position and layer."""
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_apply_mscale
+
+    config = _config(preset)
+    width = config.qk_nope_head_dim + config.qk_rope_head_dim
+    scale = yarn_apply_mscale(config.rope_parameters, width ** (-0.5))
+
+    def f(positions, layer):
+        return torch.full(positions.shape, scale, dtype=torch.float64)
+
+    return f
+
+
+deepseek_v3_scale = _deepseek_scale("deepseek-v3")
+deepseek_v2_lite_scale = _deepseek_scale("deepseek-v2-lite")

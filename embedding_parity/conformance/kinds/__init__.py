@@ -3,6 +3,7 @@ mistakes, the way ONNX keeps one file per operator's test cases (``base`` holds 
 """
 
 from embedding_parity.conformance.kinds.alibi import Alibi
+from embedding_parity.conformance.kinds.attention_scale import AttentionScale
 from embedding_parity.conformance.kinds.base import (
     BAD_IDS,
     DIM,
@@ -37,6 +38,7 @@ KINDS = {
         PositionIds(),
         Bert(),
         MropePositions(),
+        AttentionScale(),
     )
 }
 

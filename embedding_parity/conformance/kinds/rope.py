@@ -600,6 +600,18 @@ def _rule_mistakes(params, x, positions, turned, w, attention, rotary):
                         turned(scale_rest=attention),
                     )
                 )
+        if scaling.get("mscale_all_dim"):
+            softmax = positional.yarn_mscale(factor, scaling["mscale_all_dim"]) ** 2
+            found.append(
+                (
+                    (
+                        f"DeepSeek's softmax factor mscale(factor, mscale_all_dim)**2 = {softmax:.4g} "
+                        "on cos and sin (it scales q . k in the attention, not the rotation: "
+                        "kekzl/imp PR #880)"
+                    ),
+                    turned(attention=attention * softmax),
+                )
+            )
         plain = positional.yarn_mscale(factor)
         if (
             scaling.get("mscale")
