@@ -401,17 +401,28 @@ def test_check_one_layer_type_with_layer_type(capsys):
 
 
 @pytest.mark.parametrize(
+    "preset, layer, message",
+    [
+        ("gemma-3-4b", None, "name one with --layer-type or --layer"),
+        ("smollm3-3b", "nope", "there is no rotation to build"),
+    ],
+)
+def test_a_source_builds_one_rotation(preset, layer, message):
+    """--against hf builds one rotation: a layer type that rotates, named."""
+    from embedding_parity.conformance.adapters import sources
+
+    options = configs.preset(preset).options("rope", "--model", layer=layer)
+    with pytest.raises(UsageError, match=message):
+        sources.rotation(options)
+
+
+@pytest.mark.parametrize(
     "extra, message",
     [
         (["--layer", "1"], "--layer and --layer-type go with --config or --model"),
         (
             ["--model", "gemma-3-4b", "--layer", "1", "--layer-type", "x"],
             "give --layer or --layer-type, not both",
-        ),
-        (["--model", "gemma-3-4b", "--against", "hf"], "name one with --layer-type or --layer"),
-        (
-            ["--model", "smollm3-3b", "--layer-type", "nope", "--against", "hf"],
-            "there is no rotation to build",
         ),
     ],
 )
