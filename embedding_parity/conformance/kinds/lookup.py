@@ -254,11 +254,38 @@ def _scale_mistakes(table, ids) -> list[tuple[str, np.ndarray]]:
     rows = table[ids].astype(np.float64)
     hidden, dtype = table.shape[1], table.dtype
     exact = math.sqrt(hidden)
+    buffer = float(np.float32(exact))
+    scale = float(positional.embedding_scale(hidden, dtype))
+    older = (
+        "the rule of transformers before 5.4 and of google/gemma_pytorch (torch.tensor(sqrt(h), "
+        f"dtype)), where transformers 5.4 and later keep it as a float32 buffer ({buffer:.9g}) "
+        f"cast to {dtype.name}"
+    )
+    if dtype == np.float64:  # the exact value is float64's: the older rule's
+        first = f"sqrt({hidden}) as float64's {exact:.9g}: {older}"
+    else:
+        first = f"sqrt({hidden}) unrounded: the exact {exact:.6g}, the product rounded once"
+    straight = float(dtype.type(exact))
     found = [
+        (first, rows * exact),
+        *(
+            [
+                (
+                    f"sqrt({hidden}) rounded straight to {dtype.name} ({straight:.6g}): {older}",
+                    rows * straight,
+                )
+            ]
+            if straight != scale and dtype != np.float64
+            else []
+        ),
         (
-            f"sqrt({hidden}) unrounded: the exact {exact:.6g}, not rounded to {dtype.name} first",
-            rows * exact,
-        )
+            (
+                f"the scale applied twice (x {scale:.6g}, then again): since transformers 5.4 it "
+                "lives in the embedding module, and a port that also scales in forward doubles it "
+                "(TransformerLens PR #1315)"
+            ),
+            (rows * scale).astype(dtype).astype(np.float64) * scale,
+        ),
     ]
     for other in FLOATS:
         scale = float(positional.embedding_scale(hidden, other))
