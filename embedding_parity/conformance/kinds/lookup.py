@@ -257,9 +257,9 @@ def _scale_mistakes(table, ids) -> list[tuple[str, np.ndarray]]:
     buffer = float(np.float32(exact))
     scale = float(positional.embedding_scale(hidden, dtype))
     older = (
-        "the rule of transformers before 5.4 and of google/gemma_pytorch (torch.tensor(sqrt(h), "
-        f"dtype)), where transformers 5.4 and later keep it as a float32 buffer ({buffer:.9g}) "
-        f"cast to {dtype.name}"
+        "the rule of transformers before 5.4, google/gemma_pytorch and torchtune (torch.tensor("
+        f"sqrt(h), dtype)), where transformers 5.4 and later keep it as a float32 buffer "
+        f"({buffer:.9g}) cast to {dtype.name}"
     )
     if dtype == np.float64:  # the exact value is float64's: the older rule's
         first = f"sqrt({hidden}) as float64's {exact:.9g}: {older}"
