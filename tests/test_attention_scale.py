@@ -101,3 +101,18 @@ def test_the_reference_is_the_formula():
     )
     expected = [128**-0.5 * (1 + 0.1 * math.log1p(math.floor((p + 1) / 8192))) for p in POSITIONS]
     np.testing.assert_array_equal(KINDS["attention_scale"].reference(case.params), expected)
+
+
+@pytest.mark.parametrize("preset", ["gemma-3-4b", "gemma-2-2b"])
+def test_a_model_with_its_own_scale_is_refused(preset):
+    from embedding_parity.cli import UsageError
+
+    with pytest.raises(UsageError, match="query_pre_attn_scalar"):
+        configs.preset(preset).options("attention_scale")
+
+
+def test_a_config_without_attention_fields_takes_its_head_dim():
+    import dataclasses
+
+    config = dataclasses.replace(configs.preset("llama-3.2-1b"), attention=None)
+    assert config.options("attention_scale")["attention"] == {"qk_head_dim": 64}

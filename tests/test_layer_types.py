@@ -430,3 +430,20 @@ def test_check_refuses_a_layer_flag_that_does_not_fit(extra, message, capsys):
     argv = ["check", f"{TARGETS}:gemma3_sliding_rope", "--kind", "rope", *extra]
     assert compare.main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_qk_calls_reach_the_layer_map_too():
+    options = {**configs.preset("gemma-3-1b").options("rope"), "qk": True}
+    names = {tuple(ROPE.argument_names(c.params)) for c in ROPE.cases(options)}
+    assert names == {("q", "k", "positions", "layer")}
+
+
+@pytest.mark.parametrize(
+    "rope_parameters",
+    [
+        {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},  # flat: the class nests it
+        {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4}},  # one type given
+    ],
+)
+def test_gemma3_rope_parameters_the_class_completes(rope_parameters):
+    both({"model_type": "gemma3_text", "num_hidden_layers": 6, "rope_parameters": rope_parameters})

@@ -1,4 +1,4 @@
-"""The multimodal position builder (Qwen2-VL's and Qwen2.5-VL's get_rope_index) as an exact
+"""The multimodal position builder (Qwen2.5-VL's get_rope_index) as an exact
 integer contract: a correct port conforms bit for bit, each mistake is named, and transformers
 4.57.1's rule, which differs from 5.24's in four places, is named as that version's."""
 
@@ -160,9 +160,7 @@ def test_check_runs_a_port_through_the_worker(capsys):
 def test_a_model_whose_builder_the_kit_does_not_know_is_refused(capsys):
     argv = ["check", f"{TARGETS}:qwen2_5_vl_positions", "--kind", "mrope_positions"]
     assert compare.main([*argv, "--model", "qwen3-vl-8b"]) == 2
-    assert (
-        "the kit checks the position builder of Qwen2-VL and Qwen2.5-VL" in capsys.readouterr().err
-    )
+    assert "the kit checks the position builder of Qwen2.5-VL" in capsys.readouterr().err
 
 
 def test_the_presets_vision_fields_are_their_classes():
@@ -180,3 +178,12 @@ def test_the_presets_vision_fields_are_their_classes():
     }
     report = api.check(port(), "mrope_positions", config="qwen2.5-vl-7b", framework="numpy")
     assert report.conforms
+
+
+def test_a_merge_the_battery_is_not_sized_for_is_refused():
+    from embedding_parity.cli import UsageError
+
+    fields = {"model_type": "qwen2_5_vl", "vision_config": {"spatial_merge_size": 4}}
+    config = configs.from_fields(fields, "merge 4", "test", reader="kit")
+    with pytest.raises(UsageError, match="spatial_merge_size 4"):
+        config.options("mrope_positions")

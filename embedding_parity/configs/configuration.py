@@ -7,6 +7,14 @@ from dataclasses import dataclass
 
 from embedding_parity.usage import UsageError
 
+# Model types whose attention scales q . k by a field of their own, not head_dim**-0.5
+# (transformers 5.24's modeling code): refused by the attention_scale kind.
+OWN_ATTENTION_SCALE = {
+    "gemma2": "query_pre_attn_scalar",
+    "gemma3_text": "query_pre_attn_scalar",
+    "granite": "attention_multiplier",
+}
+
 
 @dataclass(frozen=True)
 class LayerType:
@@ -157,15 +165,25 @@ class Configuration:
         if kind == "attention_scale":
             if not self.rope:
                 raise UsageError(f"{flag}: {self.name} has learned positions: no RoPE attention")
-            options = {"attention": self.attention}
+            if self.model_type in OWN_ATTENTION_SCALE:
+                raise UsageError(
+                    f"{flag}: {self.model_type} scales q . k by its own field "
+                    f"({OWN_ATTENTION_SCALE[self.model_type]}), which the kit does not read yet"
+                )
+            options = {"attention": self.attention or {"qk_head_dim": self.head_dim}}
             if self.layer_types:
                 options["layers"] = [self.layer_rope(t) for t in self.layer_types]
             return options
         if kind == "mrope_positions":
             if self.vision is None:
                 raise UsageError(
-                    f"{flag}: the kit checks the position builder of Qwen2-VL and Qwen2.5-VL "
+                    f"{flag}: the kit checks the position builder of Qwen2.5-VL "
                     f"(get_rope_index), not {self.name}'s"
+                )
+            if self.vision["spatial_merge_size"] != 2:
+                raise UsageError(
+                    f"{flag}: spatial_merge_size {self.vision['spatial_merge_size']}: the "
+                    "battery's grids are sized for a merge of 2, as Qwen2.5-VL ships"
                 )
             return dict(self.vision)
         raise UsageError(

@@ -76,13 +76,9 @@ def from_fields(fields: dict, name: str, where: str, reader: str | None = None) 
     return build(reading, name, where)
 
 
-# The vision fields a multimodal model's position builder reads (its vision_config's), by the
-# outer model type, with their classes' defaults (Qwen2VLVisionConfig has no tokens_per_second:
-# Qwen2-VL's frames count by one).
-VISION = {
-    "qwen2_vl": {"spatial_merge_size": 2, "tokens_per_second": 1},
-    "qwen2_5_vl": {"spatial_merge_size": 2, "tokens_per_second": 4},
-}
+# The vision fields Qwen2.5-VL's position builder reads (its vision_config's), with their class's
+# defaults (Qwen2-VL's builder takes no seconds per grid: its own contract, not in the kit yet).
+VISION = {"qwen2_5_vl": {"spatial_merge_size": 2, "tokens_per_second": 4}}
 
 
 def _vision(fields: dict, where: str) -> dict | None:

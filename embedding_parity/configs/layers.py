@@ -134,7 +134,9 @@ def kit_rope_by_type(fields: dict, model_type, layer_types: list | None) -> dict
     rope = copy.deepcopy(fields.get("rope_parameters"))
     if model_type in BY_TYPE:
         scaled, bases = BY_TYPE[model_type]
-        rope = rope or {name: {"rope_type": "default"} for name in bases}
+        rope = rope if any(name in (rope or {}) for name in bases) else {}
+        for name in bases:  # an entry the file leaves out: the class's default
+            rope[name] = rope.get(name) or {"rope_type": "default"}
         for name in scaled:
             rope[name].update(fields.get("rope_scaling") or {})
         for name, (field, default) in bases.items():

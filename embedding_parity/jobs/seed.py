@@ -359,7 +359,12 @@ def _configured(args, names, settings) -> Run:
     if config.mrope:
         heading += " text tokens (the t, h and w rows equal: M-RoPE's text is plain RoPE)"
     if config.layer_types:
-        ruled = next(t.name for t in config.layer_types if t.rope_theta == config.rope_theta)
+        ruled = next(
+            t.name
+            for t in config.layer_types
+            if (t.rope_theta, t.scaling, t.rotary_dim)
+            == (config.rope_theta, config.scaling, config.rotary_dim)
+        )
         heading += f" its {ruled} layers (every layer type's wavelengths drawn below)"
     setting = f"{config.line()}\nvocab_size {vocab}, dim {width}, {np.dtype(token_table.dtype).name}, seed {seed}"
     scheme = {"name": "configured", "config": config, "start": start, "stop": stop}

@@ -1,7 +1,7 @@
 """mrope_positions: f(input_ids, mm_token_type_ids, image_grid_thw, video_grid_thw,
 second_per_grid_ts, attention_mask) -> (position_ids (3, B, T), rope_deltas (B, 1)), exact.
 
-The position builder of a multimodal model (Qwen2-VL's and Qwen2.5-VL's ``get_rope_index``):
+The position builder of a multimodal model (Qwen2.5-VL's ``get_rope_index``):
 the t, h and w rows M-RoPE turns each token by, and each row's decode delta. Text counts on;
 an image or video grid of (t, h, w) patches, merged by spatial_merge_size, numbers its tokens
 t = start + floor(frame * tokens_per_second * second_per_grid_t), h = start + row, w = start +

@@ -114,6 +114,7 @@ class Rope(Kind):
                 for layer in layer_type["layers"]:
                     call = _layer_call(layer_type, layers, at=layer)
                     params = {"dtype": "float32", "long": False, **call, "seed": len(found)}
+                    params |= {"qk": True} if options.get("qk") else {}
                     params["rope"] = layer_type["rope"]
                     where = f"layer {layer} ({layer_type['name']}), positions 0..15"
                     found.append(Case("layer map float32", where, params))
