@@ -232,7 +232,14 @@ def apply_rope(
         x.shape, np.asarray(positions), base, layout, scaling, rotary_dim
     )
     w, attention = rope_parameters(rotary_dim, base, scaling, length(positions))
-    turn = attention * np.exp(1j * positions.astype(np.float64)[:, None] * w)
+    return _turned(x, positions.astype(np.float64)[:, None] * w, attention, layout)
+
+
+def _turned(x, angles, attention, layout):
+    """x's first 2 * pairs dims turned by angles (T, pairs) as complex numbers, times
+    ``attention``, paired by ``layout``; the rest passed through."""
+    rotary_dim = 2 * angles.shape[-1]
+    turn = attention * np.exp(1j * angles)
     rotated, rest = x[..., :rotary_dim], x[..., rotary_dim:]
     if layout == "interleaved":
         z = (rotated[..., 0::2] + 1j * rotated[..., 1::2]) * turn
@@ -274,27 +281,13 @@ def apply_mrope(
     (equal for text tokens, where it is plain RoPE). Frequency slot k of the first rotary_dim
     dims is turned by positions[axis_k] * w_k (``mrope_axes``), paired by ``layout``."""
     x = np.asarray(x, dtype=np.float64)
-    positions = np.asarray(positions)
-    if positions.ndim != 2 or positions.shape[0] != 3:
-        raise ValueError(
-            f"M-RoPE positions must be (3, T): the t, h and w rows, got shape {positions.shape}"
-        )
-    for row in positions:
-        validation.check_rope(x.shape, row, base, layout, None, rotary_dim)
-    rotary_dim = rotary_dim or x.shape[-1]
-    w = frequencies(rotary_dim, base)
+    mrope = {"layout": mrope_layout, "section": section}
+    positions, rotary_dim, _, section = validation.check_mrope_rope(
+        x.shape, np.asarray(positions), base, layout, None, rotary_dim, mrope
+    )
     axes = mrope_axes(rotary_dim // 2, section, mrope_layout)
-    angles = positions.astype(np.float64)[axes].T * w  # (T, pairs): each slot its axis's row
-    turn = np.exp(1j * angles)
-    rotated, rest = x[..., :rotary_dim], x[..., rotary_dim:]
-    if layout == "interleaved":
-        z = (rotated[..., 0::2] + 1j * rotated[..., 1::2]) * turn
-        turned = np.stack([z.real, z.imag], axis=-1).reshape(rotated.shape)
-    else:
-        half = rotary_dim // 2
-        z = (rotated[..., :half] + 1j * rotated[..., half:]) * turn
-        turned = np.concatenate([z.real, z.imag], axis=-1)
-    return np.concatenate([turned, rest], axis=-1)
+    angles = positions.astype(np.float64)[axes].T * frequencies(rotary_dim, base)  # (T, pairs)
+    return _turned(x, angles, 1.0, layout)
 
 
 # The rules of the multimodal position builder (Qwen2-VL's and Qwen2.5-VL's get_rope_index), named
