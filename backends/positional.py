@@ -7,7 +7,7 @@ from here.
 
 Sources: Vaswani et al. 2017, section 3.5 (sinusoidal); Su et al. 2021, RoFormer
 (rotary, as complex multiplication); Hugging Face transformers,
-``modeling_rope_utils.py`` (the "linear" and "llama3" frequency rules and their
+``modeling_rope_utils.py`` (the "linear", "llama3" and "proportional" frequency rules and their
 config names); Press et al. 2022, "Train Short, Test Long" (ALiBi), with the head-count
 rule of Hugging Face's BLOOM ``build_alibi_tensor``; Raffel et al. 2020 (T5), with the
 bucket rule of Hugging Face's ``T5Attention._relative_position_bucket``.
@@ -156,6 +156,17 @@ def _llama3(dim, base, params, seq_len):
     return np.where(wavelength < context / high, w, slowed), 1.0
 
 
+def _proportional(dim, base, params, seq_len):
+    """Gemma 4's global layers: every pair of the head (dim = head_dim) keeps its slot, the
+    first int(partial_rotary_factor * dim // 2) turning at base**(-2i/dim), the denominator the
+    head and not the rotated width, and the rest at frequency 0 (passed through); all divided by
+    factor (1 unless given)."""
+    turning = int(params.get("partial_rotary_factor", 1.0) * dim // 2)
+    w = np.zeros(dim // 2, dtype=np.float64)
+    w[:turning] = _default(dim, base, None, None)[0][:turning]
+    return w / params.get("factor", 1.0), 1.0
+
+
 def _freq_factors(dim, base, params, seq_len):
     """llama.cpp's freq_factors (ggml_rope_ext's third operand: the rope_freqs tensor Llama 3.x
     GGUF files carry their llama3 rule in, Phi-3's rope_factors_long or _short): each pair's
@@ -172,6 +183,7 @@ ROPE_INIT_FUNCTIONS = {
     "yarn": _yarn,
     "longrope": _longrope,
     "llama3": _llama3,
+    "proportional": _proportional,
     "freq_factors": _freq_factors,
 }
 # The rules whose frequencies depend on the length: Hugging Face's max(position_ids) + 1.
@@ -637,9 +649,11 @@ def _frequency_error(w: np.ndarray, c: float, scaled: bool) -> np.ndarray:
     turns into |ln w| c/2), pow's ulp and the reciprocal's half ulp (1.5 c); formed as
     exp(-2k ln(base)/d) (PyTorch's tutorial, MLX's kernel): the constant and its product rounded
     (|ln w| c) and exp's ulp (c). Both are below |ln w| c + 1.5 c (none for w = 1, which
-    both give exactly), and 2 c more for a scaling rule's divisions and blends."""
+    both give exactly), and 2 c more for a scaling rule's divisions and blends. A slot the
+    proportional rule stops (w = 0) turns by exactly nothing: its angle carries no error."""
     exact = (w == 1.0) & (not scaled)
-    return (np.abs(np.log(w)) + np.where(exact, 0.0, 1.5) + (2.0 if scaled else 0.0)) * c
+    log_w = np.abs(np.log(w, where=w > 0, out=np.zeros_like(w)))
+    return (log_w + np.where(exact, 0.0, 1.5) + (2.0 if scaled else 0.0)) * c
 
 
 def _epsilons(dtype) -> tuple[float, float]:

@@ -303,6 +303,9 @@ ROPE_SCALINGS = {
         ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
         (),
     ),
+    # Gemma 4's global layers: the head's frequencies, the first partial_rotary_factor of them
+    # kept and the rest zero (transformers 5.24 _compute_proportional_rope_parameters).
+    "proportional": ((), ("partial_rotary_factor", "factor")),
     # llama.cpp's per-pair divisors (ggml_rope_ext's freq_factors): no Hugging Face config
     # names it; a GGUF file stores it as a tensor (rope_freqs, rope_factors_long/short).
     "freq_factors": (("factors",), ("attention_factor",)),
@@ -380,6 +383,13 @@ def check_rope_scaling(scaling, dim: int | None = None) -> dict | None:
             params[name] = _factor_list(value, name, dim)
         elif name == "factors":
             params[name] = _factor_list(value, name, dim)
+        elif name == "partial_rotary_factor":
+            params[name] = _positive(value, f"RoPE scaling {name}")
+            if params[name] > 1:
+                raise ValueError(
+                    f"RoPE scaling partial_rotary_factor {value!r} must be in (0, 1]: the share "
+                    "of the head's frequency slots that turn"
+                )
         else:
             params[name] = _positive(value, f"RoPE scaling {name}")
     if kind == "llama3" and not params["high_freq_factor"] >= params["low_freq_factor"] > 0:

@@ -446,7 +446,7 @@ def test_check_config_exit_two_for_a_field_it_cannot_honour(tmp_path, capsys):
     assert compare.main(argv) == 2
     expected = (
         f"compare.py check: error: --config {config}: rope_type 'su' is not one the kit "
-        "checks (linear, dynamic, yarn, longrope, llama3)"
+        "checks (linear, dynamic, yarn, longrope, llama3, proportional)"
     )
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.strip().splitlines() == [expected]

@@ -24,6 +24,7 @@ TARGETS = os.path.join(ROOT, "tests", "conformance_targets", "configured.py")
 ROPE = KINDS["rope"]
 WHERE = "--config dir/config.json"
 LINEAR_8 = {"rope_type": "linear", "factor": 8.0}
+PROPORTIONAL = {"rope_type": "proportional", "partial_rotary_factor": 0.25}
 
 # (fields, {layer type: (layers, rope_theta or None for NoPE, scaling)}): what transformers
 # 5.24's config classes and attention code make of each encoding.
@@ -97,6 +98,13 @@ ENCODINGS = {
             "full_attention": ((3, 7), None, None),
         },
     ),
+    "Gemma 4's class defaults (a global layer every 6, proportional)": (
+        {"model_type": "gemma4_text", "num_hidden_layers": 7},
+        {
+            "sliding_attention": ((0, 1, 2, 3, 4), 10000.0, None),
+            "full_attention": ((5, 6), 1e6, PROPORTIONAL),
+        },
+    ),
     "Cohere2: RoPE on its sliding-window layers only": (
         {"model_type": "cohere2", "num_hidden_layers": 4, "sliding_window_pattern": 2},
         {"sliding_attention": ((0, 2), 10000.0, None), "full_attention": ((1, 3), None, None)},
@@ -119,6 +127,34 @@ def test_each_encoding_is_read_as_a_table_of_layers(encoding):
     assert found == expected
     shown = config.line().splitlines()
     assert len(shown) == 1 + len(expected) and "RoPE by layer type" in shown[0]
+
+
+@pytest.mark.parametrize(
+    "fields, widths",
+    [
+        ({"model_type": "gemma4_text", "num_hidden_layers": 3}, {256: (0, 1), 512: (2,)}),
+        (
+            {
+                "model_type": "gemma4",
+                "text_config": {
+                    "num_hidden_layers": 3,
+                    "global_head_dim": 384,
+                    "layer_types": ["sliding_attention"] * 3,  # the class makes the last full
+                },
+            },
+            {256: (0, 1), 384: (2,)},
+        ),
+    ],
+)
+def test_gemma4_full_attention_layers_have_heads_of_their_own_width(fields, widths):
+    config = both(fields)
+    assert {t.head_dim: t.layers for t in config.layer_types} == widths
+    assert config.head_dim == max(widths)  # the full-attention layers' rule is the config's
+    said = config.line().splitlines()
+    assert (
+        f"full_attention: layer 2: rope_theta 1e+06, proportional (partial_rotary_factor 0.25), head_dim {max(widths)}"
+        in said[2]
+    )
 
 
 def test_a_model_whose_layers_rotate_alike_has_no_table():
@@ -233,6 +269,7 @@ def rules(preset: str):
         "command-r7b",
         "modernbert-base",
         "olmo-3-7b",
+        "gemma-4-e2b",
     ],
 )
 def test_a_correct_port_of_each_layer_type_conforms(preset):
@@ -282,6 +319,68 @@ def test_gemma3_global_scaling_on_the_sliding_layers_is_named():
         "the full_attention layers' linear scaling applied to a sliding_attention layer too "
         "(it rotates unscaled, at base 10000)"
     ) in found["rotation sliding_attention float32"][1]
+
+
+def _gemma4_global(change):
+    """A Gemma 4 port right on its sliding layers whose global layers rotate x by ``change``
+    (a function of x, positions and the layer type's rope dict)."""
+    options, _, of_layer = rules("gemma-4-e2b")
+
+    def f(x, positions, layer=None):
+        rope = of_layer(layer)
+        if rope["scaling"] is None:
+            return port(of_layer)(x, positions, layer)
+        return change(x, positions, rope).astype(x.dtype)
+
+    return judged(f, options)
+
+
+def _turned_by(w, x, positions):
+    return positional._turned(x, positions[:, None] * w, 1.0, "half")
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        (  # neuronx PR #106: base**(-2i/128)
+            lambda x, p, rope: _turned_by(
+                np.concatenate([positional.frequencies(128, rope["base"]), np.zeros(192)]), x, p
+            ),
+            (
+                "proportional with the rotated width as the exponent's denominator, "
+                "base**(-2i/128), where it is the head's, base**(-2i/512)"
+            ),
+        ),
+        (  # Megatron-Bridge #4195: the 64 right frequencies, paired within the first 128 dims
+            lambda x, p, rope: _turned_by(positional.frequencies(512, rope["base"])[:64], x, p),
+            (
+                "proportional as 64 slots for 256: a partial rotation of the first 128 dims, "
+                "pairs (i, i + 64), where the head keeps 256 slots"
+            ),
+        ),
+        (
+            lambda x, p, rope: positional.apply_rope(x, p, base=rope["base"], rotary_dim=128),
+            "partial_rotary_factor read as GPT-NeoX's rotary width: the first 128 dims",
+        ),
+        (
+            lambda x, p, rope: positional.apply_rope(x, p, base=rope["base"]),
+            "proportional scaling ignored (the plain rotation)",
+        ),
+        (
+            lambda x, p, rope: positional.apply_rope(x, p),
+            (
+                "the sliding_attention layers' rule (base 10000, no scaling) on a full_attention "
+                "layer: the two layer types' rules swapped, or one rule for both"
+            ),
+        ),
+    ],
+    ids=["rotary-width-denominator", "64-slots-for-256", "neox-partial", "plain", "sliding-rule"],
+)
+def test_gemma4_proportional_mistakes_are_named(change, named):
+    found = _gemma4_global(change)
+    assert found["rotation sliding_attention float32"][0] == "conforms"
+    status, detail = found["rotation full_attention float32"]
+    assert status == "differs" and named in detail, detail
 
 
 def test_gemma3_a_pattern_off_by_one_is_caught_at_the_layer_it_moves():

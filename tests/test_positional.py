@@ -25,7 +25,10 @@ LLAMA3 = {
     "high_freq_factor": 4.0,
     "original_max_position_embeddings": 64,  # small, so a 64-wide head sees all three regimes
 }
-SCALINGS = [None, {"type": "linear", "factor": 4.0}, LLAMA3]
+# Gemma 4's global layers: a quarter of the head's frequency slots turn, the rest stand still.
+PROPORTIONAL = {"rope_type": "proportional", "partial_rotary_factor": 0.25}
+SCALINGS = [None, {"type": "linear", "factor": 4.0}, LLAMA3, PROPORTIONAL]
+SCALING_IDS = ["none", "linear", "llama3", "proportional"]
 
 
 def f64(backend, array):
@@ -131,7 +134,7 @@ def rope_problem(dtype, shape=(2, 300, 64), seed=0):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
-@pytest.mark.parametrize("scaling", SCALINGS, ids=["none", "linear", "llama3"])
+@pytest.mark.parametrize("scaling", SCALINGS, ids=SCALING_IDS)
 def test_rope_matches_the_reference(backend, dtype, layout, scaling):
     x, positions, magnitude = rope_problem(dtype)
     y = backend.apply_rope(x, positions, layout=layout, scaling=scaling)
@@ -196,7 +199,7 @@ def test_scores_depend_only_on_the_distance(backend, m, n, shift, seed, layout):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("scaling", SCALINGS, ids=["none", "linear", "llama3"])
+@pytest.mark.parametrize("scaling", SCALINGS, ids=SCALING_IDS)
 def test_layouts_convert_exactly_with_rope_permutation(backend, dtype, scaling):
     # Converting interleaved q/k rows with rope_permutation gives the same rotated vectors,
     # permuted the same way, bit for bit; so every score q . k is unchanged.
@@ -252,6 +255,22 @@ def test_llama3_rule_keeps_short_and_slows_long_wavelengths():
     np.testing.assert_allclose(scaled[long], w[long] / 8, rtol=1e-15)
     between = ~short & ~long
     assert np.all((scaled[between] < w[between]) & (scaled[between] > w[between] / 8))
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_proportional_turns_a_share_of_the_heads_slots_and_stands_the_rest(backend, layout):
+    # Head 32: 16 slots, the first int(0.25 * 32 // 2) = 4 at base**(-2i/32), the denominator
+    # the head's; the other 12 at frequency 0 come back bit for bit (cos 0 = 1, sin 0 = 0).
+    w = positional.frequencies(32, 1e6, PROPORTIONAL)
+    np.testing.assert_array_equal(w[:4], positional.frequencies(32, 1e6)[:4])
+    np.testing.assert_array_equal(w[4:], 0.0)
+    x, positions, _ = rope_problem("float32", shape=(3, 40, 32))
+    y = backend.to_numpy(
+        backend.apply_rope(x, positions, base=1e6, layout=layout, scaling=PROPORTIONAL)
+    )
+    slot = np.arange(32) % 16 if layout == "half" else np.arange(32) // 2
+    np.testing.assert_array_equal(y[..., slot >= 4], x[..., slot >= 4])
+    assert not np.array_equal(y[..., slot < 4], x[..., slot < 4])
 
 
 # --- bad input, the same on every backend -------------------------------------------
@@ -345,6 +364,13 @@ def test_bad_sinusoidal_arguments(backend, kwargs, error, message):
             {"scaling": {"type": "linear", "factor": -2.0}},
             ValueError,
             "factor must be positive",
+        ),
+        (
+            (4, 8),
+            np.arange(4),
+            {"scaling": {"rope_type": "proportional", "partial_rotary_factor": 1.5}},
+            ValueError,
+            "partial_rotary_factor 1.5 must be in (0, 1]: the share of the head's frequency slots",
         ),
         ((4, 8), np.arange(4), {"scaling": "linear"}, TypeError, "scaling must be None or a dict"),
     ],

@@ -10,9 +10,10 @@ from embedding_parity.usage import UsageError
 # Model types whose attention scales q . k by a field of their own, not head_dim**-0.5
 # (transformers 5.24's modeling code): refused by the attention_scale kind.
 OWN_ATTENTION_SCALE = {
-    "gemma2": "query_pre_attn_scalar",
-    "gemma3_text": "query_pre_attn_scalar",
-    "granite": "attention_multiplier",
+    "gemma2": "its own field query_pre_attn_scalar",
+    "gemma3_text": "its own field query_pre_attn_scalar",
+    "gemma4_text": "1 (its q and k are RMS-normalised instead)",
+    "granite": "its own field attention_multiplier",
 }
 
 
@@ -27,6 +28,7 @@ class LayerType:
     rope_theta: float | None = None
     scaling: dict | None = None
     rotary_dim: int | None = None
+    head_dim: int | None = None  # None: the config's; Gemma 4's full-attention layers' own
     why: str = ""
 
     @property
@@ -37,7 +39,8 @@ class LayerType:
         """Its rotation in a few words: "rope_theta 10000, no scaling", "NoPE (not rotated)"."""
         if not self.rotates:
             return "NoPE (not rotated)"
-        return f"rope_theta {self.rope_theta:g}, {scaling_words(self.scaling)}"
+        width = f", head_dim {self.head_dim}" if self.head_dim else ""
+        return f"rope_theta {self.rope_theta:g}, {scaling_words(self.scaling)}{width}"
 
     def line(self) -> str:
         count = len(self.layers)
@@ -167,8 +170,8 @@ class Configuration:
                 raise UsageError(f"{flag}: {self.name} has learned positions: no RoPE attention")
             if self.model_type in OWN_ATTENTION_SCALE:
                 raise UsageError(
-                    f"{flag}: {self.model_type} scales q . k by its own field "
-                    f"({OWN_ATTENTION_SCALE[self.model_type]}), which the kit does not read yet"
+                    f"{flag}: {self.model_type} scales q . k by "
+                    f"{OWN_ATTENTION_SCALE[self.model_type]}, which the kit does not check yet"
                 )
             options = {"attention": self.attention or {"qk_head_dim": self.head_dim}}
             if self.layer_types:
@@ -203,7 +206,10 @@ class Configuration:
             }
         else:
             rope = {"nope": True, "layout": self.layout}
-        rope |= {"head_dim": self.head_dim, "max_position_embeddings": self.max_position_embeddings}
+        rope |= {
+            "head_dim": layer_type.head_dim or self.head_dim,
+            "max_position_embeddings": self.max_position_embeddings,
+        }
         named = {"name": layer_type.name, "layers": list(layer_type.layers)}
         return {**named, "why": layer_type.why, "rope": rope}
 
@@ -227,9 +233,9 @@ class Configuration:
         """What was understood: one line, and a line per layer type where layers differ."""
         said = [f"config {self.name}" + (f" [{self.note}]" if self.note else "")]
         if self.layer_types:
-            said.append(
-                f"RoPE by layer type (below), head_dim {self.head_dim} ({self.layout} layout)"
-            )
+            own = any(t.head_dim for t in self.layer_types)  # each type says its head_dim
+            width = "" if own else f", head_dim {self.head_dim}"
+            said.append(f"RoPE by layer type (below){width} ({self.layout} layout)")
         elif self.rope:
             rule = scaling_words(self.scaling)
             rotated = self.rotary_dim or self.head_dim

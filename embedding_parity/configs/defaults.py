@@ -169,6 +169,16 @@ DEFAULTS = {
         "pad_token_id": 0,
         "num_hidden_layers": 26,
     },
+    # models/gemma4/configuration_gemma4.py, Gemma4TextConfig (its global_head_dim and its
+    # rotation per layer type are in layers.LAYER_HEAD_DIM and layers.ROPE_BY_TYPE)
+    "gemma4_text": {
+        "hidden_size": 2304,
+        "num_attention_heads": 8,
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
+        "pad_token_id": 0,
+        "num_hidden_layers": 30,
+    },
     # models/smollm3/configuration_smollm3.py, SmolLM3Config
     "smollm3": {
         "hidden_size": 2048,
@@ -283,6 +293,7 @@ DEFAULTS = {
 # configuration_llama4.py, Llama4Config).
 TEXT_TYPES = {
     "gemma3": "gemma3_text",
+    "gemma4": "gemma4_text",
     "llama4": "llama4_text",
     "qwen2_vl": "qwen2_vl_text",
     "qwen2_5_vl": "qwen2_5_vl_text",

@@ -126,7 +126,9 @@ GIVEN = {
     **dict.fromkeys(["num_attention_heads", "n_head", "encoder_attention_heads"], _at_least(1)),
     **dict.fromkeys(["max_position_embeddings", "n_positions"], _at_least(1)),
     "original_max_position_embeddings": _at_least(1),
-    **dict.fromkeys(["head_dim", "qk_rope_head_dim", "rotary_dim"], checks.head_dim),
+    **dict.fromkeys(
+        ["head_dim", "qk_rope_head_dim", "rotary_dim", "global_head_dim"], checks.head_dim
+    ),
     "qk_nope_head_dim": _at_least(0),
     "floor_scale": _at_least(1),
     "attn_scale": checks.positive,
@@ -196,6 +198,12 @@ def kit_reading(fields: dict, model_type: str | None, where: str) -> dict:
             f"{', '.join(sorted(DEFAULTS))} only; install transformers to read it as "
             "transformers does",
         )
+    if fields.get("per_layer_config") is not None:
+        checks.refuse(
+            where,
+            "per_layer_config: the kit's own reading takes a layer's head width from "
+            "global_head_dim alone; install transformers to read per-layer overrides",
+        )
     known = DEFAULTS.get(model_type, {})
     aliases = known.get("aliases", {})
 
@@ -213,6 +221,9 @@ def kit_reading(fields: dict, model_type: str | None, where: str) -> dict:
     reading["no_rope_layers"] = layers.kit_no_rope_layers(fields, model_type, count)
     reading["layer_types"] = layers.kit_layer_types(
         fields, model_type, count, reading["no_rope_layers"]
+    )
+    reading["head_dims"] = layers.kit_head_dims(
+        fields, model_type, reading["head_dim"], reading["layer_types"]
     )
     by_type = layers.kit_rope_by_type(fields, model_type, reading["layer_types"])
     if no_rope:
@@ -344,29 +355,35 @@ def _rotation(reading: dict, model_type, where: str) -> dict:
             "give layer_types beside it, or one rope dict for every layer",
         )
 
-    def rotation(layer_rope):
+    def rotation(layer_rope, width=None):
+        """(rope_theta, scaling, rotary_dim) of a rope dict at a head width (None: head_dim).
+        The proportional rule keeps its partial_rotary_factor: it turns a share of the head's
+        frequency slots, where every other rule rotates a share of the head's dims."""
+        width = width or head_dim
         layer_rope = dict(rope if layer_rope is None else layer_rope)
         _pop_mrope(layer_rope, model_type, where)
         theta = checks.base(layer_rope.pop("rope_theta", 10000.0), "rope_theta", where)
-        partial = layer_rope.pop("partial_rotary_factor", None)
-        partial = _optional(checks.share, partial, "partial_rotary_factor", where)
         rotary_dim = _optional(checks.head_dim, reading["rotary_dim"], "rotary_dim", where)
-        if rotary_dim is None and partial is not None and partial != 1.0:
-            rotary_dim = int(head_dim * partial)
+        if layer_rope.get("rope_type") != "proportional":
+            partial = layer_rope.pop("partial_rotary_factor", None)
+            partial = _optional(checks.share, partial, "partial_rotary_factor", where)
+            if rotary_dim is None and partial is not None and partial != 1.0:
+                rotary_dim = int(width * partial)
         scaling = _scaling(layer_rope, longest, where)
         try:
             _, scaling, rotary_dim = validation.check_rope(
-                (1, head_dim), np.zeros(1, np.int64), theta, layout, scaling, rotary_dim
+                (1, width), np.zeros(1, np.int64), theta, layout, scaling, rotary_dim
             )
         except (TypeError, ValueError) as error:
             checks.refuse(where, str(error))
-        return theta, scaling, None if rotary_dim == head_dim else rotary_dim
+        return theta, scaling, None if rotary_dim == width else rotary_dim
 
     types = layers.table(reading, model_type, rotation, where)
     if types:
         main = next((t for t in types if t.name == "full_attention" and t.rotates), None)
         main = main or next((t for t in types if t.rotates), None)
         theta, scaling, rotary_dim = main.rope_theta, main.scaling, main.rotary_dim
+        head_dim = main.head_dim or head_dim
     elif nested:
         theta, scaling, rotary_dim = rotation(next(iter(rope.values())))
     else:

@@ -38,7 +38,8 @@ def transformers_reading(fields: dict, where: str) -> dict:
             said = str(error).strip().splitlines() or [type(error).__name__]
             said = said[-1].strip()
             checks.refuse(where, f"transformers refuses it: {said[:SAID]}")
-    reading = {key: getattr(config, key, None) for key in PLAIN}
+    per_layer = _per_layer(config, where)
+    reading = {key: _global(config, key) for key in PLAIN}
     raw = fields.get("text_config") or fields
     reading["model_type"] = config.model_type or raw.get("model_type") or None
     rope = copy.deepcopy(getattr(config, "rope_parameters", None))
@@ -53,7 +54,41 @@ def transformers_reading(fields: dict, where: str) -> dict:
     reading["no_rope_layers"] = (
         list(no_rope) if reading["model_type"] in layers.NO_ROPE_LAYERS else None
     )
+    reading["head_dims"] = per_layer
     return reading
+
+
+# What a class may set per layer (its per_layer_config) that the kit reads: the head width.
+PER_LAYER = {"head_dim"}
+# And what it may set per layer that the kit's contracts do not depend on.
+PER_LAYER_OTHER = {"num_key_value_heads", "sliding_window", "attention_chunk_size"}
+
+
+def _per_layer(config, where: str) -> list | None:
+    """Each layer's head_dim where the config is heterogeneous (transformers' per_layer_config:
+    Gemma 4's global_head_dim on its full-attention layers), else None; a config that sets
+    anything else the kit reads per layer is refused."""
+    if not getattr(config, "is_heterogeneous", False):
+        return None
+    varying = set(config.per_layer_attributes or ())
+    unread = sorted(varying - PER_LAYER - PER_LAYER_OTHER)
+    if unread:
+        checks.refuse(
+            where,
+            f"per_layer_config sets {', '.join(unread)} per layer, which the kit does not read "
+            "per layer (it reads head_dim)",
+        )
+    if "head_dim" not in varying:
+        return None
+    return [layer.head_dim for layer in config.per_layer_config]
+
+
+def _global(config, key: str):
+    """A field of the config object; a heterogeneous config's model-wide value of a field its
+    layers may override (transformers raises on plain access to those)."""
+    if getattr(config, "is_heterogeneous", False):
+        return config._getattr_without_heterogeneous_validation(key, None)
+    return getattr(config, key, None)
 
 
 def _text_config(fields: dict):

@@ -9,12 +9,15 @@ and its local ones at 10 000 (``global_rope_theta``, ``local_rope_theta``,
 writes any of them as ``rope_parameters`` keyed by layer type. Some layers are not rotated at
 all (NoPE): SmolLM3's and Llama 4's where ``no_rope_layers[i]`` is 0 (1 means the layer *uses*
 RoPE), Cohere2's full-attention layers (its attention rotates the sliding-window layers only).
+Gemma 4's layers differ in width too: its full-attention layers have heads of
+``global_head_dim`` (512) where the sliding ones have ``head_dim`` (256), and rotate a quarter of
+their frequency slots by the "proportional" rule.
 
 Each reader (``hf.transformers_reading``, ``hf.kit_reading``) gives ``layer_types``,
-``no_rope_layers`` and the rope dict (one, or one per layer type); ``table`` groups the layers
-by their rule. The kit's own reading transcribes the classes' ``__post_init__`` and
+``no_rope_layers``, ``head_dims`` (each layer's head width, where layers differ in it) and the
+rope dict (one, or one per layer type); ``table`` groups the layers by their rule. The kit's own reading transcribes the classes' ``__post_init__`` and
 ``convert_rope_params_to_dict`` here (``kit_layer_types``, ``kit_no_rope_layers``,
-``kit_rope_by_type``); tests/test_config_reading.py holds it equal to transformers'.
+``kit_head_dims``, ``kit_rope_by_type``); tests/test_config_reading.py holds it equal to transformers'.
 """
 
 from __future__ import annotations
@@ -30,6 +33,25 @@ NO_ROPE_LAYERS = ("smollm3", "llama4_text")
 # Model types that rotate only their sliding-window layers (modeling_cohere2.py:
 # ``if self.sliding_window is not None: apply_rotary_pos_emb``).
 SLIDING_ONLY = ("cohere2",)
+# Model types whose full-attention layers have heads of their own width: the field, its class
+# default (Gemma4TextConfig.__post_init__: per_layer_config {layer: {"head_dim": global_head_dim}}
+# on each full_attention layer).
+LAYER_HEAD_DIM = {"gemma4_text": ("global_head_dim", 512)}
+# The rotation per layer type a class takes where the file gives no rope_parameters
+# (Gemma4TextConfig.__post_init__'s default_rope_params).
+ROPE_BY_TYPE = {
+    "gemma4_text": {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+        "full_attention": {
+            "rope_type": "proportional",
+            "partial_rotary_factor": 0.25,
+            "rope_theta": 1_000_000.0,
+        },
+    },
+}
+# Model types whose class makes the last layer full attention whatever the file says
+# (Gemma4TextConfig.__post_init__, with a warning).
+LAST_FULL = ("gemma4_text",)
 # Fields that set a layer's rotation in these model types' classes alone (another class takes
 # them silently and rotates every layer alike: a file that gives one is refused there).
 OWNERS = {
@@ -39,6 +61,7 @@ OWNERS = {
     "global_attn_every_n_layers": ("modernbert",),
     "no_rope_layers": NO_ROPE_LAYERS,
     "no_rope_layer_interval": NO_ROPE_LAYERS,
+    "global_head_dim": tuple(LAYER_HEAD_DIM),
 }
 # Where each class puts a config.json's rope_scaling and its bases, per layer type
 # (its convert_rope_params_to_dict): {type: (scaled, {layer type: (theta field, default)})}.
@@ -103,11 +126,24 @@ def kit_no_rope_layers(fields: dict, model_type, count: int) -> list | None:
 
 
 def kit_layer_types(fields: dict, model_type, count: int, no_rope: list | None) -> list | None:
-    """The class's layer_types: the file's, else its own rule from the older fields."""
+    """The class's layer_types: the file's, else its own rule from the older fields (Gemma 4's
+    last layer made full attention either way)."""
+    found = _kit_layer_types(fields, model_type, count, no_rope)
+    if found and model_type in LAST_FULL:
+        found[-1] = "full_attention"
+    return found
+
+
+def _kit_layer_types(fields: dict, model_type, count: int, no_rope: list | None) -> list | None:
     if fields.get("layer_types") is not None:
         return list(fields["layer_types"])
-    if model_type in ("gemma3_text", "cohere2"):
-        pattern = fields.get("sliding_window_pattern", 6 if model_type == "gemma3_text" else 4)
+    if model_type in ("gemma3_text", "cohere2", "gemma4_text"):
+        default = 4 if model_type == "cohere2" else 6  # Gemma 4's is fixed: no field sets it
+        pattern = (
+            default
+            if model_type == "gemma4_text"
+            else fields.get("sliding_window_pattern", default)
+        )
         return [_sliding((i + 1) % pattern) for i in range(count)]
     if model_type == "modernbert":
         every = fields.get("global_attn_every_n_layers", 3)
@@ -123,6 +159,16 @@ def kit_layer_types(fields: dict, model_type, count: int, no_rope: list | None) 
     return None
 
 
+def kit_head_dims(fields: dict, model_type, head_dim, layer_types: list | None) -> list | None:
+    """Each layer's head width where the class gives some layers their own (Gemma 4's
+    global_head_dim on its full-attention layers), else None."""
+    if model_type not in LAYER_HEAD_DIM or not layer_types:
+        return None
+    field, default = LAYER_HEAD_DIM[model_type]
+    wide = fields.get(field, default)
+    return [wide if kind == "full_attention" else head_dim for kind in layer_types]
+
+
 def _sliding(sliding) -> str:
     return "sliding_attention" if sliding else "full_attention"
 
@@ -132,6 +178,8 @@ def kit_rope_by_type(fields: dict, model_type, layer_types: list | None) -> dict
     rope_scaling, rope_parameters and bases out (before standardize_rope_params); None where
     the class keeps one dict for every layer."""
     rope = copy.deepcopy(fields.get("rope_parameters"))
+    if model_type in ROPE_BY_TYPE:  # a class without older fields: the file's, else its own
+        return rope or copy.deepcopy(ROPE_BY_TYPE[model_type])
     if model_type in BY_TYPE:
         scaled, bases = BY_TYPE[model_type]
         rope = rope if any(name in (rope or {}) for name in bases) else {}
@@ -151,8 +199,10 @@ def kit_rope_by_type(fields: dict, model_type, layer_types: list | None) -> dict
 
 def table(reading: dict, model_type, rotation, where: str) -> tuple[LayerType, ...]:
     """The layers grouped by their rotation, or () where every layer rotates alike.
-    ``rotation(rope_dict)`` gives a rope dict's (rope_theta, scaling, rotary_dim), checked."""
+    ``rotation(rope_dict, head_dim)`` gives a rope dict's (rope_theta, scaling, rotary_dim) at a
+    head width (None: the config's), checked."""
     layer_types, no_rope = reading["layer_types"], reading["no_rope_layers"]
+    head_dims = reading.get("head_dims")
     rope = reading["rope"] or {}
     nested = layer_types and any(key in layer_types for key in rope)
     count = checks.optional_integer(reading["num_hidden_layers"], "num_hidden_layers", where, 1)
@@ -162,13 +212,16 @@ def table(reading: dict, model_type, rotation, where: str) -> tuple[LayerType, .
     if no_rope is not None:
         _check_list(no_rope, "no_rope_layers", where, count, int)
         count = len(no_rope)
+    if head_dims is not None:
+        head_dims = [checks.head_dim(h, "head_dim of a layer", where) for h in head_dims]
     if count is None or not (nested or no_rope is not None or model_type in SLIDING_ONLY):
         return ()
     attention = layer_types or ["full_attention"] * count
     rules, kinds, whys, members = {}, {}, {}, {}
     for i, kind in enumerate(attention):
         nested_rope = rope if nested else None
-        rule, why = _layer_rule(i, kind, nested_rope, no_rope, model_type, rotation, where)
+        width = None if head_dims is None else head_dims[i]
+        rule, why = _layer_rule(i, kind, nested_rope, no_rope, model_type, rotation, width, where)
         key = repr(rule)  # the scaling dict makes the rule unhashable
         rules.setdefault(key, rule)
         kinds.setdefault(key, []).append(kind)
@@ -187,18 +240,22 @@ def table(reading: dict, model_type, rotation, where: str) -> tuple[LayerType, .
     )
 
 
-def _layer_rule(i, kind, nested, no_rope, model_type, rotation, where):
-    """(rope_theta, scaling, rotary_dim) of layer i, or (None, None, None) for NoPE; and why."""
+def _layer_rule(i, kind, nested, no_rope, model_type, rotation, head_dim, where):
+    """(rope_theta, scaling, rotary_dim, head_dim) of layer i (head_dim None: the config's), or
+    Nones for NoPE; and why."""
     if no_rope is not None and not no_rope[i]:
-        return (None, None, None), "no_rope_layers[i] = 0 (1 means the layer uses RoPE)"
+        return (None,) * 4, "no_rope_layers[i] = 0 (1 means the layer uses RoPE)"
     if model_type in SLIDING_ONLY and kind != "sliding_attention":
-        return (None, None, None), f"{model_type} rotates its sliding-window layers only"
+        return (None,) * 4, f"{model_type} rotates its sliding-window layers only"
     if nested is None:
         why = "no_rope_layers[i] = 1: the layer uses RoPE" if no_rope is not None else ""
-        return rotation(None), why
+        return (*rotation(None, head_dim), head_dim), why
     if kind not in nested:
         checks.refuse(where, f"rope_parameters has no entry for layer type {kind!r}")
-    return rotation(nested[kind]), f"rope_parameters[{kind!r}]"
+    why = f"rope_parameters[{kind!r}]"
+    if head_dim is not None and model_type in LAYER_HEAD_DIM:
+        why += f", {LAYER_HEAD_DIM[model_type][0]}" if kind == "full_attention" else ", head_dim"
+    return (*rotation(nested[kind], head_dim), head_dim), why
 
 
 def _names(kinds: dict, nope: dict) -> dict:

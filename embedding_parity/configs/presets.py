@@ -349,6 +349,36 @@ PRESETS = {
         "source": HUB.format("google/gemma-3-1b-it") + ", as in Liwink/gemma-jax "
         "models/README.md and TensorRT-LLM's GEMMA3_1B_CONFIG test",
     },
+    "gemma-4-e2b": {
+        "about": "Gemma 4 E2B: heads of 256 at base 10000 on 4 of 5 layers; heads of 512 on "
+        "every 5th, a quarter of their frequency slots turning (proportional, base 1e6)",
+        "fields": {
+            "model_type": "gemma4",
+            "text_config": {
+                "model_type": "gemma4_text",
+                "hidden_size": 1536,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 1,
+                "head_dim": 256,
+                "global_head_dim": 512,
+                "num_hidden_layers": 35,
+                "max_position_embeddings": 131072,
+                "sliding_window": 512,
+                "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 7,
+                "rope_parameters": {
+                    "full_attention": {
+                        "partial_rotary_factor": 0.25,
+                        "rope_theta": 1000000.0,
+                        "rope_type": "proportional",
+                    },
+                    "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"},
+                },
+            },
+        },
+        "source": HUB.format("google/gemma-4-E2B-it") + " (text_config), as quoted in public "
+        "ports' tests of its shape (larql's gemma4_e2b_arch, anna's Gemma 4 config test); the "
+        "rotation per layer type as transformers 5.24's Gemma4TextConfig defaults it",
+    },
     "llama-4-scout": {
         "about": "Llama 4 Scout: RoPE (llama3, factor 16) on 3 of 4 layers, NoPE on every 4th",
         "fields": {

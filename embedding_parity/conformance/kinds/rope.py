@@ -648,6 +648,8 @@ def _rule_mistakes(params, x, positions, turned, w, attention, rotary):
                     turned(_yarn_ramp(rotary, base, factor, low, rotary // 2 - 1)),
                 )
             )
+    if kind == "proportional":
+        found += _proportional_mistakes(x, positions, scaling, rope, turned, w, attention, rotary)
     if kind == "dynamic":
         longest = scaling["max_position_embeddings"] * scaling["factor"]
         found.append(
@@ -718,6 +720,44 @@ def _rule_mistakes(params, x, positions, turned, w, attention, rotary):
     return [(name, result) for name, result in found if not np.array_equal(result, turned())]
 
 
+def _proportional_mistakes(x, positions, scaling, rope, turned, w, attention, rotary):
+    """Gemma 4's proportional rule read as a partial rotation: the head's first
+    ``turning`` of its rotary/2 frequency slots turn at base**(-2i/head_dim), the rest stand."""
+    turning = int(scaling.get("partial_rotary_factor", 1.0) * rotary // 2)
+    if turning == rotary // 2:
+        return []
+    width, factor, layout = 2 * turning, scaling.get("factor", 1.0), rope["layout"]
+    narrow = positional.frequencies(width, rope["base"]) / factor
+    slots = rotary // 2
+    return [
+        (
+            (
+                f"proportional with the rotated width as the exponent's denominator, "
+                f"base**(-2i/{width}), where it is the head's, base**(-2i/{rotary}) "
+                "(neuronx PR #106)"
+            ),
+            turned(np.concatenate([narrow, np.zeros(slots - turning)])),
+        ),
+        (
+            (
+                f"proportional as {turning} slots for {slots}: a partial rotation of the first "
+                f"{width} dims, pairs (i, i + {turning}), where the head keeps {slots} slots, "
+                f"pairs (i, i + {slots}), the last {slots - turning} standing still "
+                "(Megatron-Bridge #4195: the frequencies right, the shape wrong)"
+            ),
+            rotate(x, positions, w[:turning], attention, layout=layout),
+        ),
+        (
+            (
+                f"partial_rotary_factor read as GPT-NeoX's rotary width: the first {width} dims "
+                f"rotated at base**(-2i/{width}), pairs (i, i + {turning}), where proportional "
+                f"keeps the head's {slots} slots at base**(-2i/{rotary})"
+            ),
+            rotate(x, positions, narrow, attention, layout=layout),
+        ),
+    ]
+
+
 def _yarn_ramp(rotary, base, factor, low, high):
     w = positional.frequencies(rotary, base)
     if low == high:
@@ -739,8 +779,9 @@ def _layer_call(layer_type, layers, *, at) -> dict:
 
 
 def _rotated(x, positions, rope) -> np.ndarray:
-    """x turned by a layer type's rope dict, in float64."""
-    rotary = rope.get("rotary_dim") or rope["head_dim"]
+    """x turned by a layer type's rope dict at x's own head width (Gemma 4's layer types differ
+    in it), in float64."""
+    rotary = rope.get("rotary_dim") or x.shape[-1]
     length = positional.length(positions)
     w, attention = positional.rope_parameters(rotary, rope["base"], rope["scaling"], length)
     return rotate(x, positions, w, attention, layout=rope["layout"])
