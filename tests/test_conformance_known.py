@@ -113,6 +113,11 @@ FINDINGS = {
         "rotation full_attention bfloat16": "bit-identical",
         "layer map float32": "within tolerance",
     },
+    "transformers Gemma4TextRotaryEmbedding at gemma-4-e2b": {
+        "rotation full_attention float64": "computed in float32",
+        "long positions full_attention float32": "within tolerance",
+        "layer map float32": "within tolerance",
+    },
     "transformers Qwen2_5_VLRotaryEmbedding at qwen2.5-vl-7b": {
         "text tokens float64": "computed in float32",
         "image tokens float32": "within tolerance",
@@ -168,6 +173,24 @@ FINDINGS = {
     "mlx-lm initialize_rope at phi-3-mini-128k": {"rotation float32": "LongRoPE always long"},
     "mlx-lm initialize_rope at gemma-3-4b full_attention": {
         "rotation full_attention float32": "within tolerance"
+    },
+    # mlx-lm's model files: Gemma 3's and 4's layer types and Llama 4's NoPE layers as
+    # transformers has them; its Qwen3-VL is a text model, one position per token (the t row)
+    "mlx-lm gemma3_text Attention rope at gemma-3-4b": {
+        "rotation sliding_attention float32": "within tolerance",
+        "layer map float32": "within tolerance",
+    },
+    "mlx-lm gemma4_text Attention rope at gemma-4-e2b": {
+        "long positions full_attention float32": "within tolerance",
+        "layer map float32": "within tolerance",
+    },
+    "mlx-lm llama4 Attention rope at llama-4-scout": {
+        "rotation full_attention float32": "bit-identical",
+        "layer map float32": "within tolerance",
+    },
+    "mlx-lm qwen3_vl (its text model) Attention rope at qwen3-vl-8b": {
+        "text tokens float32": "within tolerance",
+        "image tokens float32": "the temporal row for every frequency slot",
     },
     "mlx-lm initialize_rope at llama-2-7b-dynamic": {"long positions float32": "within tolerance"},
     "mlx-lm initialize_rope at gpt-neox-20b": {

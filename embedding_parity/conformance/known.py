@@ -83,6 +83,7 @@ CONFIGURED = [
             ("SmolLM3 rotary and no_rope_layers", "smollm3-3b", "smollm3_3b"),
             ("Llama 4 rotary and no_rope_layers", "llama-4-scout", "llama_4_scout"),
             ("Cohere2 rotary on sliding layers", "command-r7b", "command_r7b"),
+            ("Gemma4TextRotaryEmbedding", "gemma-4-e2b", "gemma_4_e2b"),
             # M-RoPE: f(x, positions (3, T))
             ("Qwen2_5_VLRotaryEmbedding", "qwen2.5-vl-7b", "qwen2_5_vl_7b"),
             ("Qwen3VLTextRotaryEmbedding", "qwen3-vl-8b", "qwen3_vl_8b"),
@@ -156,6 +157,23 @@ CONFIGURED = [
         "numpy",
         preset="gemma-3-4b",
         layer="full_attention",
+    ),
+    # mlx-lm's model files: each layer's rotation as its Attention builds it
+    *(
+        Row(
+            f"mlx-lm {model} Attention rope at {preset}",
+            ("mlx-lm", "mlx"),
+            f"mlx_layers:{function}",
+            "rope",
+            "numpy",
+            preset=preset,
+        )
+        for model, preset, function in (
+            ("gemma3_text", "gemma-3-4b", "gemma_3_4b_layers"),
+            ("gemma4_text", "gemma-4-e2b", "gemma_4_e2b"),
+            ("llama4", "llama-4-scout", "llama_4_scout"),
+            ("qwen3_vl (its text model)", "qwen3-vl-8b", "qwen3_vl_8b"),
+        )
     ),
     _configured(
         "transformers Qwen2_5_VLModel.get_rope_index at qwen2.5-vl-7b",

@@ -20,6 +20,8 @@ from transformers.models.cohere2.modeling_cohere2 import (
 )
 from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding
 from transformers.models.gemma3.modeling_gemma3 import apply_rotary_pos_emb as apply_half
+from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
+from transformers.models.gemma4.modeling_gemma4 import apply_rotary_pos_emb as apply_gemma4
 from transformers.models.glm4v.modeling_glm4v import Glm4vTextRotaryEmbedding
 from transformers.models.glm4v.modeling_glm4v import apply_rotary_pos_emb as apply_glm4v
 from transformers.models.llama4.modeling_llama4 import (
@@ -122,6 +124,21 @@ def _cohere2():
     return f
 
 
+def _gemma4():
+    """Gemma 4: a buffer per layer type, built at the type's own head width
+    (config.per_layer_config[layer_type]: 512 on the full-attention layers), applied to one
+    tensor at a time (its apply_rotary_pos_emb takes x alone)."""
+    config = _config("gemma-4-e2b")
+
+    def f(x, positions, layer):
+        q = _heads(x)
+        cos, sin = Gemma4TextRotaryEmbedding(config)(q, positions[None], config.layer_types[layer])
+        return apply_gemma4(q, cos, sin).reshape(x.shape)
+
+    return f
+
+
+gemma_4_e2b = _gemma4()
 smollm3_3b = _smollm3()
 llama_4_scout = _llama4()
 command_r7b = _cohere2()
