@@ -322,6 +322,12 @@ MROPE_POSITION_RULES = {
 }
 
 
+# How a model's builder numbers a video: "whole", one grid of t frames (Qwen2-VL, Qwen2.5-VL);
+# "split", each frame a grid (1, h, w) of its own, the frames apart in the text between them
+# (Qwen3-VL, Qwen3.5 and GLM-4V put a timestamp before each: their get_rope_index, 5.24).
+MROPE_FRAMES = ("whole", "split")
+
+
 def mrope_position_ids(
     mm_token_type_ids,
     image_grid_thw,
@@ -332,6 +338,7 @@ def mrope_position_ids(
     spatial_merge_size: int = 2,
     tokens_per_second: int = 1,
     rule: str = "transformers 5.24",
+    frames: str = "whole",
 ):
     """((3, B, T) int64 position ids, (B, 1) int64 decode deltas): the t, h and w rows of a
     batch of text (type 0), image (1) and video (2) tokens, by Qwen2.5-VL's ``get_rope_index``
@@ -342,7 +349,9 @@ def mrope_position_ids(
     tokens_per_second * second_per_grid_t for a video, in float32 as the models' tensors are),
     h = start + row, w = start + column. Padding (attention_mask 0) is skipped. The delta of a
     row is max(position) + 1 - its length: a decode step's position is the count of tokens
-    before it plus the delta. ``rule``: one of MROPE_POSITION_RULES (how 4.57.1 differs)."""
+    before it plus the delta. ``rule``: one of MROPE_POSITION_RULES (how 4.57.1 differs).
+    ``frames`` "split" (Qwen3-VL, Qwen3.5, GLM-4V): a video grid (t, h, w) is t grids (1, h, w),
+    one per run of video tokens, each frame numbered as an image (second_per_grid_ts unread)."""
     return mrope_positions_by(
         mm_token_type_ids,
         image_grid_thw,
@@ -351,6 +360,7 @@ def mrope_position_ids(
         attention_mask,
         spatial_merge_size=spatial_merge_size,
         tokens_per_second=tokens_per_second,
+        frames=validation.choice(frames, MROPE_FRAMES, "frames rule"),
         **MROPE_POSITION_RULES[validation.choice(rule, tuple(MROPE_POSITION_RULES), "rule")],
     )
 
@@ -368,16 +378,20 @@ def mrope_positions_by(
     advance,
     padded,
     delta_counts,
+    frames="whole",
 ):
-    """mrope_position_ids by the choices a rule makes (MROPE_POSITION_RULES' keys): the
-    versions' rules, and the mistakes ports make, are these choices."""
+    """mrope_position_ids by the choices a rule makes (MROPE_POSITION_RULES' keys, and
+    ``frames``): the versions' and models' rules, and the mistakes ports make, are these
+    choices."""
     types = np.asarray(mm_token_type_ids)
     batch, length = types.shape
     mask = np.ones_like(types) if attention_mask is None else np.asarray(attention_mask)
-    grids = {
-        1: iter(np.asarray(image_grid_thw).reshape(-1, 3)),
-        2: iter(np.asarray(video_grid_thw).reshape(-1, 3)),
-    }
+    videos = np.asarray(video_grid_thw).reshape(-1, 3)
+    if frames == "split":  # each frame its own grid (1, h, w)
+        videos = np.repeat(videos, videos[:, 0], axis=0)
+        videos[:, 0] = 1
+        second_per_grid_ts = None
+    grids = {1: iter(np.asarray(image_grid_thw).reshape(-1, 3)), 2: iter(videos)}
     seconds = iter(np.ones(0) if second_per_grid_ts is None else np.asarray(second_per_grid_ts))
     position_ids = np.full((3, batch, length), padded, dtype=np.int64)
     deltas = np.zeros((batch, 1), dtype=np.int64)

@@ -137,6 +137,15 @@ FINDINGS = {
         "video at half-second steps": "exact",
         "left padding": "exact",
     },
+    # Qwen3-VL's and GLM-4V's builders: one code, each video frame a grid between timestamps
+    "transformers Qwen3VLModel.get_rope_index at qwen3-vl-8b": {
+        "video frames between timestamps": "exact",
+        "left padding": "exact",
+    },
+    "transformers Glm4vModel.get_rope_index at glm-4.1v-9b": {
+        "video then image": "exact",
+        "left padding": "exact",
+    },
     "transformers DeepSeek softmax scale at deepseek-v3": {"scale every layer": "within"},
     "transformers DeepSeek softmax scale at deepseek-v2-lite": {"scale every layer": "within"},
     "transformers Cohere2 rotary on sliding layers at command-r7b": {

@@ -1,6 +1,7 @@
-"""The multimodal position builder (Qwen2.5-VL's get_rope_index) as an exact
-integer contract: a correct port conforms bit for bit, each mistake is named, and transformers
-4.57.1's rule, which differs from 5.24's in four places, is named as that version's."""
+"""The multimodal position builders (Qwen2.5-VL's get_rope_index; Qwen3-VL's, Qwen3.5's and
+GLM-4V's, which split a video into a grid per frame) as an exact integer contract: a correct
+port conforms bit for bit, each mistake is named, and transformers 4.57.1's rule for Qwen2.5-VL,
+which differs from 5.24's in four places, is named as that version's."""
 
 import os
 
@@ -39,10 +40,10 @@ def port(**changes):
     return f
 
 
-def judged(function) -> dict:
+def judged(function, preset="qwen2.5-vl-7b") -> dict:
     """{check: (status, detail)}, as the worker reads a pair back (one integer array)."""
     found = {}
-    for case in KIND.cases(configs.preset("qwen2.5-vl-7b").options("mrope_positions")):
+    for case in KIND.cases(configs.preset(preset).options("mrope_positions")):
         positions, deltas = function(*KIND.arguments(case.params))
         packed = np.concatenate([positions.ravel(), deltas.ravel()])
         verdict = KIND.judge(case, Outcome(array=packed))
@@ -159,23 +160,66 @@ def test_check_runs_a_port_through_the_worker(capsys):
 
 def test_a_model_whose_builder_the_kit_does_not_know_is_refused(capsys):
     argv = ["check", f"{TARGETS}:qwen2_5_vl_positions", "--kind", "mrope_positions"]
-    assert compare.main([*argv, "--model", "qwen3-vl-8b"]) == 2
-    assert "the kit checks the position builder of Qwen2.5-VL" in capsys.readouterr().err
+    assert compare.main([*argv, "--model", "llama-3.2-1b"]) == 2
+    assert (
+        "the kit checks the position builders (get_rope_index) of Qwen2.5-VL, Qwen3-VL, "
+        "Qwen3.5 and GLM-4V, not llama-3.2-1b's" in capsys.readouterr().err
+    )
+
+
+# --- Qwen3-VL's, Qwen3.5's and GLM-4V's builder: a grid per video frame ---------------------
+
+
+def test_the_frame_splitting_builder_holds_a_correct_port_and_names_its_mistakes():
+    split = port(frames="split")
+    for preset in ("qwen3-vl-8b", "glm-4.1v-9b", "qwen3.5-27b"):
+        found = judged(split, preset)
+        assert "video frames between timestamps" in found
+        assert all(v == ("conforms", "exact") for v in found.values()), (preset, found)
+    for changes, words in (
+        ({"padded": 1}, "padded slots hold 1, where 5.24 leaves them 0"),
+        ({"delta_counts": "row"}, "each row's delta counted over the padded row, where"),
+    ):
+        status, detail = judged(port(frames="split", **changes), "qwen3-vl-8b")["left padding"]
+        assert status == "differs" and words in detail, detail
+        assert "4.57.1" not in detail  # that version's notes are Qwen2.5-VL's
+    # Qwen2.5-VL's builder on a video between timestamps looks for one grid of frames in one run
+    case = KIND.cases(configs.preset("qwen3-vl-8b").options("mrope_positions"))[1]
+    with pytest.raises(ValueError, match=r"4 video tokens in a row where the grid \(3, 4, 4\)"):
+        port()(*KIND.arguments(case.params))
+
+
+def test_every_token_numbered_as_text_is_named():
+    def as_text(input_ids, types, images, videos, seconds, mask):
+        positions = np.zeros((3, *types.shape), np.int64)
+        for row in range(types.shape[0]):
+            kept = mask[row].astype(bool)
+            positions[:, row, kept] = np.arange(int(kept.sum()))
+        return positions, np.zeros((types.shape[0], 1), np.int64)
+
+    for preset in ("qwen2.5-vl-7b", "glm-4.1v-9b"):
+        status, detail = judged(as_text, preset)["image and text"]
+        assert status == "differs" and "every token numbered as text" in detail, detail
 
 
 def test_the_presets_vision_fields_are_their_classes():
     assert configs.preset("qwen2.5-vl-7b").vision == {
         "spatial_merge_size": 2,
         "tokens_per_second": 2,
+        "frames": "whole",
     }
     bare = configs.from_fields({"model_type": "qwen2_5_vl"}, "bare", "test", reader="kit")
-    from transformers import Qwen2_5_VLConfig
+    from transformers import Glm4vConfig, Qwen2_5_VLConfig, Qwen3VLConfig
 
     theirs = Qwen2_5_VLConfig().vision_config
     assert bare.vision == {
         "spatial_merge_size": theirs.spatial_merge_size,
         "tokens_per_second": theirs.tokens_per_second,
+        "frames": "whole",
     }
+    for preset, config in (("qwen3-vl-8b", Qwen3VLConfig), ("glm-4.1v-9b", Glm4vConfig)):
+        merge = config().vision_config.spatial_merge_size  # the presets give no vision_config
+        assert configs.preset(preset).vision == {"spatial_merge_size": merge, "frames": "split"}
     report = api.check(port(), "mrope_positions", config="qwen2.5-vl-7b", framework="numpy")
     assert report.conforms
 

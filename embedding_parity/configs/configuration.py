@@ -180,8 +180,8 @@ class Configuration:
         if kind == "mrope_positions":
             if self.vision is None:
                 raise UsageError(
-                    f"{flag}: the kit checks the position builder of Qwen2.5-VL "
-                    f"(get_rope_index), not {self.name}'s"
+                    f"{flag}: the kit checks the position builders (get_rope_index) of "
+                    f"Qwen2.5-VL, Qwen3-VL, Qwen3.5 and GLM-4V, not {self.name}'s"
                 )
             if self.vision["spatial_merge_size"] != 2:
                 raise UsageError(
@@ -260,7 +260,10 @@ class Configuration:
         if self.type_vocab_size:
             said.append(f"type_vocab_size {self.type_vocab_size}")
         if self.vision:
-            said.append(", ".join(f"{k} {v}" for k, v in self.vision.items()))
+            read = [f"{k} {v}" for k, v in self.vision.items() if k != "frames"]
+            if self.vision["frames"] == "split":
+                read.append("each video frame a grid of its own")
+            said.append(", ".join(read))
         said += _attention_words(self.attention)
         line = ": ".join(said[:2]) + ("; " + "; ".join(said[2:]) if said[2:] else "")
         return "\n".join([line, *(f"  layer type {t.line()}" for t in self.layer_types)])

@@ -78,19 +78,27 @@ def from_fields(fields: dict, name: str, where: str, reader: str | None = None) 
 
 # The vision fields Qwen2.5-VL's position builder reads (its vision_config's), with their class's
 # defaults (Qwen2-VL's builder takes no seconds per grid: its own contract, not in the kit yet).
-VISION = {"qwen2_5_vl": {"spatial_merge_size": 2, "tokens_per_second": 4}}
+# The position builders the kit checks (get_rope_index, transformers 5.24): the vision_config
+# fields each reads, with its class's defaults, and how it numbers a video's frames
+# (positional.MROPE_FRAMES: Qwen3-VL's, Qwen3.5's and GLM-4V's are one builder).
+VISION = {
+    "qwen2_5_vl": ({"spatial_merge_size": 2, "tokens_per_second": 4}, "whole"),
+    "qwen3_vl": ({"spatial_merge_size": 2}, "split"),
+    "qwen3_5": ({"spatial_merge_size": 2}, "split"),
+    "glm4v": ({"spatial_merge_size": 2}, "split"),
+}
 
 
 def _vision(fields: dict, where: str) -> dict | None:
     """The position builder's settings: vision_config's fields over its class's defaults."""
-    known = VISION.get(fields.get("model_type"))
-    if known is None:
+    if fields.get("model_type") not in VISION:
         return None
+    known, frames = VISION[fields["model_type"]]
     given = checks.mapping(fields.get("vision_config"), "vision_config", where) or {}
     vision = {key: given.get(key, default) for key, default in known.items()}
     for key, value in vision.items():
         checks.integer(value, f"vision_config {key}", where, 1, 1 << 16)
-    return vision
+    return {**vision, "frames": frames}
 
 
 def text_fields(fields: dict, where: str) -> tuple[dict, str | None]:

@@ -175,11 +175,18 @@ CONFIGURED = [
             ("qwen3_vl (its text model)", "qwen3-vl-8b", "qwen3_vl_8b"),
         )
     ),
-    _configured(
-        "transformers Qwen2_5_VLModel.get_rope_index at qwen2.5-vl-7b",
-        "transformers_layered:qwen2_5_vl_rope_index",
-        "mrope_positions",
-        "qwen2.5-vl-7b",
+    *(
+        _configured(
+            f"transformers {model}.get_rope_index at {preset}",
+            f"transformers_layered:{function}",
+            "mrope_positions",
+            preset,
+        )
+        for model, preset, function in (
+            ("Qwen2_5_VLModel", "qwen2.5-vl-7b", "qwen2_5_vl_rope_index"),
+            ("Qwen3VLModel", "qwen3-vl-8b", "qwen3_vl_rope_index"),
+            ("Glm4vModel", "glm-4.1v-9b", "glm4v_rope_index"),
+        )
     ),
     *(
         _configured(
@@ -573,6 +580,10 @@ COLUMNS = (
 )
 
 
+# The kinds whose every check is of values (no dtypes, positions or layouts): the "values" cell.
+VALUE_KINDS = ("mrope_positions", "attention_scale")
+
+
 def cells(record: dict) -> dict:
     """The row's cell in each column: ✓ or ✗ and a few words, "—" where the column does not apply."""
     if "missing" in record:
@@ -580,7 +591,7 @@ def cells(record: dict) -> dict:
     checks = record["report"]["checks"]
     out = {}
     for column in (*COLUMNS[:5], "values"):
-        out[column] = _cell([c for c in checks if in_column(column, c)])
+        out[column] = _cell([c for c in checks if in_column(column, c, record["kind"])])
     layout = [c for c in checks if in_column("layout", c)]
     if record["kind"] in ("rope", "sinusoidal"):
         shown = re.search(r"(interleaved|concat) layout", layout[0]["detail"]) if layout else None
@@ -593,9 +604,12 @@ def cells(record: dict) -> dict:
     return {c: out[c] for c in COLUMNS}
 
 
-def in_column(column: str, check: dict) -> bool:
-    """Whether ``check`` (a report's record of one) is one the matrix reads for ``column``."""
+def in_column(column: str, check: dict, kind: str | None = None) -> bool:
+    """Whether ``check`` (a report's record of one, of a row of ``kind``) is one the matrix reads
+    for ``column``."""
     name = check["check"]
+    if kind in VALUE_KINDS:
+        return column == "values"
     if column in COLUMNS[:4]:
         return name.endswith(" " + column) and not name.startswith("long")
     if column == "long positions":

@@ -288,11 +288,16 @@ def _matrix_row(record: dict) -> dict:
         return {**row, "missing": record["missing"]}
     # Only the checks some cell shows, each once; a cell holds their indices.
     shown = [
-        c for c in record["report"]["checks"] if any(known.in_column(k, c) for k in known.COLUMNS)
+        c
+        for c in record["report"]["checks"]
+        if any(known.in_column(k, c, record["kind"]) for k in known.COLUMNS)
     ]
     words = known.cells(record)
     row["cells"] = [
-        {"text": words[k], "checks": [i for i, c in enumerate(shown) if known.in_column(k, c)]}
+        {
+            "text": words[k],
+            "checks": [i for i, c in enumerate(shown) if known.in_column(k, c, record["kind"])],
+        }
         for k in known.COLUMNS
     ]
     row["checks"] = [_check(c) for c in shown]

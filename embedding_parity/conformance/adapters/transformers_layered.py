@@ -207,6 +207,47 @@ def qwen2_5_vl_rope_index(input_ids, types, images, videos, seconds, mask):
     )
 
 
+@functools.cache
+def _split_frames_model(name: str):
+    """Qwen3VLModel or Glm4vModel with tiny layers and their class's vision_config (the presets
+    give none): the builder reads only spatial_merge_size."""
+    from transformers import Glm4vConfig, Qwen3VLConfig
+    from transformers.models.glm4v.modeling_glm4v import Glm4vModel
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
+
+    config_class, model_class = {
+        "qwen3_vl": (Qwen3VLConfig, Qwen3VLModel),
+        "glm4v": (Glm4vConfig, Glm4vModel),
+    }[name]
+    tiny = {"hidden_size": 16, "intermediate_size": 16, "num_attention_heads": 2}
+    text = {**tiny, "num_key_value_heads": 1, "num_hidden_layers": 1}
+    vision = {**tiny, "depth": 1, "num_heads": 2, "out_hidden_size": 16}
+    if name == "qwen3_vl":  # its deepstack taps no layer of the tiny tower
+        text["head_dim"] = 8
+        text["rope_parameters"] = {"rope_type": "default", "mrope_section": [2, 1, 1]}
+        vision["deepstack_visual_indexes"] = []
+    return model_class(config_class(text_config=text, vision_config=vision)).eval()
+
+
+def _split_frames_rope_index(name: str):
+    """The model's get_rope_index (no second_per_grid_ts: it splits each video into frames)."""
+
+    def f(input_ids, types, images, videos, seconds, mask):
+        return _split_frames_model(name).get_rope_index(
+            input_ids,
+            types,
+            images if len(images) else None,
+            videos if len(videos) else None,
+            mask,
+        )
+
+    return f
+
+
+qwen3_vl_rope_index = _split_frames_rope_index("qwen3_vl")
+glm4v_rope_index = _split_frames_rope_index("glm4v")
+
+
 # --- the scale of q . k: f(positions, layer) -> (T,) float64 ---------------------------------
 
 

@@ -1,14 +1,17 @@
 """mrope_positions: f(input_ids, mm_token_type_ids, image_grid_thw, video_grid_thw,
 second_per_grid_ts, attention_mask) -> (position_ids (3, B, T), rope_deltas (B, 1)), exact.
 
-The position builder of a multimodal model (Qwen2.5-VL's ``get_rope_index``):
-the t, h and w rows M-RoPE turns each token by, and each row's decode delta. Text counts on;
-an image or video grid of (t, h, w) patches, merged by spatial_merge_size, numbers its tokens
-t = start + floor(frame * tokens_per_second * second_per_grid_t), h = start + row, w = start +
-column; padding is skipped. Integers, so the verdict is exact. The reference is transformers
-5.24's rule (``backends.positional.mrope_position_ids``); 4.57.1's, which differs in four
-places, is named where a port matches it. A port returns the pair as transformers does; the kit
-reads it back as one integer array, the position ids' elements then the deltas.
+The position builder of a multimodal model (``get_rope_index``): the t, h and w rows M-RoPE
+turns each token by, and each row's decode delta. Text counts on; an image or video grid of
+(t, h, w) patches, merged by spatial_merge_size, numbers its tokens t = start + floor(frame *
+tokens_per_second * second_per_grid_t), h = start + row, w = start + column; padding is
+skipped. Integers, so the verdict is exact. Two builders: Qwen2.5-VL's numbers a video as one
+grid of frames; Qwen3-VL's, Qwen3.5's and GLM-4V's (one code in transformers 5.24) split it into
+a grid per frame, each between its timestamp's text, numbered as an image (the cases follow the
+config's). The reference is transformers 5.24's rule (``backends.positional.mrope_position_ids``);
+Qwen2.5-VL's rule in 4.57.1, which differs in four places, is named where a port matches it. A
+port returns the pair as transformers does; the kit reads it back as one integer array, the
+position ids' elements then the deltas.
 """
 
 from __future__ import annotations
@@ -68,6 +71,40 @@ CASES = (
 )
 
 
+# The builder that splits a video into frames: each case's video tokens are runs of one frame
+# (h / 2 * w / 2 tokens) with the frame's timestamp text between them.
+SPLIT_CASES = (
+    CASES[0],
+    (
+        "video frames between timestamps",
+        "3 frames of 4 x 4, a timestamp token before each: each frame numbered as an image",
+        ([(0, 1), (2, 4), (0, 1), (2, 4), (0, 1), (2, 4), (0, 3)], [(0, 18)]),
+        [],
+        [[3, 4, 4]],
+        [],
+        (0, 0),
+    ),
+    (
+        "video then image",
+        "2 frames of 4 x 4 between timestamps, then text and a 4 x 4 image",
+        ([(0, 1), (2, 4), (0, 1), (2, 4), (0, 2), (1, 4), (0, 1)], [(0, 3), (1, 4), (0, 10)]),
+        [[1, 4, 4], [1, 4, 4]],
+        [[2, 4, 4]],
+        [],
+        (0, 0),
+    ),
+    (
+        "left padding",
+        "row 0 padded by 3 on the left: padded slots, and each row's decode delta",
+        ([(0, 2), (1, 6), (0, 2)], [(0, 1), (2, 4), (0, 1), (2, 4), (0, 3)]),
+        [[1, 4, 6]],
+        [[2, 4, 4]],
+        [],
+        (3, 0),
+    ),
+)
+BUILDERS = {"whole": CASES, "split": SPLIT_CASES}
+
 # The mistakes' names (the first three are transformers 4.57.1's rule, one change at a time)
 CAST = (
     "second_per_grid_t cast to an integer before the multiply (transformers 4.57.1; PR "
@@ -81,6 +118,10 @@ DELTA = (
     "each row's delta counted over the padded row (transformers 4.57.1), where 5.24 counts the "
     "row's tokens: a left-padded row decodes at the wrong position"
 )
+TEXT_ONLY = (
+    "every token numbered as text, 0, 1, 2, ... (vLLM #14790's GLM-4V: [0..9] where the "
+    "builder gives the grid its t, h and w rows)"
+)
 OLDER = (
     "transformers 4.57.1's rule (the step cast to an integer first, the text after a video at "
     "the grid's largest position + 1, padded slots 1, the delta over the padded row): the port "
@@ -93,32 +134,34 @@ class MropePositions(Kind):
     contract = (
         "f(input_ids, mm_token_type_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, "
         "attention_mask) -> (position_ids (3, B, T), rope_deltas (B, 1)): Qwen2.5-VL's "
-        "get_rope_index, exact integers"
+        "get_rope_index (or, with a Qwen3-VL, Qwen3.5 or GLM-4V config, theirs), exact integers"
     )
 
     def cases(self, options):
-        merge = options.get("spatial_merge_size", 2)
-        tokens_per_second = options.get("tokens_per_second", 2)
-        setting = f"spatial_merge_size {merge}, tokens_per_second {tokens_per_second}"
+        frames = options.get("frames", "whole")
+        params = {"merge": options.get("spatial_merge_size", 2), "frames": frames}
+        if frames == "whole":
+            params["tokens_per_second"] = options.get("tokens_per_second", 2)
         return [
-            Case(
-                check,
-                f"{tried}; {setting}",
-                {"case": n, "merge": merge, "tokens_per_second": tokens_per_second},
-            )
-            for n, (check, tried, *_) in enumerate(CASES)
+            Case(check, f"{tried}; {_setting(params)}", {"case": n, **params})
+            for n, (check, tried, *_) in enumerate(BUILDERS[frames])
         ]
 
     def describe(self, options):
-        merge = options.get("spatial_merge_size", 2)
-        tokens_per_second = options.get("tokens_per_second", 2)
+        frames = options.get("frames", "whole")
+        params = {"merge": options.get("spatial_merge_size", 2), "frames": frames}
+        if frames == "whole":
+            params["tokens_per_second"] = options.get("tokens_per_second", 2)
+            return f"{self.contract}, {_setting(params)} (transformers 5.24's rule)"
         return (
-            f"{self.contract}, spatial_merge_size {merge}, tokens_per_second {tokens_per_second} "
-            "(transformers 5.24's rule)"
+            "f(input_ids, mm_token_type_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, "
+            "attention_mask) -> (position_ids (3, B, T), rope_deltas (B, 1)): Qwen3-VL's, "
+            f"Qwen3.5's and GLM-4V's get_rope_index, {_setting(params)} (transformers 5.24's "
+            "rule; second_per_grid_ts unread), exact integers"
         )
 
     def arguments(self, params):
-        _, _, rows, images, videos, seconds, pads = CASES[params["case"]]
+        _, _, rows, images, videos, seconds, pads = _case(params)
         types = _types(rows, pads)
         ids = np.where(types == 1, IMAGE, np.where(types == 2, VIDEO, TEXT))
         starts = (types[:, 1:] != 0) & (types[:, :-1] == 0)  # the token before each grid
@@ -146,7 +189,8 @@ class MropePositions(Kind):
             seconds,
             mask,
             spatial_merge_size=params["merge"],
-            tokens_per_second=params["tokens_per_second"],
+            tokens_per_second=params.get("tokens_per_second", 1),
+            frames=params.get("frames", "whole"),
             **rule,
         )
         return _packed(positions, deltas)
@@ -169,21 +213,41 @@ class MropePositions(Kind):
         return differs(f"{first}; {named}" if named else first)
 
     def mistakes(self, params):
-        old = positional.MROPE_POSITION_RULES["transformers 4.57.1"]
-        found = [
-            (CAST, self.reference(params, step_cast_first=True)),
-            (ADVANCE, self.reference(params, advance="grid max + 1")),
+        padded, delta = (
             (
-                "padded slots hold 1 (transformers 4.57.1), where 5.24 leaves them 0",
+                "padded slots hold 1, where 5.24 leaves them 0",
                 self.reference(params, padded=1),
             ),
             (DELTA, self.reference(params, delta_counts="row")),
-            ("constant temporal ids (transformers 5.3.0, #45381)", self._constant_t(params)),
+        )
+        found = [
             ("row 0's decode delta for every row (mlx-vlm PR #1095)", self._one_delta(params)),
-            (OLDER, self.reference(params, **old)),
+            (TEXT_ONLY, self._as_text(params)),
         ]
+        if params.get("frames", "whole") == "split":  # the version notes are Qwen2.5-VL's
+            delta = (DELTA.replace(" (transformers 4.57.1)", ""), delta[1])
+            found += [padded, delta]
+        else:
+            old = positional.MROPE_POSITION_RULES["transformers 4.57.1"]
+            found += [
+                (CAST, self.reference(params, step_cast_first=True)),
+                (ADVANCE, self.reference(params, advance="grid max + 1")),
+                (padded[0].replace(",", " (transformers 4.57.1),", 1), padded[1]),
+                delta,
+                ("constant temporal ids (transformers 5.3.0, #45381)", self._constant_t(params)),
+                (OLDER, self.reference(params, **old)),
+            ]
         expected = self.reference(params)
         return [(name, result) for name, result in found if not np.array_equal(result, expected)]
+
+    def _as_text(self, params):
+        """Every token numbered as text: 0, 1, 2, ... along the row's tokens, deltas 0."""
+        _, types, *_, mask = self.arguments(params)
+        positions = np.zeros((3, *types.shape), np.int64)
+        for row in range(types.shape[0]):
+            kept = mask[row].astype(bool)
+            positions[:, row, kept] = np.arange(int(kept.sum()))
+        return _packed(positions, np.zeros((types.shape[0], 1), np.int64))
 
     def _constant_t(self, params):
         """Every frame of a grid at the grid's start (its temporal row never advancing)."""
@@ -219,6 +283,17 @@ class MropePositions(Kind):
 
     def most_elements(self, params):
         return int(np.size(self.reference(params)))
+
+
+def _case(params) -> tuple:
+    return BUILDERS[params.get("frames", "whole")][params["case"]]
+
+
+def _setting(params) -> str:
+    said = f"spatial_merge_size {params['merge']}"
+    if params["frames"] == "split":
+        return f"{said}, each video frame a grid of its own"
+    return f"{said}, tokens_per_second {params['tokens_per_second']}"
 
 
 def _types(rows, pads) -> np.ndarray:
