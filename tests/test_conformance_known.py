@@ -147,6 +147,12 @@ FINDINGS = {
         "left padding": "exact",
     },
     "transformers DeepSeek softmax scale at deepseek-v3": {"scale every layer": "within"},
+    # its NoPE layers' temperature from positions.float(): float32's precision, where the
+    # contract is the formula in float64
+    "transformers Llama4TextAttention temperature at llama-4-scout": {
+        "scale chunked_attention": "within tolerance",
+        "scale full_attention": "computed in float32 (transformers' positions.float())",
+    },
     "transformers DeepSeek softmax scale at deepseek-v2-lite": {"scale every layer": "within"},
     "transformers Cohere2 rotary on sliding layers at command-r7b": {
         "rotation full_attention float16": "bit-identical",

@@ -201,6 +201,12 @@ CONFIGURED = [
         )
     ),
     _configured(
+        "transformers Llama4TextAttention temperature at llama-4-scout",
+        "transformers_layered:llama_4_scout_scale",
+        "attention_scale",
+        "llama-4-scout",
+    ),
+    _configured(
         "transformers Gemma scaled embedding at gemma-7b",
         "transformers_configured:gemma_embedding",
         "lookup",

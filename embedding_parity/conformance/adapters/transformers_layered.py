@@ -266,5 +266,61 @@ def _deepseek_scale(preset: str):
     return f
 
 
+class _Seen:
+    """A cache that has seen ``count`` tokens: what Llama 4's attention counts positions from
+    (arange(T) + cache.get_seq_length()), keys and values passed through."""
+
+    def __init__(self, count: int):
+        self.count = count
+
+    def get_seq_length(self, layer_idx=0):
+        return self.count
+
+    def update(self, key, value, layer_idx, **kwargs):
+        return key, value
+
+
+def _llama4_scale():
+    """Llama 4's factor of q . k at a position and layer, from Llama4TextAttention itself: the
+    query and ``scaling`` its forward hands the attention function (captured through a
+    registered one), the query with temperature tuning on divided by the same with it off (an
+    identity q_proj on ones: the ratio is the temperature as the module computes it, 1 where it
+    does not tune). One token a call, after a cache of p tokens: the position the module gives
+    it. The projections' widths, which the scale does not read, made one head wide."""
+    from transformers import AttentionInterface
+    from transformers.models.llama4.modeling_llama4 import Llama4TextAttention
+
+    captured = {}
+
+    def capture(module, query, key, value, attention_mask, scaling=None, **kwargs):
+        captured["query"], captured["scaling"] = query.detach().clone(), scaling
+        return torch.zeros_like(query).transpose(1, 2), None
+
+    AttentionInterface.register("embedding_parity_capture", capture)
+    config = _config("llama-4-scout")
+    config.hidden_size, config.num_attention_heads = config.head_dim, 1
+    config.num_key_value_heads = 1
+    config._attn_implementation = "embedding_parity_capture"
+
+    def query(attention, position, tuned):
+        attention.attn_temperature_tuning = tuned
+        ones = torch.ones(1, 1, config.head_dim)
+        turn = torch.ones(1, 1, config.head_dim // 2, dtype=torch.complex64)  # RoPE at angle 0
+        attention(ones, turn, None, cache=_Seen(position))
+        return captured["query"][0, 0, 0, 0].item()
+
+    def f(positions, layer):
+        attention = Llama4TextAttention(config, int(layer))
+        with torch.no_grad():
+            attention.q_proj.weight.copy_(torch.eye(config.head_dim))
+            scales = [
+                query(attention, int(p), True) / query(attention, int(p), False) for p in positions
+            ]
+        return torch.tensor(scales, dtype=torch.float64) * captured["scaling"]
+
+    return f
+
+
+llama_4_scout_scale = _llama4_scale()
 deepseek_v3_scale = _deepseek_scale("deepseek-v3")
 deepseek_v2_lite_scale = _deepseek_scale("deepseek-v2-lite")
