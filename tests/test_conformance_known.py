@@ -163,6 +163,12 @@ FINDINGS = {
     "keras-hub RotaryEmbedding linear at gemma-3-4b full_attention (jax)": {
         "long positions full_attention float32": "within tolerance"
     },
+    # keras-hub's converter from a transformers checkpoint, then its backbone: each layer type
+    "keras-hub Gemma3Backbone's layers at gemma-3-4b (jax)": {
+        "rotation sliding_attention float32": "within tolerance",
+        "long positions full_attention bfloat16": "within tolerance",
+        "layer map float32": "within tolerance",
+    },
     "keras-hub RotaryEmbedding dynamic at llama-2-7b-dynamic (jax)": {
         "rotation float32": "static (keras-hub's rope_type 'dynamic')"
     },

@@ -108,6 +108,15 @@ CONFIGURED = [
         "gemma-3-4b",
         layer="full_attention",
     ),
+    Row(
+        "keras-hub Gemma3Backbone's layers at gemma-3-4b (jax)",
+        ("keras-hub", "keras"),
+        "keras_hub_layers:gemma3_backbone_gemma_3_4b",
+        "rope",
+        "jax",
+        _keras("jax"),
+        "gemma-3-4b",
+    ),
     *(
         Row(
             f"keras-hub {layer} at {preset} (jax)",

@@ -1,6 +1,9 @@
 """keras-hub's layers under Keras 3, whichever backend KERAS_BACKEND names (one process each:
 Keras picks its backend at import); its RotaryEmbedding at each rope_type it has (linear,
-dynamic, yarn), and its Llama 3 and Phi-3 rotary layers, at the presets' configurations."""
+dynamic, yarn), its Llama 3 and Phi-3 rotary layers, at the presets' configurations; and
+Gemma 3's layers as its backbone rotates them."""
+
+import functools
 
 import numpy as np
 from keras import ops
@@ -14,6 +17,7 @@ from keras_hub.src.models.llama.llama_rotary_embedding import LlamaRotaryEmbeddi
 from keras_hub.src.models.phi3.phi3_rotary_embedding import Phi3SuScaledRotaryEmbedding
 
 from embedding_parity import configs
+from embedding_parity.configs.presets import PRESETS
 
 
 def _dtype(array) -> str:
@@ -61,6 +65,34 @@ def _rope_type_at(preset: str):
         return _rotate(RotaryEmbedding(**options, dtype=_dtype(x)), x, positions)
 
     return f
+
+
+@functools.cache
+def _gemma3_ropes(preset: str) -> list:
+    """(max_wavelength, scaling_factor) of each layer's rotation, as keras-hub builds Gemma 3
+    from a checkpoint's config.json: its convert_backbone_config (keras_hub's transformers
+    converter) on the preset's text config as transformers 5.24 writes it (save_pretrained's
+    to_dict: every field, the rotation keyed by layer type), then Gemma3Backbone; the widths,
+    which the rotation does not read, made small."""
+    from keras_hub.src.models.gemma3.gemma3_backbone import Gemma3Backbone
+    from keras_hub.src.utils.transformers.convert_gemma3 import convert_backbone_config
+    from transformers import CONFIG_MAPPING
+
+    fields = PRESETS[preset]["fields"]
+    written = CONFIG_MAPPING[fields["model_type"]].from_dict(fields).get_text_config().to_dict()
+    small = {"hidden_dim": 8, "intermediate_dim": 8, "num_query_heads": 1}
+    small |= {"num_key_value_heads": 1, "vocabulary_size": 16}
+    backbone = Gemma3Backbone(**{**convert_backbone_config(written), **small})
+    ropes = [block.attention.rope_layer for block in backbone.transformer_layers]
+    return [(rope.max_wavelength, rope.scaling_factor) for rope in ropes]
+
+
+def gemma3_backbone_gemma_3_4b(x, positions, layer):
+    """f(x, positions, layer): layer's rotation as Gemma3Attention makes it,
+    RotaryEmbedding(max_wavelength, scaling_factor) in x's dtype."""
+    wavelength, factor = _gemma3_ropes("gemma-3-4b")[int(layer)]
+    rope = RotaryEmbedding(max_wavelength=wavelength, scaling_factor=factor, dtype=_dtype(x))
+    return _rotate(rope, x, positions)
 
 
 rotary_linear_gemma_3_4b = _rope_type_at("gemma-3-4b")
