@@ -116,20 +116,30 @@ def wavelengths(config, stop: int):
 
 def _layer_wavelengths(config):
     """Each layer type's wavelengths on one axis (left), and which layer rotates by which type
-    (right): Gemma 3's sliding layers at 10 000 beside every sixth at 1e6 stretched by 8."""
+    (middle): Gemma 3's sliding layers at 10 000 beside every sixth at 1e6 stretched by 8;
+    Gemma 4's proportional slots that stand still named. Llama 4's query temperature on its
+    NoPE layers against the position (right), where the config tunes it."""
     types = config.layer_types
     count = sum(len(t.layers) for t in types)
+    temperature = (config.attention or {}).get("temperature")
 
     def draw(subfigure):
-        left, right = subfigure.subplots(1, 2, width_ratios=[1.3, 1])
+        ratios = [1.3, 0.7, 1.0] if temperature else [1.3, 1.0]
+        panels = subfigure.subplots(1, len(ratios), width_ratios=ratios)
+        left, right = panels[:2]
         for n, layer_type in enumerate(types):
-            label = f"{layer_type.name} ({len(layer_type.layers)} layers): {layer_type.rule()}"
+            label = (
+                f"{layer_type.name} ({len(layer_type.layers)} layers): {_short_rule(layer_type)}"
+            )
             if not layer_type.rotates:
                 left.plot([], [], "s", color=f"C{n}", label=label)  # NoPE: named, no curve
                 continue
-            rotated = layer_type.rotary_dim or config.head_dim
+            rotated = layer_type.rotary_dim or layer_type.head_dim or config.head_dim
             w, _ = positional.rope_parameters(rotated, layer_type.rope_theta, layer_type.scaling)
-            left.plot(np.arange(len(w)), 2 * np.pi / w, f"C{n}-", lw=2, label=label)
+            turning = np.flatnonzero(w)  # the proportional rule's other slots stand still
+            if len(turning) < len(w):
+                label += f"; pairs {len(turning)}..{len(w) - 1} stand still (w = 0)"
+            left.plot(turning, 2 * np.pi / w[turning], f"C{n}-", lw=2, label=label)
         if config.max_position_embeddings:
             left.axhline(
                 config.max_position_embeddings,
@@ -157,10 +167,49 @@ def _layer_wavelengths(config):
         right.set(
             yticks=[],
             xlabel=f"layer (0 .. {count - 1})",
-            title="each layer's type (colours as on the left)",
+            title="each layer's type\n(colours as on the left)",
         )
+        if temperature:
+            _temperature(panels[2], config, temperature, types)
 
     return draw
+
+
+def _short_rule(layer_type) -> str:
+    """A layer type's rule in a legend's few words: its base, rule name and head width."""
+    if not layer_type.rotates:
+        return "NoPE"
+    rule = "no scaling" if layer_type.scaling is None else layer_type.scaling["rope_type"]
+    width = f", head_dim {layer_type.head_dim}" if layer_type.head_dim else ""
+    return f"base {layer_type.rope_theta:g}, {rule}{width}"
+
+
+def _temperature(axis, config, temperature, types):
+    """Llama 4's query temperature 1 + attn_scale log1p(floor((p + 1) / floor_scale)) on its
+    NoPE layers against the position p, 1 on its RoPE layers: a step every floor_scale."""
+    longest = config.max_position_embeddings or 100 * temperature["floor_scale"]
+    p = np.unique(np.geomspace(1, longest, 4000).astype(np.int64))
+    steps = np.floor((p + 1) / temperature["floor_scale"])
+    for n, layer_type in enumerate(types):
+        tuned = not layer_type.rotates
+        value = 1 + temperature["attn_scale"] * np.log1p(steps) if tuned else np.ones(len(p))
+        label = f"{layer_type.name} ({'NoPE: tuned' if tuned else 'RoPE: 1'})"
+        axis.step(p, value, where="post", color=f"C{n}", lw=2, label=label)
+    axis.axvline(temperature["floor_scale"], color="grey", ls="-.", lw=1)
+    axis.text(
+        temperature["floor_scale"] * 1.15,
+        1.01,
+        f"floor_scale {temperature['floor_scale']}",
+        fontsize=8,
+    )
+    axis.set(
+        xscale="log",
+        xlabel="query position p",
+        ylabel="factor on the query",
+        title=f"query temperature: 1 + {temperature['attn_scale']:g} log1p(floor(\n(p + 1) / "
+        f"{temperature['floor_scale']})) on the NoPE layers",
+    )
+    axis.legend(fontsize=7, loc="upper left")
 
 
 def _mrope_map(axis, config):
