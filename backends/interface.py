@@ -36,6 +36,12 @@ scale_grad_by_freq=False)``
     "longrope", "llama3"), the first rotary_dim dims turned. mrope {"layout", "section"}:
     multimodal RoPE at positions (3, T), the t, h and w rows, each frequency slot turned by
     its row (chunked slots: Qwen2-VL; interleaved: Qwen3-VL).
+``apply_layer_rope(x, positions, layer_type, *, layers)``
+    A model whose layers rotate differently (Gemma 3's sliding and global layers, Gemma 4's
+    proportional rule, SmolLM3's NoPE layers): ``layers`` maps each layer type's name to its
+    ``apply_rope`` options ({"base", "layout", "scaling", "rotary_dim"}), or None for a type
+    that is not rotated, whose x comes back as it is. torch's ``LayerTypesRotaryEmbedding``
+    keeps a rotary module, with its ``inv_freq`` buffer, per type.
 ``alibi_slopes(num_heads, *, dtype)``
     ALiBi's (num_heads,) slopes 2**(-8i/n) (Press et al. 2022), with BLOOM's rule for a
     head count that is not a power of two.

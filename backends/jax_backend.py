@@ -507,6 +507,18 @@ def _rope(params, x: jax.Array, positions: jax.Array, layout: str) -> jax.Array:
     return jnp.concatenate([turned, rest], axis=-1)
 
 
+def apply_layer_rope(x, positions, layer_type: str, *, layers: dict) -> jax.Array:
+    """x (..., T, head_dim) rotated by its layer type's rule: ``layers`` maps each type to its
+    apply_rope options (each type's constants a params pytree of its own for the jitted
+    rotation), None for a type that is not rotated (returned as it is)."""
+    rope = validation.check_layer_rope(layers, layer_type)
+    if rope is None:
+        x = x if isinstance(x, jax.Array) else jnp.asarray(validation.native(np.asarray(x)))
+        validation.check_float_dtype(np.dtype(x.dtype).name, "x")
+        return x
+    return apply_rope(x, positions, **rope)
+
+
 def alibi_slopes(num_heads: int, *, dtype="float32") -> jax.Array:
     """(num_heads,) ALiBi slopes 2**(-8i/n), with BLOOM's rule for n not a power of two."""
     dtype = validation.resolve_dtype(dtype)

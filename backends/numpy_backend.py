@@ -265,6 +265,17 @@ def apply_rope(
     return np.concatenate([turned, rest], axis=-1) if rest.shape[-1] else turned
 
 
+def apply_layer_rope(x, positions, layer_type: str, *, layers: dict) -> np.ndarray:
+    """x (..., T, head_dim) rotated by its layer type's rule: ``layers`` maps each type to its
+    apply_rope options, None for a type that is not rotated (returned as it is, a copy)."""
+    rope = validation.check_layer_rope(layers, layer_type)
+    if rope is None:
+        x = validation.native(np.asarray(x))
+        validation.check_float_dtype(x.dtype.name, "x")
+        return x.copy()
+    return apply_rope(x, positions, **rope)
+
+
 def alibi_slopes(num_heads: int, *, dtype="float32") -> np.ndarray:
     """(num_heads,) ALiBi slopes 2**(-8i/n), with BLOOM's rule for n not a power of two."""
     dtype = validation.resolve_dtype(dtype)

@@ -387,6 +387,49 @@ def apply_rope(
     return rope(x, positions)
 
 
+class LayerTypesRotaryEmbedding(nn.Module):
+    """A rotation per layer type, as transformers' Gemma3RotaryEmbedding keeps an inv_freq
+    buffer per type: a RotaryEmbedding for each rotating type (its buffer
+    ``rotations[type].inv_freq``), forward(x, positions, layer_type); a type that is not
+    rotated (None in ``layers``) returns x as it is. ``head_dim``: one width, or each type's
+    (Gemma 4's full-attention heads are 512 where its sliding ones are 256)."""
+
+    def __init__(self, head_dim: int | dict, layers: dict):
+        super().__init__()
+        widths = head_dim if isinstance(head_dim, dict) else dict.fromkeys(layers, head_dim)
+        rules = {name: validation.check_layer_rope(layers, name) for name in layers}
+        self.layers = dict(layers)
+        self.rotations = nn.ModuleDict(
+            {
+                name: RotaryEmbedding(widths[name], **rope)
+                for name, rope in rules.items()
+                if rope is not None
+            }
+        )
+
+    def forward(self, x: torch.Tensor, positions, layer_type: str) -> torch.Tensor:
+        if validation.check_layer_rope(self.layers, layer_type) is None:
+            validation.check_float_dtype(str(x.dtype).removeprefix("torch."), "x")
+            return x
+        return self.rotations[layer_type](x, positions)
+
+
+def apply_layer_rope(x, positions, layer_type: str, *, layers: dict) -> torch.Tensor:
+    """x (..., T, head_dim) rotated by its layer type's rule (``LayerTypesRotaryEmbedding``):
+    ``layers`` maps each type to its apply_rope options, None for a type not rotated."""
+    validation.check_layer_rope(layers, layer_type)
+    if not isinstance(x, torch.Tensor):
+        x = np.asarray(x)
+        validation.check_float_dtype(x.dtype.name, "x")
+        x = _as_tensor(x)
+    if x.dim() < 2:
+        raise ValueError(
+            f"x must be (..., T, dim), got shape {tuple(x.shape)}: add a sequence axis"
+        )
+    only = {layer_type: layers[layer_type]}  # the other types' widths may differ from x's
+    return LayerTypesRotaryEmbedding(x.shape[-1], only)(x, positions, layer_type)
+
+
 def alibi_slopes(num_heads: int, *, dtype="float32") -> torch.Tensor:
     """(num_heads,) ALiBi slopes 2**(-8i/n), with BLOOM's rule for n not a power of two."""
     dtype = validation.resolve_dtype(dtype)

@@ -489,6 +489,34 @@ def check_mrope(section, mrope_layout: str, rotary_dim: int) -> tuple[int, int, 
     return tuple(int(n) for n in section)
 
 
+ROPE_OPTIONS = ("base", "layout", "scaling", "rotary_dim")
+
+
+def check_layer_rope(layers, layer_type) -> dict | None:
+    """apply_layer_rope's rotation per layer type: ``layers`` maps each type's name to its
+    apply_rope options (ROPE_OPTIONS) or None for a type that is not rotated (NoPE). The
+    options of ``layer_type``, None for NoPE; ValueError naming the model's types for another."""
+    if not isinstance(layers, dict) or not layers:
+        raise TypeError(
+            "layers must map each layer type's name to its apply_rope options (or None for a "
+            f"NoPE type), e.g. {{'sliding_attention': {{'base': 10000.0}}}}, got {layers!r}"
+        )
+    if layer_type not in layers:
+        raise ValueError(
+            f"layer type {layer_type!r} is not one of this model's: {', '.join(map(str, layers))}"
+        )
+    rope = layers[layer_type]
+    if rope is not None and not isinstance(rope, dict):
+        raise TypeError(f"layers[{layer_type!r}] must be a dict of apply_rope options or None")
+    unknown = sorted(set(rope or {}) - set(ROPE_OPTIONS))
+    if unknown:
+        raise ValueError(
+            f"layers[{layer_type!r}] has {unknown}: a layer type's rotation takes "
+            f"{', '.join(ROPE_OPTIONS)}"
+        )
+    return rope
+
+
 def check_mrope_rope(shape, positions, base, layout, scaling, rotary_dim, mrope):
     """Arguments of apply_rope with ``mrope`` ({"layout": "chunked" or "interleaved",
     "section": (t, h, w)}): positions (3, T), the t, h and w rows, each checked as apply_rope's

@@ -11,6 +11,7 @@ import os
 import numpy as np
 import pytest
 
+import backends
 import compare
 from backends import positional
 from embedding_parity import configs
@@ -546,3 +547,58 @@ def test_qk_calls_reach_the_layer_map_too():
 )
 def test_gemma3_rope_parameters_the_class_completes(rope_parameters):
     both({"model_type": "gemma3_text", "num_hidden_layers": 6, "rope_parameters": rope_parameters})
+
+
+# --- the library: each layer type's rule on every backend ---------------------------------
+
+LAYERS = {  # Gemma 4's two rules and a NoPE type
+    "sliding_attention": {"base": 10000.0},
+    "full_attention": {"base": 1e6, "scaling": PROPORTIONAL},
+    "nope": None,
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_apply_layer_rope_runs_each_types_rule_on_every_backend(backend, dtype):
+    rng = np.random.default_rng(7)
+    positions = rng.permutation(4000)[:12]
+    for layer_type, width in (("sliding_attention", 32), ("full_attention", 64), ("nope", 16)):
+        x = rng.standard_normal((3, 12, width)).astype(backends.DTYPES[dtype])
+        y = backend.to_numpy(backend.apply_layer_rope(x, positions, layer_type, layers=LAYERS))
+        assert y.dtype == x.dtype
+        if LAYERS[layer_type] is None:  # NoPE: x as it is, bit for bit
+            np.testing.assert_array_equal(y, x)
+            continue
+        rope = LAYERS[layer_type]
+        expected = positional.apply_rope(x, positions, **rope)
+        bound = positional.rope_bound(x, positions, **rope, dtype=dtype)
+        assert np.all(np.abs(y.astype(np.float64) - expected) <= bound), layer_type
+
+
+def test_apply_layer_rope_refuses_a_type_the_model_lacks_alike_everywhere(backend):
+    x = np.zeros((2, 8), np.float32)
+    with pytest.raises(
+        ValueError,
+        match="layer type 'chunked_attention' is not one of this "
+        "model's: sliding_attention, full_attention, nope",
+    ):
+        backend.apply_layer_rope(x, np.arange(2), "chunked_attention", layers=LAYERS)
+    with pytest.raises(ValueError, match=r"layers\['nope'\] has \['theta'\]"):
+        backend.apply_layer_rope(x, np.arange(2), "nope", layers={"nope": {"theta": 1.0}})
+
+
+def test_torchs_module_keeps_a_buffer_per_rotating_layer_type():
+    import torch
+
+    module = backends.get("torch").LayerTypesRotaryEmbedding(
+        {"sliding_attention": 256, "full_attention": 512, "nope": 64}, LAYERS
+    )
+    buffers = dict(module.named_buffers())
+    assert set(buffers) == {
+        "rotations.sliding_attention.inv_freq",
+        "rotations.full_attention.inv_freq",
+    }
+    full = buffers["rotations.full_attention.inv_freq"]
+    assert full.shape == (256,) and int(torch.count_nonzero(full)) == 64
+    x = torch.randn(2, 5, 64)
+    assert module(x, torch.arange(5), "nope") is x

@@ -213,6 +213,23 @@ class Configuration:
         named = {"name": layer_type.name, "layers": list(layer_type.layers)}
         return {**named, "why": layer_type.why, "rope": rope}
 
+    def rope_by_layer_type(self) -> dict:
+        """The backends' ``apply_layer_rope`` layers: each layer type's apply_rope options, None
+        for a type that is not rotated (its head width: ``LayerType.head_dim`` or head_dim)."""
+        return {
+            t.name: (
+                {
+                    "base": t.rope_theta,
+                    "layout": self.layout,
+                    "scaling": t.scaling,
+                    "rotary_dim": t.rotary_dim,
+                }
+                if t.rotates
+                else None
+            )
+            for t in self.layer_types
+        }
+
     def layer_type(self, layer: int | str, flag: str = "--config") -> LayerType:
         """The layer type of a layer's index or a type's name; UsageError naming the choices."""
         names = ", ".join(t.name for t in self.layer_types)

@@ -123,32 +123,19 @@ def run_configured_rope(names, config, token_table, token_ids, start: int = 0) -
     """A model's rotation (``configs.Configuration``): each backend's token rows (Gemma's
     scaled by sqrt(hidden_size) rounded first, held bit for bit), the first head_dim dims
     rotated by the config's rule at positions start .. start + T - 1, held element by element
-    to the float64 reference within ``positional.rope_bound``."""
+    to the float64 reference within ``positional.rope_bound``. A model whose layers rotate
+    differently: every layer type's rule (``apply_layer_rope``, each type at its own head
+    width, a NoPE type held to x bit for bit), the results side by side."""
     validation.check_call(token_ids, start, len(token_table), None)
     positions = np.arange(start, start + token_ids.shape[-1])
-    rope = config.rope_options()
-    head = config.head_dim
     if config.embed_scale:
         rows, lookup = positional.scaled_embedding(token_table, token_ids), "ScaledWordEmbedding"
     else:
         rows, lookup = token_table[token_ids], "TokenPositionEmbedding"
-    if config.mrope:  # text tokens: the t, h and w rows equal, each slot at the token's position
-        expected = positional.apply_mrope(
-            rows[..., :head],
-            np.stack([positions] * 3),
-            section=config.mrope[1],
-            mrope_layout=config.mrope[0],
-            base=config.rope_theta,
-            layout=config.layout,
-            rotary_dim=config.rotary_dim,
-        )
-        plain = {k: v for k, v in rope.items() if k != "mrope"}
-        bound = positional.rope_bound(rows[..., :head], positions, **plain, dtype=token_table.dtype)
-        positions = np.stack([positions] * 3)
-    else:
-        expected = positional.apply_rope(rows[..., :head], positions, **rope)
-        bound = positional.rope_bound(rows[..., :head], positions, **rope, dtype=token_table.dtype)
-    rule = "no scaling" if config.scaling is None else config.scaling["rope_type"]
+    turns = _turns(config, rows, positions, token_table.dtype)
+    expected = np.concatenate([turn[3] for turn in turns], axis=-1)
+    bound = np.concatenate([turn[4] for turn in turns], axis=-1)
+    widest = max(turn[1] for turn in turns)
     results = []
     for name in names:
         be = backends.get(name)
@@ -157,14 +144,68 @@ def run_configured_rope(names, config, token_table, token_ids, start: int = 0) -
         else:
             layer = be.TokenPositionEmbedding(token_table, positions="none")
         x = layer(token_ids)
-        rotated = be.to_numpy(be.apply_rope(x[..., :head], positions, **rope))
+        turned = {
+            heading: be.to_numpy(call(be, x[..., :head])) for heading, head, call, *_ in turns
+        }
         x = be.to_numpy(x)
         failures = [] if same_bits(x, rows) else [f"its {lookup} rows are not the reference's bits"]
         heading = "token rows x sqrt(hidden), rounded first" if config.embed_scale else "token rows"
-        panels = {heading: x[..., :head], f"after RoPE ({rule})": rotated}
+        output = np.concatenate(list(turned.values()), axis=-1)
         tolerance = float(bound.max(initial=0))
-        results.append(Result(name, panels, rotated, expected, tolerance, bound, failures))
+        panels = {heading: x[..., :widest], **turned}
+        results.append(Result(name, panels, output, expected, tolerance, bound, failures))
     return results
+
+
+def _turns(config, rows, positions, dtype) -> list[tuple]:
+    """(panel heading, head width, call(be, x), float64 reference, bound) of each rotation the
+    config runs: its rule, or each layer type's."""
+    head = config.head_dim
+    if config.layer_types:
+        layers = config.rope_by_layer_type()
+        turns = []
+        for t in config.layer_types:
+            width = t.head_dim or head
+            x = rows[..., :width]
+            if t.rotates:
+                expected = positional.apply_rope(x, positions, **layers[t.name])
+                bound = positional.rope_bound(x, positions, **layers[t.name], dtype=dtype)
+                rule = "no scaling" if t.scaling is None else t.scaling["rope_type"]
+                heading = f"{t.name} layers\n(base {t.rope_theta:g}, {rule})"
+            else:  # NoPE: x back bit for bit
+                expected, bound = x.astype(np.float64), np.zeros(x.shape)
+                heading = f"{t.name} layers\n(NoPE: x as it is)"
+
+            def call(be, x, name=t.name):
+                return be.apply_layer_rope(x, positions, name, layers=layers)
+
+            turns.append((heading, width, call, expected, bound))
+        return turns
+    rope = config.rope_options()
+    rule = "no scaling" if config.scaling is None else config.scaling["rope_type"]
+    x = rows[..., :head]
+    if config.mrope:  # text tokens: the t, h and w rows equal, each slot at the token's position
+        expected = positional.apply_mrope(
+            x,
+            np.stack([positions] * 3),
+            section=config.mrope[1],
+            mrope_layout=config.mrope[0],
+            base=config.rope_theta,
+            layout=config.layout,
+            rotary_dim=config.rotary_dim,
+        )
+        plain = {k: v for k, v in rope.items() if k != "mrope"}
+        bound = positional.rope_bound(x, positions, **plain, dtype=dtype)
+        at = np.stack([positions] * 3)
+    else:
+        expected = positional.apply_rope(x, positions, **rope)
+        bound = positional.rope_bound(x, positions, **rope, dtype=dtype)
+        at = positions
+
+    def call(be, x):
+        return be.apply_rope(x, at, **rope)
+
+    return [(f"after RoPE ({rule})", head, call, expected, bound)]
 
 
 def run_configured_learned(names, config, tables, token_ids, token_type_ids=None) -> list[Result]:

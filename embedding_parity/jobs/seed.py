@@ -336,7 +336,8 @@ def _configured(args, names, settings) -> Run:
         return _configured_learned(args, names, settings, config)
     vocab, seed = settings.get("vocab_size", 100), settings.get("seed", 0)
     dtype, start = settings.get("dtype", "float32"), settings.get("start", 0)
-    width = config.hidden_size if config.embed_scale else config.head_dim
+    widest = max([config.head_dim, *(t.head_dim or 0 for t in config.layer_types)])
+    width = config.hidden_size if config.embed_scale else widest
     command.check_size(
         vocab * width, f"the token table: --vocab-size {vocab} x {width}", "lower --vocab-size"
     )
@@ -357,13 +358,8 @@ def _configured(args, names, settings) -> Run:
     if config.mrope:
         heading += " text tokens (the t, h and w rows equal: M-RoPE's text is plain RoPE)"
     if config.layer_types:
-        ruled = next(
-            t.name
-            for t in config.layer_types
-            if (t.rope_theta, t.scaling, t.rotary_dim)
-            == (config.rope_theta, config.scaling, config.rotary_dim)
-        )
-        heading += f" its {ruled} layers (every layer type's wavelengths drawn below)"
+        kinds = ", ".join(t.name for t in config.layer_types)
+        heading += f" each layer type ({kinds}: their results side by side; wavelengths below)"
     setting = f"{config.line()}\nvocab_size {vocab}, dim {width}, {np.dtype(token_table.dtype).name}, seed {seed}"
     scheme = {"name": "configured", "config": config, "start": start, "stop": stop}
     return Run(results, heading, setting, _labels(token_ids, start), token_ids, scheme=scheme)
