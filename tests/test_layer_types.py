@@ -56,7 +56,7 @@ ENCODINGS = {
     ),
     "transformers 5's rope_parameters keyed by layer type": (
         {
-            "model_type": "llama",
+            "model_type": "olmo3",
             "num_hidden_layers": 3,
             "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
             "rope_parameters": {
@@ -186,13 +186,36 @@ def test_a_model_whose_layers_rotate_alike_has_no_table():
         ),
         (
             {"model_type": "smollm3", "num_hidden_layers": 2, "no_rope_layers": [0, 0]},
-            "no layer is rotated (every layer NoPE)",
+            "no layer is rotated (every layer NoPE",
         ),
-        (
-            {"model_type": "llama", "rope_parameters": {"full_attention": {"rope_theta": 1e6}}},
+        (  # Cohere2Attention rotates where its sliding_window is set: nowhere
+            {"model_type": "cohere2", "num_hidden_layers": 4, "sliding_window": None},
             (
-                "rope_parameters keyed by layer type (full_attention) where the config's "
-                "layer_types are not given"
+                "no layer is rotated (every layer NoPE: cohere2 rotates its sliding-window "
+                "layers only, and sliding_window is null)"
+            ),
+        ),
+        (  # LlamaRotaryEmbedding rotates every layer at the top-level rule, these unread
+            {
+                "model_type": "llama",
+                "num_hidden_layers": 2,
+                "layer_types": ["sliding_attention", "full_attention"],
+                "rope_parameters": {"full_attention": {"rope_theta": 1e6}},
+            },
+            (
+                "rope_parameters keyed by layer type (full_attention): model_type 'llama''s "
+                "rotary module rotates every layer by one rule, and transformers passes these "
+                "entries over"
+            ),
+        ),
+        (  # Gemma4TextRotaryEmbedding would fail on its first type with a KeyError
+            {
+                "model_type": "gemma4_text",
+                "rope_parameters": {"chunked_attention": {"rope_theta": 1e6}},
+            },
+            (
+                "rope_parameters keyed by layer type (chunked_attention) where the config's "
+                "layer_types are ['full_attention', 'sliding_attention']"
             ),
         ),
         (

@@ -42,6 +42,14 @@ class LayerType:
         width = f", head_dim {self.head_dim}" if self.head_dim else ""
         return f"rope_theta {self.rope_theta:g}, {scaling_words(self.scaling)}{width}"
 
+    def brief(self) -> str:
+        """Its rotation in a legend's few words: "base 10000, linear, head_dim 512", "NoPE"."""
+        if not self.rotates:
+            return "NoPE"
+        rule = "no scaling" if self.scaling is None else self.scaling["rope_type"]
+        width = f", head_dim {self.head_dim}" if self.head_dim else ""
+        return f"base {self.rope_theta:g}, {rule}{width}"
+
     def line(self) -> str:
         count = len(self.layers)
         return (

@@ -34,6 +34,7 @@ PLAIN = (
     "attn_temperature_tuning",  # Llama 4: its NoPE layers' query temperature
     "floor_scale",
     "attn_scale",
+    "sliding_window",  # Cohere2 rotates its sliding-window layers: none where it is null
 )
 
 GPT2_NAMES = {  # GPT2Config's and GPTJConfig's attribute_map
@@ -209,6 +210,7 @@ DEFAULTS = {
         "pad_token_id": 0,
         "layer_norm_eps": 1e-05,
         "num_hidden_layers": 40,
+        "sliding_window": 4096,
     },
     # models/modernbert/configuration_modernbert.py, ModernBertConfig
     "modernbert": {

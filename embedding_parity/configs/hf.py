@@ -355,6 +355,14 @@ def _rotation(reading: dict, model_type, where: str) -> dict:
     rope = reading["rope"] or {}
     nested = reading["layer_types"] and any(key in reading["layer_types"] for key in rope)
     keyed = [key for key, value in rope.items() if isinstance(value, dict)]
+    if keyed and model_type not in layers.KEYED_ROPE:
+        checks.refuse(
+            where,
+            f"rope_parameters keyed by layer type ({', '.join(map(str, keyed))}): model_type "
+            f"{checks.shown(model_type)}'s rotary module rotates every layer by one rule, and "
+            "transformers passes these entries over; the kit reads them for the classes whose "
+            "rotary keeps a rule per layer type (Gemma 3 and 4, ModernBERT, OLMo 3, ...)",
+        )
     if keyed and not nested:
         checks.refuse(
             where,

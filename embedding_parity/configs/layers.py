@@ -52,6 +52,15 @@ ROPE_BY_TYPE = {
 # Model types whose class makes the last layer full attention whatever the file says
 # (Gemma4TextConfig.__post_init__, with a warning).
 LAST_FULL = ("gemma4_text",)
+# Model types whose rotary module keeps a rule per layer type (transformers 5.24: its forward
+# takes the layer_type), so rope_parameters keyed by layer type is read; every other class
+# rotates each layer by one rule and passes such entries over.
+KEYED_ROPE = (
+    *("gemma3_text", "gemma3n_text", "gemma4_text", "gemma4_unified_text", "modernbert"),
+    *("olmo3", "beam", "cohere_compass_text", "deepseek_v4", "diffusion_gemma_text", "dory"),
+    *("dots3_note_text", "embedding_gemma2_text", "esm", "evolla", "laguna", "lfm3", "mellum"),
+    *("mimo_v2_flash", "step3p7", "t5gemma2_text", "ultrabert", "zaya"),
+)
 # Fields that set a layer's rotation in these model types' classes alone (another class takes
 # them silently and rotates every layer alike: a file that gives one is refused there).
 OWNERS = {
@@ -217,20 +226,26 @@ def table(reading: dict, model_type, rotation, where: str) -> tuple[LayerType, .
     if count is None or not (nested or no_rope is not None or model_type in SLIDING_ONLY):
         return ()
     attention = layer_types or ["full_attention"] * count
+    # Cohere2 with sliding_window null: no layer has a window, so none is rotated
+    windowless = model_type in SLIDING_ONLY and reading.get("sliding_window") is None
     rules, kinds, whys, members = {}, {}, {}, {}
     for i, kind in enumerate(attention):
         nested_rope = rope if nested else None
         width = None if head_dims is None else head_dims[i]
-        rule, why = _layer_rule(i, kind, nested_rope, no_rope, model_type, rotation, width, where)
+        rule, why = _layer_rule(
+            i, kind, nested_rope, no_rope, model_type, rotation, width, where, windowless
+        )
         key = repr(rule)  # the scaling dict makes the rule unhashable
         rules.setdefault(key, rule)
         kinds.setdefault(key, []).append(kind)
         whys.setdefault(key, why)
         members.setdefault(key, []).append(i)
     if len(rules) == 1:
-        if next(iter(rules.values()))[0] is None:
+        key, rule = next(iter(rules.items()))
+        if rule[0] is None:
             checks.refuse(
-                where, "no layer is rotated (every layer NoPE): nothing for RoPE to check"
+                where,
+                f"no layer is rotated (every layer NoPE: {whys[key]}): nothing for RoPE to check",
             )
         return ()
     names = _names(kinds, {key: rule[0] is None for key, rule in rules.items()})
@@ -240,13 +255,14 @@ def table(reading: dict, model_type, rotation, where: str) -> tuple[LayerType, .
     )
 
 
-def _layer_rule(i, kind, nested, no_rope, model_type, rotation, head_dim, where):
+def _layer_rule(i, kind, nested, no_rope, model_type, rotation, head_dim, where, windowless):
     """(rope_theta, scaling, rotary_dim, head_dim) of layer i (head_dim None: the config's), or
     Nones for NoPE; and why."""
     if no_rope is not None and not no_rope[i]:
         return (None,) * 4, "no_rope_layers[i] = 0 (1 means the layer uses RoPE)"
-    if model_type in SLIDING_ONLY and kind != "sliding_attention":
-        return (None,) * 4, f"{model_type} rotates its sliding-window layers only"
+    if model_type in SLIDING_ONLY and (windowless or kind != "sliding_attention"):
+        null = ", and sliding_window is null" if windowless else ""
+        return (None,) * 4, f"{model_type} rotates its sliding-window layers only{null}"
     if nested is None:
         why = "no_rope_layers[i] = 1: the layer uses RoPE" if no_rope is not None else ""
         return (*rotation(None, head_dim), head_dim), why

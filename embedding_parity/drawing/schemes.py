@@ -128,9 +128,7 @@ def _layer_wavelengths(config):
         panels = subfigure.subplots(1, len(ratios), width_ratios=ratios)
         left, right = panels[:2]
         for n, layer_type in enumerate(types):
-            label = (
-                f"{layer_type.name} ({len(layer_type.layers)} layers): {_short_rule(layer_type)}"
-            )
+            label = f"{layer_type.name} ({len(layer_type.layers)} layers): {layer_type.brief()}"
             if not layer_type.rotates:
                 left.plot([], [], "s", color=f"C{n}", label=label)  # NoPE: named, no curve
                 continue
@@ -173,15 +171,6 @@ def _layer_wavelengths(config):
             _temperature(panels[2], config, temperature, types)
 
     return draw
-
-
-def _short_rule(layer_type) -> str:
-    """A layer type's rule in a legend's few words: its base, rule name and head width."""
-    if not layer_type.rotates:
-        return "NoPE"
-    rule = "no scaling" if layer_type.scaling is None else layer_type.scaling["rope_type"]
-    width = f", head_dim {layer_type.head_dim}" if layer_type.head_dim else ""
-    return f"base {layer_type.rope_theta:g}, {rule}{width}"
 
 
 def _temperature(axis, config, temperature, types):

@@ -170,8 +170,7 @@ def _turns(config, rows, positions, dtype) -> list[tuple]:
             if t.rotates:
                 expected = positional.apply_rope(x, positions, **layers[t.name])
                 bound = positional.rope_bound(x, positions, **layers[t.name], dtype=dtype)
-                rule = "no scaling" if t.scaling is None else t.scaling["rope_type"]
-                heading = f"{t.name} layers\n(base {t.rope_theta:g}, {rule})"
+                heading = f"{t.name} layers\n({t.brief()})"
             else:  # NoPE: x back bit for bit
                 expected, bound = x.astype(np.float64), np.zeros(x.shape)
                 heading = f"{t.name} layers\n(NoPE: x as it is)"
