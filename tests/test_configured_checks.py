@@ -416,8 +416,10 @@ def test_a_config_json_is_named_by_its_model_not_its_folder(tmp_path, fields, na
         ),
         (
             {"rope_parameters": {"full_attention": {"rope_theta": 1e6}}},
-            "rope_parameters keyed by layer type (full_attention): model_type 'llama''s rotary "
-            "module rotates every layer by one rule",
+            (
+                "rope_parameters keyed by layer type (full_attention): model_type 'llama''s rotary "
+                "module rotates every layer by one rule"
+            ),
         ),
         (
             {"rope_local_base_freq": 10000.0},
