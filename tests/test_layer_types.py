@@ -625,3 +625,21 @@ def test_torchs_module_keeps_a_buffer_per_rotating_layer_type():
     assert full.shape == (256,) and int(torch.count_nonzero(full)) == 64
     x = torch.randn(2, 5, 64)
     assert module(x, torch.arange(5), "nope") is x
+
+
+def test_the_hf_source_builds_gemma4s_proportional_rule_as_its_own():
+    # --against hf: LlamaRotaryEmbedding at rope_type proportional keeps the rule's own
+    # partial_rotary_factor (a share of the head's slots), not rotary_dim / head_dim
+    import torch
+
+    from embedding_parity.conformance.adapters import sources
+
+    options, _, _ = rules("gemma-4-e2b")
+    options = {**options, "layer_type": "full_attention"}
+    hf = sources.make("hf", "rope", options)
+    for case in ROPE.cases(options):
+        if case.params["dtype"] == "float32":
+            x, positions = ROPE.arguments(case.params)
+            array = hf(torch.from_numpy(x), torch.from_numpy(positions)).numpy()
+            verdict = ROPE.judge(case, Outcome(array=array))
+            assert verdict.status == "conforms", (case.check, verdict.detail)

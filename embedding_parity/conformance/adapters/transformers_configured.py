@@ -43,7 +43,9 @@ def rotary(rope: dict, *, qk: bool = False):
     # the config's own length, as the models read it; the scaling dict's where it has none
     longest = parameters.pop("max_position_embeddings", None)
     longest = rope.get("max_position_embeddings") or longest
-    parameters |= {"rope_theta": rope["base"], "partial_rotary_factor": rotary_dim / head_dim}
+    parameters["rope_theta"] = rope["base"]
+    if parameters["rope_type"] != "proportional":  # its own factor: a share of the head's slots
+        parameters["partial_rotary_factor"] = rotary_dim / head_dim
     # as a config.json gives them (transformers warns otherwise): LongRoPE's lists, int lengths
     parameters |= {k: list(v) for k, v in parameters.items() if isinstance(v, tuple)}
     if "original_max_position_embeddings" in parameters:
