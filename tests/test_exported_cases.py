@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import backends
+from embedding_parity import configs
 from embedding_parity.cli import UsageError
 from embedding_parity.conformance import cases, runner
 
@@ -144,6 +145,21 @@ def test_the_manifest_lets_a_runner_check_itself(tmp_path):
             else:
                 error = np.abs(result.astype(np.float64) - read(folder, case["reference"]))
                 assert (error <= read(folder, case["tolerance"])).all()
+
+
+def test_a_result_of_several_arrays_is_told_how_to_be_one(tmp_path):
+    from embedding_parity.conformance.kinds import KINDS
+
+    def form(kind, options):
+        folder = cases.export(
+            str(tmp_path / f"{kind}-{len(options)}"), kind, options, KINDS[kind].cases(options)
+        )
+        return manifest_of(folder)["results"].get("form")
+
+    vision = configs.preset("qwen2.5-vl-7b").options("mrope_positions")
+    assert form("mrope_positions", vision).startswith("the pair as one int64 array")
+    assert form("rope", {"qk": True}).startswith("q and k rotated, stacked into one array")
+    assert form("rope", {}) is None and form("lookup", {}) is None
 
 
 def test_integer_kinds_have_integer_references(tmp_path):

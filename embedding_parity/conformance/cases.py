@@ -84,6 +84,7 @@ def export(folder: str, kind: str, options: dict, cases: list[Case]) -> str:
                 "raised": f"{RESULTS}/ID.raised: the exception's message, UTF-8, one line "
                 f"('TypeError: ...'; the first {RAISED_BYTES} bytes are read)",
                 "missing": "a case with neither file fails",
+                **({"form": form} if (form := chosen.result_form(options)) else {}),
             },
             "rules": RULES,
             "cases": records,

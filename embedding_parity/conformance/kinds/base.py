@@ -129,6 +129,11 @@ class Kind:
         """The contract the cases of ``options`` hold a target to."""
         return self.contract
 
+    def result_form(self, options: dict) -> str | None:
+        """How a result that is several arrays is written as one (an exported battery's
+        results/ID.npy), where the kind's call returns several; None where it returns one."""
+        return None
+
     def arguments(self, params: dict) -> list:
         """The call's arguments, in the contract's order, as NumPy arrays and Python values."""
         raise NotImplementedError

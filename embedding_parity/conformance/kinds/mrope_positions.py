@@ -160,6 +160,12 @@ class MropePositions(Kind):
             "rule; second_per_grid_ts unread), exact integers"
         )
 
+    def result_form(self, options):
+        return (
+            "the pair as one int64 array: position_ids (3, B, T) flattened, then rope_deltas "
+            "(B, 1) flattened (3 * B * T + B integers), as the kit reads a returned pair"
+        )
+
     def arguments(self, params):
         _, _, rows, images, videos, seconds, pads = _case(params)
         types = _types(rows, pads)

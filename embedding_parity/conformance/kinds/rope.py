@@ -150,6 +150,11 @@ class Rope(Kind):
             return f"{said}; the {chosen} layers: {_rotation(rope)}"
         return f"{said}; {_rotation(rope) if options.get('rope') else _textbook(rope)}"
 
+    def result_form(self, options):
+        if not options.get("qk"):
+            return None
+        return "q and k rotated, stacked into one array (2, ...): q's first"
+
     def argument_names(self, params):
         names = ["q", "k", "positions"] if params.get("qk") else super().argument_names(params)
         return [*names, "layer"] if "layer" in params else names
