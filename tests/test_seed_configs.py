@@ -186,8 +186,8 @@ def test_what_the_flags_refuse(tmp_path, capsys, argv, message):
         (
             "opt-125m",
             (
-                "x = token_table[ids] + position_table[position_ids], position ids 2..5 by its rule "
-                "(opt)"
+                "x = token_table[ids] + position_table[position_ids], position ids 2..5 by "
+                "its rule (opt)"
             ),
         ),
     ],

@@ -15,9 +15,10 @@ their frequency slots by the "proportional" rule.
 
 Each reader (``hf.transformers_reading``, ``hf.kit_reading``) gives ``layer_types``,
 ``no_rope_layers``, ``head_dims`` (each layer's head width, where layers differ in it) and the
-rope dict (one, or one per layer type); ``table`` groups the layers by their rule. The kit's own reading transcribes the classes' ``__post_init__`` and
-``convert_rope_params_to_dict`` here (``kit_layer_types``, ``kit_no_rope_layers``,
-``kit_head_dims``, ``kit_rope_by_type``); tests/test_config_reading.py holds it equal to transformers'.
+rope dict (one, or one per layer type); ``table`` groups the layers by their rule. The kit's own
+reading transcribes the classes' ``__post_init__`` and ``convert_rope_params_to_dict`` here
+(``kit_layer_types``, ``kit_no_rope_layers``, ``kit_head_dims``, ``kit_rope_by_type``);
+tests/test_config_reading.py holds it equal to transformers'.
 """
 
 from __future__ import annotations
