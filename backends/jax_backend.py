@@ -513,9 +513,11 @@ def apply_layer_rope(x, positions, layer_type: str, *, layers: dict) -> jax.Arra
     rotation), None for a type that is not rotated (returned as it is)."""
     rope = validation.check_layer_rope(layers, layer_type)
     if rope is None:
-        x = x if isinstance(x, jax.Array) else jnp.asarray(validation.native(np.asarray(x)))
+        if not isinstance(x, jax.Array):
+            x = validation.native(np.asarray(x))
         validation.check_float_dtype(np.dtype(x.dtype).name, "x")
-        return x
+        validation.check_nope(x.shape, validation.as_host(positions))
+        return jnp.asarray(x)
     return apply_rope(x, positions, **rope)
 
 

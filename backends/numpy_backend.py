@@ -267,12 +267,14 @@ def apply_rope(
 
 def apply_layer_rope(x, positions, layer_type: str, *, layers: dict) -> np.ndarray:
     """x (..., T, head_dim) rotated by its layer type's rule: ``layers`` maps each type to its
-    apply_rope options, None for a type that is not rotated (returned as it is, a copy)."""
+    apply_rope options, None for a type that is not rotated (x returned as it is, its
+    arguments checked as a rotation's)."""
     rope = validation.check_layer_rope(layers, layer_type)
     if rope is None:
         x = validation.native(np.asarray(x))
         validation.check_float_dtype(x.dtype.name, "x")
-        return x.copy()
+        validation.check_nope(x.shape, validation.as_host(positions))
+        return x
     return apply_rope(x, positions, **rope)
 
 

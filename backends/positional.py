@@ -386,7 +386,7 @@ def mrope_positions_by(
     types = np.asarray(mm_token_type_ids)
     batch, length = types.shape
     mask = np.ones_like(types) if attention_mask is None else np.asarray(attention_mask)
-    videos = np.asarray(video_grid_thw).reshape(-1, 3)
+    videos = np.asarray(video_grid_thw, dtype=np.int64).reshape(-1, 3)
     if frames == "split":  # each frame its own grid (1, h, w)
         videos = np.repeat(videos, videos[:, 0], axis=0)
         videos[:, 0] = 1
@@ -418,8 +418,8 @@ def mrope_positions_by(
                 second = np.float32(next(seconds, 1.0))
                 second = np.float32(int(second)) if step_cast_first else second
                 step = np.float32(tokens_per_second) * second
-            frames = (np.arange(t, dtype=np.float32) * step).astype(np.int64)
-            tt, hh, ww = np.meshgrid(frames, np.arange(h), np.arange(w), indexing="ij")
+            temporal = (np.arange(t, dtype=np.float32) * step).astype(np.int64)
+            tt, hh, ww = np.meshgrid(temporal, np.arange(h), np.arange(w), indexing="ij")
             grid = current + np.stack([tt.ravel(), hh.ravel(), ww.ravel()])
             pieces.append(grid)
             current = int(grid.max()) + 1 if advance == "grid max + 1" else current + max(h, w)

@@ -398,6 +398,12 @@ class LayerTypesRotaryEmbedding(nn.Module):
         super().__init__()
         widths = head_dim if isinstance(head_dim, dict) else dict.fromkeys(layers, head_dim)
         rules = {name: validation.check_layer_rope(layers, name) for name in layers}
+        missing = [name for name, rope in rules.items() if rope is not None and name not in widths]
+        if missing:
+            raise ValueError(
+                f"head_dim gives no width for the layer types {missing}: give one width, or "
+                "one per rotating type"
+            )
         self.layers = dict(layers)
         self.rotations = nn.ModuleDict(
             {
@@ -410,6 +416,7 @@ class LayerTypesRotaryEmbedding(nn.Module):
     def forward(self, x: torch.Tensor, positions, layer_type: str) -> torch.Tensor:
         if validation.check_layer_rope(self.layers, layer_type) is None:
             validation.check_float_dtype(str(x.dtype).removeprefix("torch."), "x")
+            validation.check_nope(tuple(x.shape), _host_ints(positions, "positions"))
             return x
         return self.rotations[layer_type](x, positions)
 
@@ -422,10 +429,6 @@ def apply_layer_rope(x, positions, layer_type: str, *, layers: dict) -> torch.Te
         x = np.asarray(x)
         validation.check_float_dtype(x.dtype.name, "x")
         x = _as_tensor(x)
-    if x.dim() < 2:
-        raise ValueError(
-            f"x must be (..., T, dim), got shape {tuple(x.shape)}: add a sequence axis"
-        )
     only = {layer_type: layers[layer_type]}  # the other types' widths may differ from x's
     return LayerTypesRotaryEmbedding(x.shape[-1], only)(x, positions, layer_type)
 

@@ -449,6 +449,21 @@ def check_rope(
                 f"{shape[-1]} dims: the first rotary_dim dims are rotated, the rest pass through"
             )
     check_base(base)
+    positions = check_nope(shape, positions)
+    scaling = check_rope_scaling(scaling, rotary_dim)
+    if scaling and scaling["rope_type"] == "proportional" and rotary_dim < shape[-1]:
+        raise ValueError(
+            f"rotary_dim {rotary_dim} with the proportional rule: it turns a share of the whole "
+            "head's frequency slots (its partial_rotary_factor), so it takes no rotary_dim"
+        )
+    return positions, scaling, rotary_dim
+
+
+def check_nope(shape: tuple, positions: np.ndarray) -> np.ndarray:
+    """x of ``shape`` (..., T, head_dim) and its positions (T,): integers in [0, MAX_POSITION),
+    as a rotation takes them (a NoPE layer's call takes them too, and rotates nothing)."""
+    if len(shape) < 2:
+        raise ValueError(f"x must be (..., T, dim), got shape {shape}: add a sequence axis")
     if positions.dtype.kind not in "iu":
         raise ids_dtype_error(positions.dtype, "positions")
     if positions.shape != (shape[-2],):
@@ -462,7 +477,7 @@ def check_rope(
             f"position {int(positions[bad])} at positions[{bad}] is outside [0, {MAX_POSITION}): "
             "positions count from 0 and must be exact in float32"
         )
-    return positions, check_rope_scaling(scaling, rotary_dim), rotary_dim
+    return positions
 
 
 MROPE_LAYOUTS = ("chunked", "interleaved")

@@ -400,3 +400,39 @@ def test_seed_refuses_a_base_that_overflows_the_frequencies(tmp_path, capsys):
     path.write_text(json.dumps({**LLAMA, "rope_theta": 1e-300}))
     done = here(capsys, "seed", "--config", str(path), "--out", str(tmp_path / "seed.png"))
     refused_in_one_line(done, f"--config {path}", "rope_theta")
+
+
+def test_the_kit_knows_the_classes_that_rotate_by_layer_type():
+    """layers.KEYED_ROPE (rope_parameters keyed by layer type is read) holds every transformers
+    class whose default rope_parameters is keyed by its layer types, and LAYER_HEAD_DIM every
+    class that takes a global_head_dim: a file the kit refuses for these is one its owner
+    reads."""
+    import glob
+    import re
+
+    import transformers
+    from transformers import CONFIG_MAPPING
+
+    from embedding_parity.configs import layers
+
+    keyed, widened = set(), set()
+    root = os.path.join(os.path.dirname(transformers.__file__), "models")
+    for path in glob.glob(os.path.join(root, "*", "configuration_*.py")):
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+        types = re.findall(r'model_type = "([^"]+)"', text)
+        if 'pop("global_head_dim"' in text:
+            widened |= {t for t in types if t.endswith("_text")}
+        if "layer_types" not in text or "rope_parameters" not in text:
+            continue
+        for model_type in types:
+            try:
+                config = CONFIG_MAPPING[model_type]()
+            except Exception:  # noqa: BLE001, S112 - a class that needs arguments keys nothing
+                continue
+            rope = getattr(config, "rope_parameters", None) or {}
+            named = getattr(config, "layer_types", None) or []
+            if any(isinstance(v, dict) and k in named for k, v in rope.items()):
+                keyed.add(model_type)
+    assert keyed and keyed <= set(layers.KEYED_ROPE), sorted(keyed - set(layers.KEYED_ROPE))
+    assert widened == set(layers.LAYER_HEAD_DIM)

@@ -7,6 +7,7 @@ The ports here are judged in this process (``Kind.judge`` on what they return); 
 line runs a few through the worker."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -204,6 +205,14 @@ def test_a_model_whose_layers_rotate_alike_has_no_table():
                 "rope_parameters keyed by layer type (full_attention): model_type 'llama''s "
                 "rotary module rotates every layer by one rule, and transformers passes these "
                 "entries over"
+            ),
+        ),
+        (  # one flat dict where the class reads one per layer type
+            {"model_type": "gemma4_text", "rope_parameters": {"rope_theta": 1e4}},
+            (
+                "rope_parameters: gemma4_text rotates by a rule per layer type, so its "
+                "rope_parameters is keyed by layer type (sliding_attention, full_attention), "
+                "not one flat dict"
             ),
         ),
         (  # Gemma4TextRotaryEmbedding would fail on its first type with a KeyError
@@ -606,6 +615,22 @@ def test_apply_layer_rope_refuses_a_type_the_model_lacks_alike_everywhere(backen
         backend.apply_layer_rope(x, np.arange(2), "chunked_attention", layers=LAYERS)
     with pytest.raises(ValueError, match=r"layers\['nope'\] has \['theta'\]"):
         backend.apply_layer_rope(x, np.arange(2), "nope", layers={"nope": {"theta": 1.0}})
+
+
+@pytest.mark.parametrize(
+    "x, positions, error, message",
+    [
+        (np.zeros(8, np.float32), np.arange(1), ValueError, "x must be (..., T, dim)"),
+        (np.zeros((3, 8), np.float32), np.arange(2), ValueError, "positions must have shape"),
+        (np.zeros((3, 8), np.float32), np.arange(3.0), TypeError, "positions must be integers"),
+        (np.zeros((3, 8), np.int64), np.arange(3), TypeError, "x must be one of float64"),
+    ],
+)
+def test_a_nope_layers_call_is_checked_as_a_rotations_is(backend, x, positions, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        backend.apply_layer_rope(x, positions, "nope", layers=LAYERS)
+    with pytest.raises(error, match=re.escape(message)):
+        backend.apply_layer_rope(x, positions, "sliding_attention", layers=LAYERS)
 
 
 def test_torchs_module_keeps_a_buffer_per_rotating_layer_type():

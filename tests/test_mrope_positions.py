@@ -3,6 +3,7 @@ GLM-4V's, which split a video into a grid per frame) as an exact integer contrac
 port conforms bit for bit, each mistake is named, and transformers 4.57.1's rule for Qwen2.5-VL,
 which differs from 5.24's in four places, is named as that version's."""
 
+import functools
 import os
 
 import numpy as np
@@ -187,6 +188,65 @@ def test_the_frame_splitting_builder_holds_a_correct_port_and_names_its_mistakes
     case = KIND.cases(configs.preset("qwen3-vl-8b").options("mrope_positions"))[1]
     with pytest.raises(ValueError, match=r"4 video tokens in a row where the grid \(3, 4, 4\)"):
         port()(*KIND.arguments(case.params))
+
+
+@functools.cache
+def _qwen3_vl_model():
+    """A tiny Qwen3VLModel (its builder reads spatial_merge_size 2 alone)."""
+    from transformers import Qwen3VLConfig
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
+
+    tiny = {"hidden_size": 16, "intermediate_size": 16, "num_attention_heads": 2}
+    text = {**tiny, "num_key_value_heads": 1, "num_hidden_layers": 1, "head_dim": 8}
+    text["rope_parameters"] = {"rope_type": "default", "mrope_section": [2, 1, 1]}
+    vision = {**tiny, "depth": 1, "num_heads": 2, "out_hidden_size": 16}
+    vision["deepstack_visual_indexes"] = []
+    return Qwen3VLModel(Qwen3VLConfig(text_config=text, vision_config=vision)).eval()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    rows=st.lists(
+        st.lists(st.tuples(st.sampled_from([0, 1, 2]), st.integers(1, 3)), min_size=1, max_size=4),
+        min_size=1,
+        max_size=2,
+    ),
+    pads=st.integers(0, 3),
+)
+def test_the_frame_splitting_builder_is_qwen3_vls_bit_for_bit(rows, pads):
+    """Random rows of text, images and videos (each frame between timestamp text), left-padded:
+    mrope_position_ids(frames="split") equals transformers' Qwen3VLModel.get_rope_index."""
+    import torch
+
+    made, images, videos = [], [], []
+    for runs in rows:
+        types = []
+        for kind, size in runs:
+            if kind == 0:
+                types += [0] * size
+            elif kind == 1:
+                images.append([1, 2, 2 * size])
+                types += [1] * size + [0]
+            else:  # size frames of 2 x 2 patches, one merged token each, a timestamp before
+                videos.append([size, 2, 2])
+                types += [0, 2] * size + [0]
+        made.append(types)
+    length = max(len(types) for types in made) + pads
+    types = np.array([[0] * (length - len(t)) + t for t in made])
+    mask = np.ones_like(types)
+    for row, t in enumerate(made):
+        mask[row, : length - len(t)] = 0
+    images, videos = np.array(images).reshape(-1, 3), np.array(videos).reshape(-1, 3)
+    ours = positional.mrope_position_ids(types, images, videos, None, mask, frames="split")
+    theirs = _qwen3_vl_model().get_rope_index(
+        torch.from_numpy(types),
+        torch.from_numpy(types),
+        torch.from_numpy(images) if len(images) else None,
+        torch.from_numpy(videos) if len(videos) else None,
+        torch.from_numpy(mask),
+    )
+    np.testing.assert_array_equal(ours[0], theirs[0].numpy())
+    np.testing.assert_array_equal(ours[1], theirs[1].numpy())
 
 
 def test_every_token_numbered_as_text_is_named():

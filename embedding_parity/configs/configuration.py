@@ -238,6 +238,11 @@ class Configuration:
             for t in self.layer_types
         }
 
+    def layer_head_dims(self) -> dict:
+        """Each layer type's head width ({name: head_dim}): Gemma 4's full-attention layers' own,
+        the config's head_dim elsewhere (``LayerTypesRotaryEmbedding``'s head_dim)."""
+        return {t.name: t.head_dim or self.head_dim for t in self.layer_types}
+
     def layer_type(self, layer: int | str, flag: str = "--config") -> LayerType:
         """The layer type of a layer's index or a type's name; UsageError naming the choices."""
         names = ", ".join(t.name for t in self.layer_types)

@@ -76,11 +76,10 @@ def from_fields(fields: dict, name: str, where: str, reader: str | None = None) 
     return build(reading, name, where)
 
 
-# The vision fields Qwen2.5-VL's position builder reads (its vision_config's), with their class's
-# defaults (Qwen2-VL's builder takes no seconds per grid: its own contract, not in the kit yet).
 # The position builders the kit checks (get_rope_index, transformers 5.24): the vision_config
 # fields each reads, with its class's defaults, and how it numbers a video's frames
-# (positional.MROPE_FRAMES: Qwen3-VL's, Qwen3.5's and GLM-4V's are one builder).
+# (positional.MROPE_FRAMES: Qwen3-VL's, Qwen3.5's and GLM-4V's are one builder). Qwen2-VL's
+# builder takes no seconds per grid: its own contract, not in the kit yet.
 VISION = {
     "qwen2_5_vl": ({"spatial_merge_size": 2, "tokens_per_second": 4}, "whole"),
     "qwen3_vl": ({"spatial_merge_size": 2}, "split"),
@@ -117,6 +116,7 @@ def text_fields(fields: dict, where: str) -> tuple[dict, str | None]:
     for field in ("rope_scaling", "rope_parameters"):
         checks.mapping(fields.get(field), field, where)
     layers.check_owned(fields, model_type, where)
+    layers.check_keyed(fields, model_type, where)
     layers.check_lists(fields, where)
     _check_given(fields, where)
     return fields, model_type

@@ -85,9 +85,10 @@ def _per_layer(config, where: str) -> list | None:
 
 def _global(config, key: str):
     """A field of the config object; a heterogeneous config's model-wide value of a field its
-    layers may override (transformers raises on plain access to those)."""
+    layers may override (transformers raises on plain access to those unless the config's
+    allow_global_per_layer_attribute_access says the caller knows)."""
     if getattr(config, "is_heterogeneous", False):
-        return config._getattr_without_heterogeneous_validation(key, None)
+        config.allow_global_per_layer_attribute_access = True
     return getattr(config, key, None)
 
 

@@ -37,7 +37,10 @@ SLIDING_ONLY = ("cohere2",)
 # Model types whose full-attention layers have heads of their own width: the field, its class
 # default (Gemma4TextConfig.__post_init__: per_layer_config {layer: {"head_dim": global_head_dim}}
 # on each full_attention layer).
-LAYER_HEAD_DIM = {"gemma4_text": ("global_head_dim", 512)}
+LAYER_HEAD_DIM = dict.fromkeys(
+    ("gemma4_text", "gemma4_unified_text", "diffusion_gemma_text", "embedding_gemma2_text"),
+    ("global_head_dim", 512),
+)
 # The rotation per layer type a class takes where the file gives no rope_parameters
 # (Gemma4TextConfig.__post_init__'s default_rope_params).
 ROPE_BY_TYPE = {
@@ -58,9 +61,10 @@ LAST_FULL = ("gemma4_text",)
 # rotates each layer by one rule and passes such entries over.
 KEYED_ROPE = (
     *("gemma3_text", "gemma3n_text", "gemma4_text", "gemma4_unified_text", "modernbert"),
-    *("olmo3", "beam", "cohere_compass_text", "deepseek_v4", "diffusion_gemma_text", "dory"),
-    *("dots3_note_text", "embedding_gemma2_text", "esm", "evolla", "laguna", "lfm3", "mellum"),
-    *("mimo_v2_flash", "step3p7", "t5gemma2_text", "ultrabert", "zaya"),
+    *("modernbert-decoder", "olmo3", "beam", "cohere_compass_text", "deepseek_v4", "dory"),
+    *("diffusion_gemma_text", "dots3_note_text", "embedding_gemma2_text", "esm", "evolla"),
+    *("laguna", "lfm3", "mellum", "mimo_v2_flash", "neomme", "step3p5", "step3p7"),
+    *("t5gemma2_text", "t5gemma2_decoder", "ultrabert", "zaya"),
 )
 # Fields that set a layer's rotation in these model types' classes alone (another class takes
 # them silently and rotates every layer alike: a file that gives one is refused there).
@@ -110,6 +114,20 @@ def check_owned(fields: dict, model_type, where: str) -> None:
                 f"{checks.shown(model_type)}'s, whose transformers class would pass it over "
                 "and rotate every layer alike; remove it, or name the model_type that reads it",
             )
+
+
+def check_keyed(fields: dict, model_type, where: str) -> None:
+    """A class that takes its rotation per layer type alone (ROPE_BY_TYPE: no older fields,
+    no flat dict) refuses a rope_parameters that is not keyed by layer type: its rotary module
+    would fail on the first type's missing entry."""
+    rope = fields.get("rope_parameters")
+    if model_type in ROPE_BY_TYPE and rope and not all(isinstance(v, dict) for v in rope.values()):
+        types = ", ".join(ROPE_BY_TYPE[model_type])
+        checks.refuse(
+            where,
+            f"rope_parameters: {model_type} rotates by a rule per layer type, so its "
+            f"rope_parameters is keyed by layer type ({types}), not one flat dict",
+        )
 
 
 def check_lists(fields: dict, where: str) -> None:
@@ -176,6 +194,8 @@ def kit_head_dims(fields: dict, model_type, head_dim, layer_types: list | None) 
         return None
     field, default = LAYER_HEAD_DIM[model_type]
     wide = fields.get(field, default)
+    if wide == head_dim:  # one width after all: transformers' config is not heterogeneous
+        return None
     return [wide if kind == "full_attention" else head_dim for kind in layer_types]
 
 

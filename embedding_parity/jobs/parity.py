@@ -162,10 +162,10 @@ def _turns(config, rows, positions, dtype) -> list[tuple]:
     config runs: its rule, or each layer type's."""
     head = config.head_dim
     if config.layer_types:
-        layers = config.rope_by_layer_type()
+        layers, widths = config.rope_by_layer_type(), config.layer_head_dims()
         turns = []
         for t in config.layer_types:
-            width = t.head_dim or head
+            width = widths[t.name]
             x = rows[..., :width]
             if t.rotates:
                 expected = positional.apply_rope(x, positions, **layers[t.name])

@@ -405,6 +405,13 @@ def _configured_learned(args, names, settings, config) -> Run:
     length = token_ids.shape[-1]
     batch = np.atleast_2d(token_ids)
     rule = {"rule": config.position_rule, "padding_idx": config.pad_token_id}
+    if config.position_rule == "roberta" and np.any(batch == config.pad_token_id):
+        raise UsageError(
+            f"token {config.pad_token_id} is {config.name}'s pad_token_id, which its rule "
+            f"places at position {config.pad_token_id} and the tokens after it one place "
+            "back (padding, not a run of positions): leave it out of --tokens (or, with "
+            "--batch, try another --seed)"
+        )
     first = int(positional.position_ids(batch, np.ones_like(batch), **rule)[0, 0])
     positions = f"position ids {first}..{first + length - 1} by its rule ({config.position_rule})"
     if types:  # a sentence pair where the model has two types: the second half type 1
@@ -427,7 +434,7 @@ def _configured_learned(args, names, settings, config) -> Run:
     setting = (
         f"{config.line()}\nvocab_size {vocab}, dim {width}, {rows} positions, {dtype}, seed {seed}"
     )
-    return Run(results, heading, setting, _labels(token_ids, 0), token_ids)
+    return Run(results, heading, setting, _labels(token_ids, first), token_ids)
 
 
 def _check_sizes(args) -> None:
