@@ -184,36 +184,39 @@ CONFIGURED = [
             ("qwen3_vl (its text model)", "qwen3-vl-8b", "qwen3_vl_8b"),
         )
     ),
+    # the position builders and the scalars around the rotation, each the model's own code
     *(
         _configured(
-            f"transformers {model}.get_rope_index at {preset}",
-            f"transformers_layered:{function}",
-            "mrope_positions",
-            preset,
+            f"transformers {what} at {preset}", f"transformers_layered:{function}", kind, preset
         )
-        for model, preset, function in (
-            ("Qwen2_5_VLModel", "qwen2.5-vl-7b", "qwen2_5_vl_rope_index"),
-            ("Qwen3VLModel", "qwen3-vl-8b", "qwen3_vl_rope_index"),
-            ("Glm4vModel", "glm-4.1v-9b", "glm4v_rope_index"),
+        for what, kind, preset, function in (
+            (
+                "Qwen2_5_VLModel.get_rope_index",
+                "mrope_positions",
+                "qwen2.5-vl-7b",
+                "qwen2_5_vl_rope_index",
+            ),
+            (
+                "Qwen3VLModel.get_rope_index",
+                "mrope_positions",
+                "qwen3-vl-8b",
+                "qwen3_vl_rope_index",
+            ),
+            ("Glm4vModel.get_rope_index", "mrope_positions", "glm-4.1v-9b", "glm4v_rope_index"),
+            ("DeepSeek softmax scale", "attention_scale", "deepseek-v3", "deepseek_v3_scale"),
+            (
+                "DeepSeek softmax scale",
+                "attention_scale",
+                "deepseek-v2-lite",
+                "deepseek_v2_lite_scale",
+            ),
+            (
+                "Llama4TextAttention temperature",
+                "attention_scale",
+                "llama-4-scout",
+                "llama_4_scout_scale",
+            ),
         )
-    ),
-    *(
-        _configured(
-            f"transformers DeepSeek softmax scale at {preset}",
-            f"transformers_layered:{function}",
-            "attention_scale",
-            preset,
-        )
-        for preset, function in (
-            ("deepseek-v3", "deepseek_v3_scale"),
-            ("deepseek-v2-lite", "deepseek_v2_lite_scale"),
-        )
-    ),
-    _configured(
-        "transformers Llama4TextAttention temperature at llama-4-scout",
-        "transformers_layered:llama_4_scout_scale",
-        "attention_scale",
-        "llama-4-scout",
     ),
     _configured(
         "transformers Gemma scaled embedding at gemma-7b",

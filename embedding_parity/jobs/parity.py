@@ -207,6 +207,15 @@ def _turns(config, rows, positions, dtype) -> list[tuple]:
     return [(f"after RoPE ({rule})", head, call, expected, bound)]
 
 
+def rule_positions(config, token_ids, be=positional):
+    """(B, T) the position ids a learned-position model's rule gives ``token_ids``, unpadded
+    (an all-ones mask: every row reads start, start + 1, ... unless a RoBERTa id is its pad),
+    by the reference or by a backend ``be`` (the same signature)."""
+    batch = np.atleast_2d(token_ids)
+    rule = {"rule": config.position_rule, "padding_idx": config.pad_token_id}
+    return be.position_ids(batch, np.ones_like(batch), **rule)
+
+
 def run_configured_learned(names, config, tables, token_ids, token_type_ids=None) -> list[Result]:
     """A learned-position model's input layer (``configs.Configuration``), each backend's on the
     same tables, held bit for bit to the model's own expression. The position ids by the
@@ -215,10 +224,7 @@ def run_configured_learned(names, config, tables, token_ids, token_type_ids=None
     the word, token type and position tables: BERT's, RoBERTa's), ``BertEmbeddings``, (word +
     type) + position, each addition rounded in that order; for the others (the token and
     position tables) the token rows plus the position rows from the first id on."""
-    batch = np.atleast_2d(token_ids)
-    rule = {"rule": config.position_rule, "padding_idx": config.pad_token_id}
-    mask = np.ones_like(batch)  # no padding: every row reads start, start + 1, ...
-    ids = positional.position_ids(batch, mask, **rule)
+    ids = rule_positions(config, token_ids)
     start, length = int(ids[0, 0]), token_ids.shape[-1]
     if token_type_ids is not None:
         word, types, position = tables
@@ -230,7 +236,7 @@ def run_configured_learned(names, config, tables, token_ids, token_type_ids=None
     results = []
     for name in names:
         be = backends.get(name)
-        found = be.to_numpy(be.position_ids(batch, mask, **rule))
+        found = be.to_numpy(rule_positions(config, token_ids, be))
         failures = [] if np.array_equal(found, ids) else [f"its position ids are {found[0]}"]
         if token_type_ids is not None:
             layer = be.BertEmbeddings(word, types, position)

@@ -21,12 +21,13 @@ import os
 import numpy as np
 
 import backends
-from backends import positional, validation
+from backends import validation
 from embedding_parity import outputs
 from embedding_parity.jobs import command
 from embedding_parity.jobs.parity import (
     SEED_TOKENS,
     cast_note,
+    rule_positions,
     run_configured_learned,
     run_configured_rope,
     run_learned,
@@ -403,16 +404,14 @@ def _configured_learned(args, names, settings, config) -> Run:
     )
     token_ids = _token_ids(tokens, vocab, args.batch, seed)
     length = token_ids.shape[-1]
-    batch = np.atleast_2d(token_ids)
-    rule = {"rule": config.position_rule, "padding_idx": config.pad_token_id}
-    if config.position_rule == "roberta" and np.any(batch == config.pad_token_id):
+    if config.position_rule == "roberta" and np.any(token_ids == config.pad_token_id):
         raise UsageError(
             f"token {config.pad_token_id} is {config.name}'s pad_token_id, which its rule "
             f"places at position {config.pad_token_id} and the tokens after it one place "
             "back (padding, not a run of positions): leave it out of --tokens (or, with "
             "--batch, try another --seed)"
         )
-    first = int(positional.position_ids(batch, np.ones_like(batch), **rule)[0, 0])
+    first = int(rule_positions(config, token_ids)[0, 0])
     positions = f"position ids {first}..{first + length - 1} by its rule ({config.position_rule})"
     if types:  # a sentence pair where the model has two types: the second half type 1
         type_table = (
