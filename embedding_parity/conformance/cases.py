@@ -63,6 +63,11 @@ def export(folder: str, kind: str, options: dict, cases: list[Case]) -> str:
     the new folder ``folder``, whole or not at all: cases.json, each array as a .npy file, and
     an empty results/ for the runner. Returns the folder's path; UsageError if it exists."""
     chosen = KINDS[kind]
+    if hasattr(chosen, "plan"):
+        raise UsageError(
+            f"{kind} asks the target one question in several calls and holds the answers to "
+            "each other; an exported battery is one call per case: run it with compare.py check"
+        )
     path = os.path.abspath(folder)
     if os.path.lexists(path):
         raise UsageError(f"{folder} exists: the battery is exported into a new folder")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
@@ -172,8 +173,36 @@ def framework_of(value) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Strided:
+    """An argument handed to a target as a view: ``stored`` (contiguous, as memory holds it)
+    seen as ``np.transpose(stored, axes)``, without a copy where the framework has views
+    (NumPy's and torch's are strided; JAX's and TensorFlow's arrays are copies anyway)."""
+
+    stored: np.ndarray
+    axes: tuple[int, ...]
+
+    @property
+    def value(self) -> np.ndarray:
+        return np.transpose(self.stored, self.axes)
+
+
 def to_framework(value, framework: str):
-    """A NumPy array as the framework's array (same dtype); anything else unchanged."""
+    """A NumPy array as the framework's array (same dtype), a ``Strided`` as the framework's
+    view of it; anything else unchanged."""
+    if isinstance(value, Strided):
+        stored = to_framework(value.stored, framework)
+        if framework == "torch":
+            return stored.permute(value.axes)
+        if framework == "numpy":
+            return np.transpose(stored, value.axes)
+        if framework == "jax":
+            import jax.numpy as jnp
+
+            return jnp.transpose(stored, value.axes)
+        import tensorflow as tf
+
+        return tf.transpose(stored, value.axes)
     if not isinstance(value, np.ndarray) or framework == "numpy":
         return value
     if framework == "torch":

@@ -60,11 +60,10 @@ class InProcess:
 
     def ask(self, case: Case, elements: int, timeout: float, through=None) -> Outcome:
         params = json.loads(json.dumps(case.params))
-        arguments = self.kind.arguments(params)
         if through and through not in self.along:
             self.along[through] = paths.along(through, self.function)
         function = self.along[through] if through else self.function
-        reply = self.worker.call(function, self.framework, arguments, elements, log=False)
+        reply = self.worker.ask(self.kind, params, function, self.framework, elements, log=False)
         if "refused" in reply:
             return Outcome(refused=shown(reply["refused"]))
         if "raised" in reply:

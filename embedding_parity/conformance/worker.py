@@ -207,17 +207,50 @@ def main(folder: str, parent: int) -> None:
             function, framework, kind, module, shown = found
             along = {}
             continue
-        arguments = kind.arguments(request["case"])
         through = request.get("through")
         if through and through not in along:
             along[through] = paths.along(through, function)
         called = along[through] if through else function
-        reply = call(called, framework, arguments, request["elements"])
+        reply = ask(kind, request["case"], called, framework, request["elements"])
         if os.getpid() != me:  # a fork() in the target returned here: only one may answer
             os._exit(0)
         if "array" in reply:
             reply = _save(reply.pop("array"), request, folder) | reply
         answer(**reply)
+
+
+def ask(kind, params: dict, function, framework, elements: int, *, log: bool = True) -> dict:
+    """What the target did with the case: one call (``call``), or, for a kind that asks one
+    question two ways (``kinds.invariance``), each call of its plan, the answers composed
+    and stacked (2, ...): the one call's first. A required call that does not answer with an
+    array is the case's answer, said as which call it was."""
+    plan = getattr(kind, "plan", None)
+    if plan is None:
+        return call(function, framework, kind.arguments(params), elements, log=log)
+    calls = plan(params)
+    results = []
+    for index, (arguments, required) in enumerate(calls):
+        reply = call(function, framework, arguments, elements, log=log)
+        if "array" in reply and not reply["changed"]:
+            results.append(reply["array"])
+        elif not required:  # the other dtype's call: only what it leaves behind is judged
+            results.append(None)
+        else:
+            which = f"call {index + 1} of {len(calls)}"
+            for said in ("raised", "returned", "refused"):
+                if said in reply:
+                    return {said: f"{reply[said]} ({which})"}
+            return reply
+    try:
+        whole, composed = kind.compose(params, results)
+    except ValueError as error:  # shapes that do not compose: the target's answers
+        return {"returned": f"answers that do not compose to the one call's ({error})"}
+    if whole.shape != composed.shape or whole.dtype != composed.dtype:
+        return {
+            "returned": f"{composed.dtype.name} {composed.shape} from the calls where the one "
+            f"call gave {whole.dtype.name} {whole.shape}"
+        }
+    return {"array": np.stack([whole, composed]), "changed": []}
 
 
 def call(function, framework, arguments, elements: int, *, log: bool = True) -> dict:

@@ -19,6 +19,7 @@ from embedding_parity.conformance.kinds.base import (
 )
 from embedding_parity.conformance.kinds.bert import Bert
 from embedding_parity.conformance.kinds.gradient import Gradient
+from embedding_parity.conformance.kinds.invariance import Invariance
 from embedding_parity.conformance.kinds.lookup import Lookup
 from embedding_parity.conformance.kinds.mrope_positions import MropePositions
 from embedding_parity.conformance.kinds.position_ids import PositionIds
@@ -39,6 +40,8 @@ KINDS = {
         Bert(),
         MropePositions(),
         AttentionScale(),
+        Invariance("rope"),
+        Invariance("lookup"),
     )
 }
 
