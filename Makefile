@@ -19,7 +19,9 @@ install-conformance: $(VENV)/.installed-conformance
 # make compare installs the library, its frameworks and the model files; make test adds the test
 # tools (and transformers, whose config classes read a config.json); make install-conformance,
 # for make conformance-test, make conformance, check --against hf and --through, adds the
-# implementations the matrix checks, ONNX Runtime and TensorFlow (400 MB more).
+# implementations the matrix checks, ONNX Runtime and TensorFlow (400 MB more), and the
+# serving engines' rotary files from their pinned source archives (embedding_parity/
+# conformance/engines.py: vLLM's, 0.2 MB kept of a 47 MB archive).
 $(VENV)/.installed: pyproject.toml constraints.txt requirements-models.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all]'
@@ -33,6 +35,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 $(VENV)/.installed-conformance: $(VENV)/.installed-test requirements-conformance.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test,conformance]'
 	$(PY) -m pip install --quiet --no-deps -r requirements-conformance.txt
+	$(PY) -m embedding_parity.conformance.engines fetch vllm
 	touch $@
 
 compare: install

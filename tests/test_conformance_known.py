@@ -27,6 +27,7 @@ PINNED = {
     "onnxruntime": "1.32.0",
     "onnxscript": "0.7.2",
     "tensorflow-cpu": "2.21.0",
+    "vllm": "0.33.0",
 }
 
 # row: {check: words its detail must hold}; "raises" means the check conforms by raising.
@@ -309,6 +310,56 @@ FINDINGS = {
         "forward float32": "TracerArrayConversionError"
     },
     "embedding-parity jax (sinusoidal) through jax.export": {"table 64 x 16": "within tolerance"},
+    # vLLM's rotary code (forward_native): its cos and sin table is built in float32, whatever
+    # the model's dtype, and cast to it
+    "vLLM get_rope": {
+        "rotation float32": "within tolerance",
+        "rotation bfloat16": "within tolerance",
+        "rotation float64": "computed in float32",
+        "long positions float64": "computed in float32",
+    },
+    "vLLM get_rope at llama-3.2-1b": {
+        "long positions float32": "within tolerance",
+        "long positions float64": "computed in float32",
+    },
+    "vLLM get_rope at qwen2.5-7b": {"long positions float32": "within tolerance"},
+    # gpt-oss's truncate: false is read (vLLM #27722 was fixed before 0.33.0)
+    "vLLM get_rope at gpt-oss-20b": {"long positions float32": "within tolerance"},
+    "vLLM get_rope at deepseek-v3": {"long positions float32": "within tolerance"},
+    # max_model_len 131072 > 4096: the long factors at every length, by design ("to prevent KV
+    # cache invalidation when sequences cross this threshold")
+    "vLLM get_rope at phi-3-mini-128k": {
+        "rotation float32": "LongRoPE always long",
+        "long positions float32": "within tolerance",
+    },
+    "vLLM get_rope at gpt-neox-20b": {"long positions float32": "within tolerance"},
+    "vLLM get_rope at phi-2": {"long positions float32": "within tolerance"},
+    "vLLM get_rope at gpt-j-6b": {"long positions float32": "within tolerance"},
+    # "dynamic" with max_trained_positions = max_position: base * 1 ** (d / (d - 2)), a fixed
+    # table of plain RoPE (no length-dependent base)
+    "vLLM get_rope at llama-2-7b-dynamic": {
+        "rotation float32": "within tolerance",
+        "long positions float32": "dynamic scaling ignored (the plain rotation)",
+    },
+    "vLLM get_rope, a fresh instance per call": {
+        "batch = row by row, T = 1 (decode)": "bit-identical",
+        "a call in another dtype leaves later calls unchanged": "bit-identical",
+    },
+    # get_rope's one instance per configuration recasts its table to a call's dtype in place
+    # (_match_cos_sin_cache_dtype): after a bfloat16 call, float32 calls read bfloat16 values
+    "vLLM get_rope, one shared instance (as its models call it)": {
+        "a call in another dtype leaves later calls unchanged": "positions [1000, 1001",
+        "strided x = contiguous x": "bit-identical",
+    },
+    "MLX nn.RoPE (mx.fast.rope): invariances": {
+        "batch = row by row, T = 1 (decode)": "bit-identical",
+        "packed documents = each document alone": "bit-identical",
+    },
+    "transformers Llama rotary + apply_rotary_pos_emb: invariances": {
+        "chunked prefill = one call": "bit-identical",
+        "a call in another dtype leaves later calls unchanged": "bit-identical",
+    },
+    "JAX x[ids]: invariances": {"strided ids = contiguous ids": "bit-identical"},
 }
 # The suite's own rows, NumPy's for every kind (tests/test_parity.py, test_positional.py and
 # test_attention_bias.py hold torch and JAX to NumPy, bit for bit or within the tolerance).
@@ -327,6 +378,7 @@ CONTROLS = [
             ("bert", "bert-base-uncased"),
         )
     ),
+    *(f"embedding-parity numpy ({kind}): invariances" for kind in ("lookup", "rope")),
 ]
 
 

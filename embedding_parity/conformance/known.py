@@ -250,6 +250,51 @@ CONFIGURED = [
     ),
 ]
 
+# The serving engines' own code (engines.py): each in a worker of its own, where the engine's
+# stand-in modules live
+VLLM = {"EMBEDDING_PARITY_ENGINE": "vllm"}
+ENGINES = [
+    Row("vLLM get_rope", ("vllm", "torch"), "vllm_layers:rope", "rope", "torch", VLLM),
+    *(
+        Row(
+            f"vLLM get_rope at {preset}",
+            ("vllm", "torch"),
+            f"vllm_layers:{function}",
+            "rope",
+            "torch",
+            VLLM,
+            preset,
+        )
+        for preset, function in (
+            ("llama-3.2-1b", "llama_3_2_1b"),
+            ("qwen2.5-7b", "qwen2_5_7b"),
+            ("gpt-oss-20b", "gpt_oss_20b"),
+            ("deepseek-v3", "deepseek_v3"),
+            ("phi-3-mini-128k", "phi_3_mini_128k"),
+            ("gpt-neox-20b", "gpt_neox_20b"),
+            ("phi-2", "phi_2"),
+            ("gpt-j-6b", "gpt_j_6b"),
+            ("llama-2-7b-dynamic", "llama_2_7b_dynamic"),
+        )
+    ),
+    Row(
+        "vLLM get_rope, a fresh instance per call",
+        ("vllm", "torch"),
+        "vllm_layers:rope",
+        "rope_invariance",
+        "torch",
+        VLLM,
+    ),
+    Row(
+        "vLLM get_rope, one shared instance (as its models call it)",
+        ("vllm", "torch"),
+        "vllm_layers:rope_shared",
+        "rope_invariance",
+        "torch",
+        VLLM,
+    ),
+]
+
 ROWS = [
     Row("NumPy: table[ids] + positions", ("numpy",), "numpy_idioms:lookup", "lookup", "numpy"),
     Row("torch nn.Embedding", ("torch",), "torch_idioms:nn_embedding", "lookup", "torch"),
@@ -405,6 +450,7 @@ ROWS = [
         for b in ("numpy", "torch", "jax")
     ),
     *CONFIGURED,
+    *ENGINES,
     *(
         Row(
             f"embedding-parity {b} ({kind} at {preset})",
@@ -424,6 +470,27 @@ ROWS = [
         )
         for b in ("numpy", "torch", "jax")
     ),
+]
+
+# The invariances (kinds/invariance.py) of rows above: the same question asked two ways
+INVARIANT = (
+    "NumPy: table[ids] + positions",
+    "torch nn.Embedding",
+    "JAX x[ids]",
+    "transformers Llama rotary + apply_rotary_pos_emb",
+    "torchtune RotaryPositionalEmbeddings",
+    "MLX nn.RoPE (mx.fast.rope)",
+    "keras-hub RotaryEmbedding (jax)",
+    *(
+        f"embedding-parity {b} ({kind})"
+        for kind in ("lookup", "rope")
+        for b in ("numpy", "torch", "jax")
+    ),
+)
+ROWS += [
+    replace(row, name=f"{row.name}: invariances", kind=f"{row.kind}_invariance")
+    for row in ROWS
+    if row.name in INVARIANT
 ]
 
 # --- rows run along the production paths (paths.py) --------------------------------------
@@ -599,7 +666,7 @@ COLUMNS = (
 
 
 # The kinds whose every check is of values (no dtypes, positions or layouts): the "values" cell.
-VALUE_KINDS = ("mrope_positions", "attention_scale")
+VALUE_KINDS = ("mrope_positions", "attention_scale", "rope_invariance", "lookup_invariance")
 
 
 def cells(record: dict) -> dict:
@@ -610,6 +677,9 @@ def cells(record: dict) -> dict:
     out = {}
     for column in (*COLUMNS[:5], "values"):
         out[column] = _cell([c for c in checks if in_column(column, c, record["kind"])])
+    if record["kind"].endswith("_invariance"):  # which invariances fail, by name
+        failing = [c["check"] for c in checks if c["status"] != "conforms"]
+        out["values"] = "✗ " + "; ".join(failing) if failing else out["values"]
     layout = [c for c in checks if in_column("layout", c)]
     if record["kind"] in ("rope", "sinusoidal"):
         shown = re.search(r"(interleaved|concat) layout", layout[0]["detail"]) if layout else None

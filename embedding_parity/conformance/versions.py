@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import importlib.metadata
 
+from embedding_parity.conformance import engines
+
 
 def versions(packages) -> dict:
-    """{package: installed version or None} of ``packages``."""
+    """{package: installed version or None} of ``packages`` (an engine: its pinned files'
+    version, ``engines``)."""
     found = {}
     for package in packages:
         try:
             found[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            found[package] = None
+        except importlib.metadata.PackageNotFoundError:  # an engine's pinned files, or none
+            found[package] = engines.installed(package)
     return found

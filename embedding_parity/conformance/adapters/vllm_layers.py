@@ -1,0 +1,264 @@
+"""vLLM's rotary embeddings (vllm/model_executor/layers/rotary_embedding, 0.33.0), run on the
+CPU through ``forward_native``: the PyTorch code vLLM runs where no custom kernel is enabled
+(``CustomOp.enabled()`` is false under its default compilation config), and the code its CUDA
+and CPU kernels are tested against.
+
+vLLM's wheel is built for a GPU and asks another torch; the rotary package is Python over torch
+alone. Its files come from the release's source archive (``engines``, fetched by ``make
+install-conformance``), loaded as the package ``vllm.model_executor.layers.rotary_embedding``
+beside stand-ins for the few vLLM modules they import: a logger, the platform (a CPU), the
+CustomOp registry (forward is forward_native), Triton's decorators (its kernels are only
+defined, never launched on the CPU), and the config that LongRoPE reads max_model_len from.
+Nothing else of vLLM is imported; the rows run in a worker of their own (the ``vllm`` name
+is the stand-in's there).
+
+``get_rope`` is vLLM's own factory: rope_parameters as a model's config gives them to it, a
+model's ``max_position`` (the length it serves: here 131072, the battery's longest position
++ 1, or the config's longer one). It caches one instance per configuration and dtype, shared
+by every layer and call; the rows build a fresh one per call (the cache cleared first), except
+the row named shared, which calls it as vLLM's models do."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import sys
+import types
+
+import torch
+from torch import nn
+
+from embedding_parity import configs
+from embedding_parity.conformance import engines
+
+SERVED = 131072  # max_position: the battery's longest position + 1
+PACKAGE = "vllm.model_executor.layers.rotary_embedding"
+
+
+class _Logger(logging.LoggerAdapter):
+    def warning_once(self, *arguments, **keywords):
+        self.warning(*arguments, **keywords)
+
+    info_once = debug_once = warning_once
+
+
+class _Platform:
+    """A CPU: every ``is_<device>()`` but is_cpu() is false."""
+
+    device_type = "cpu"
+
+    def __getattr__(self, name):
+        if name.startswith("is_"):
+            return lambda *a, **k: name == "is_cpu"
+        raise AttributeError(name)
+
+
+class CustomOp(nn.Module):
+    """vLLM's CustomOp where no custom op is enabled: forward is forward_native."""
+
+    @classmethod
+    def register(cls, name):
+        return lambda op: op
+
+    register_oot = register
+
+    @classmethod
+    def enabled(cls) -> bool:
+        return False
+
+    def __init__(self, *, enforce_enable: bool = False, compile_native: bool = False):
+        super().__init__()
+
+    def forward(self, *arguments, **keywords):
+        return self.forward_native(*arguments, **keywords)
+
+
+class _Triton:
+    """Triton's decorators, so that a kernel's definition loads; nothing launches one."""
+
+    constexpr = object
+
+    def __getattr__(self, name):
+        if name in ("jit", "autotune", "heuristics"):
+            return self._decorator
+        if name == "next_power_of_2":
+            return lambda n: 1 << (int(n) - 1).bit_length()
+        if name == "cdiv":
+            return lambda a, b: -(-a // b)
+        return object
+
+    @staticmethod
+    def _decorator(*arguments, **keywords):
+        if len(arguments) == 1 and callable(arguments[0]) and not keywords:
+            return arguments[0]
+        return lambda function: function
+
+
+class _Config:
+    """get_current_vllm_config(): the length LongRoPE decides on (``max_model_len``)."""
+
+    def __init__(self):
+        self.model_config = types.SimpleNamespace(max_model_len=SERVED)
+
+
+_CONFIG = _Config()
+
+
+def _stand_ins() -> dict:
+    def module(name, **attributes):
+        made = types.ModuleType(name)
+        made.__dict__.update(attributes)
+        return made
+
+    class _Aiter:
+        @staticmethod
+        def is_triton_rotary_embed_enabled():
+            return False
+
+    return {
+        "vllm": module("vllm", __path__=[]),
+        "vllm.logger": module("vllm.logger", init_logger=lambda n: _Logger(logging.getLogger(n))),
+        "vllm.platforms": module("vllm.platforms", current_platform=_Platform()),
+        "vllm.model_executor": module("vllm.model_executor", __path__=[]),
+        "vllm.model_executor.layers": module("vllm.model_executor.layers", __path__=[]),
+        "vllm.model_executor.custom_op": module(
+            "vllm.model_executor.custom_op", CustomOp=CustomOp, PluggableLayer=CustomOp
+        ),
+        "vllm.utils": module("vllm.utils", __path__=[]),
+        "vllm.utils.torch_utils": module(
+            "vllm.utils.torch_utils",
+            direct_register_custom_op=lambda *a, **k: None,
+            async_tensor_h2d=lambda data, dtype, device, pin_memory: torch.tensor(
+                data, dtype=dtype
+            ),
+        ),
+        "vllm.utils.flashinfer": module("vllm.utils.flashinfer", has_flashinfer=lambda: False),
+        "vllm.triton_utils": module("vllm.triton_utils", tl=_Triton(), triton=_Triton()),
+        "vllm._aiter_ops": module("vllm._aiter_ops", rocm_aiter_ops=_Aiter()),
+        "vllm.distributed": module(
+            "vllm.distributed",
+            get_tensor_model_parallel_rank=lambda: 0,
+            get_tensor_model_parallel_world_size=lambda: 1,
+        ),
+        "vllm.config": module("vllm.config", get_current_vllm_config=lambda: _CONFIG),
+    }
+
+
+def _load():
+    if engines.installed("vllm") is None:
+        raise ImportError(
+            "vLLM 0.33.0's rotary files are not in place: make install-conformance fetches "
+            "them (python -m embedding_parity.conformance.engines fetch vllm)"
+        )
+    if PACKAGE in sys.modules:
+        return sys.modules[PACKAGE]
+    sys.modules.update(_stand_ins())
+    where = os.path.join(engines.folder("vllm"), *PACKAGE.split("."))
+    spec = importlib.util.spec_from_file_location(
+        PACKAGE, os.path.join(where, "__init__.py"), submodule_search_locations=[where]
+    )
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[PACKAGE] = package
+    spec.loader.exec_module(package)
+    return package
+
+
+rotary_embedding = _load()
+
+
+def rope_parameters(rope: dict, preset: str | None = None) -> tuple[dict, bool, int]:
+    """(rope_parameters, is_neox_style, max_position) as a vLLM model hands them to get_rope,
+    from the kit's rotation (``configs``' normalised dict)."""
+    scaling = dict(rope.get("scaling") or {})
+    parameters = {"rope_type": scaling.pop("rope_type", "default"), "rope_theta": rope["base"]}
+    scaling.pop("max_position_embeddings", None)
+    parameters |= {k: list(v) if isinstance(v, tuple) else v for k, v in scaling.items()}
+    if "original_max_position_embeddings" in parameters:
+        parameters["original_max_position_embeddings"] = int(
+            parameters["original_max_position_embeddings"]
+        )
+    if preset and preset.startswith("deepseek") and parameters["rope_type"] == "yarn":
+        parameters["rope_type"] = "deepseek_yarn"  # as vLLM's DeepseekV2 model renames it
+    rotary = rope.get("rotary_dim") or rope["head_dim"]
+    if rotary != rope["head_dim"]:
+        parameters["partial_rotary_factor"] = rotary / rope["head_dim"]
+    longest = max(SERVED, int(rope.get("max_position_embeddings") or 0))
+    return parameters, rope["layout"] == "half", longest
+
+
+def rotary(rope: dict, *, preset: str | None = None, shared: bool = False, qk: bool = False):
+    """f(x, positions) (or with ``qk`` f(q, k, positions)) by vLLM's get_rope at ``rope``:
+    tokens first, as vLLM calls it, (tokens, heads * head_dim) at positions (tokens,); a
+    fresh instance per call, built for the call's dtype as a model served in it is, unless
+    ``shared``: then get_rope's one instance, built for float32."""
+    parameters, neox, longest = rope_parameters(rope, preset)
+    head = rope["head_dim"]
+
+    def rotated(q, k, positions):
+        if not shared:
+            rotary_embedding._ROPE_DICT.clear()
+        # the model's dtype: the call's (a model served in it), float32 for the shared one
+        dtype = torch.float32 if shared else q.dtype
+        layer = rotary_embedding.get_rope(
+            head, longest, is_neox_style=neox, rope_parameters=parameters, dtype=dtype
+        )
+        # DeepSeek's MLA hands its rope part per head, (tokens, heads, d); the rest
+        # (tokens, heads * d), as the models' attention does
+        flat = parameters["rope_type"] != "deepseek_yarn"
+        tokens, back = _tokens(q, positions, flat)
+        keys, _ = _tokens(k, positions, flat)
+        q_out, k_out = layer(positions.reshape(-1), tokens, keys)  # forward: forward_native
+        return back(q_out), back(k_out)
+
+    def f(x, positions):
+        return rotated(x, x.clone(), positions)[0]
+
+    return rotated if qk else f
+
+
+def _tokens(x, positions, flat: bool = True):
+    """x (..., T, d) at positions (T,), or (B, H, T, d) at (B, T), as vLLM's tokens, (tokens,
+    H * d) or, not ``flat``, (tokens, H, d); and the function that puts a result back."""
+    if positions.ndim == 2:  # (B, H, T, d): tokens are (B, T)
+        b, h, t, d = x.shape
+        tokens = x.permute(0, 2, 1, 3).reshape(b * t, h * d if flat else h, *(() if flat else (d,)))
+        return tokens, lambda y: y.reshape(b, t, h, d).permute(0, 2, 1, 3)
+    t, d = x.shape[-2:]
+    moved = x.movedim(-2, 0)  # (T, ..., d)
+    tokens = moved.reshape(t, -1) if flat else moved.reshape(t, -1, d)
+    return tokens, lambda y: y.reshape(moved.shape).movedim(0, -2)
+
+
+def _at(preset: str, *, shared: bool = False):
+    rope = configs.preset(preset).options("rope", "--model")["rope"]
+    return rotary(rope, preset=preset, shared=shared)
+
+
+def rope(x, positions):
+    """The textbook's rotation: get_rope's default at base 10000, the half (NeoX) layout."""
+    return rotary({"head_dim": x.shape[-1], "base": 10000.0, "layout": "half"})(x, positions)
+
+
+def rope_shared(x, positions):
+    """get_rope as vLLM's models call it: one instance per configuration, shared."""
+    return rotary({"head_dim": x.shape[-1], "base": 10000.0, "layout": "half"}, shared=True)(
+        x, positions
+    )
+
+
+def rope_qk(q, k, positions):
+    return rotary({"head_dim": q.shape[-1], "base": 10000.0, "layout": "half"}, qk=True)(
+        q, k, positions
+    )
+
+
+llama_3_2_1b = _at("llama-3.2-1b")
+qwen2_5_7b = _at("qwen2.5-7b")
+gpt_oss_20b = _at("gpt-oss-20b")
+deepseek_v3 = _at("deepseek-v3")
+phi_3_mini_128k = _at("phi-3-mini-128k")
+gpt_neox_20b = _at("gpt-neox-20b")
+phi_2 = _at("phi-2")
+gpt_j_6b = _at("gpt-j-6b")  # the interleaved layout (is_neox_style=False), partial
+llama_2_7b_dynamic = _at("llama-2-7b-dynamic")
