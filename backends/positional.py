@@ -433,6 +433,42 @@ def mrope_positions_by(
 # --- the embedding side: position ids, Gemma's scale, BERT's three-term sum --------------
 
 
+PACKED_RULES = {
+    # transformers 5.24, masking_utils.find_packed_sequence_indices (the SDPA and eager masks)
+    "mask": "a document starts wherever a position does not follow the one before it by 1",
+    # transformers 5.24, prepare_fa_kwargs_from_position_ids (flash attention's varlen call)
+    "flash": "a document starts at each position equal to the smallest of the batch",
+}
+
+
+def packed_position_ids(lengths, *, start: int = 0) -> np.ndarray:
+    """(T,) int64: the position ids of documents of ``lengths`` packed in one row, each
+    counting from ``start`` (0; RoBERTa-style models' padding_idx + 1). T = sum(lengths)."""
+    lengths = validation.check_packed_lengths(lengths, start)
+    first = np.repeat(np.cumsum(lengths) - lengths, lengths)  # each token's document's first slot
+    return np.arange(int(lengths.sum()), dtype=np.int64) - first + start
+
+
+def packed_documents(position_ids, *, rule: str) -> np.ndarray:
+    """(B, T) int64: the document each token of packed ``position_ids`` (B, T) belongs to, as
+    transformers infers it by ``rule`` (``PACKED_RULES``), numbered from 0 in each row for
+    "mask"; for "flash", over the batch flattened, as its varlen call reads it, with -1 for
+    the tokens before the first start, which no document holds (they are dropped).
+
+    They agree where every document starts at the same smallest position; they disagree on a
+    document that continues one from an earlier chunk: for [3, 4, 5, 0, 1] "mask" sees two
+    documents, "flash" one, of the last two tokens."""
+    if rule not in PACKED_RULES:
+        raise ValueError(f"rule {rule!r} is not one of {', '.join(PACKED_RULES)}")
+    position_ids = validation.check_packed_position_ids(validation.as_host(position_ids))
+    if rule == "mask":
+        steps = np.diff(position_ids, axis=-1, prepend=position_ids[:, :1] - 1)
+        return np.cumsum(steps != 1, axis=-1).astype(np.int64)
+    flat = position_ids.reshape(-1)
+    documents = np.cumsum(flat == flat.min()) - 1  # -1 before the first start
+    return documents.reshape(position_ids.shape).astype(np.int64)
+
+
 def position_ids(
     input_ids, attention_mask=None, *, rule: str = "arange", padding_idx=None, past_length=0
 ) -> np.ndarray:

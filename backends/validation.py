@@ -595,6 +595,36 @@ def check_position_ids(input_ids, attention_mask, rule, padding_idx, past_length
     return input_ids, attention_mask, past_length
 
 
+def check_packed_lengths(lengths, start) -> np.ndarray:
+    """Document lengths for packed_position_ids: a 1-D list of integers of at least 1 (int64),
+    and a start of at least 0."""
+    lengths = np.asarray(lengths)
+    if lengths.ndim != 1 or not lengths.size or lengths.dtype.kind not in "iu":
+        raise ValueError(
+            f"lengths must be a 1-D list of document lengths (integers), got {lengths.tolist()!r}"
+        )
+    if (lengths < 1).any():
+        short = int(lengths[lengths < 1][0])
+        raise ValueError(
+            f"every document length must be at least 1, got {short}: drop empty documents"
+        )
+    if integer(start, "start") < 0:
+        raise ValueError(f"start must be at least 0, got {start}")
+    return lengths.astype(np.int64)
+
+
+def check_packed_position_ids(position_ids) -> np.ndarray:
+    """Packed position ids for packed_documents: (B, T) integers, T at least 1."""
+    if position_ids.dtype.kind not in "iu":
+        raise ids_dtype_error(position_ids.dtype, "position_ids")
+    if position_ids.ndim != 2 or not position_ids.shape[1]:
+        raise ValueError(
+            f"position_ids must be (B, T) with T >= 1, as transformers reads them; got shape "
+            f"{position_ids.shape} (a single row: position_ids[None])"
+        )
+    return position_ids.astype(np.int64)
+
+
 def check_bert_tables(word_table, type_table, position_table) -> np.dtype:
     """Three (rows, hidden) tables of one floating dtype; returns the dtype."""
     tables = {"word_table": word_table, "type_table": type_table, "position_table": position_table}
