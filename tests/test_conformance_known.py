@@ -28,6 +28,7 @@ PINNED = {
     "onnxscript": "0.7.2",
     "tensorflow-cpu": "2.21.0",
     "vllm": "0.33.0",
+    "openvino": "2026.4.1",
 }
 
 # row: {check: words its detail must hold}; "raises" means the check conforms by raising.
@@ -350,6 +351,25 @@ FINDINGS = {
     "vLLM get_rope, one shared instance (as its models call it)": {
         "a call in another dtype leaves later calls unchanged": "positions [1000, 1001",
         "strided x = contiguous x": "bit-identical",
+    },
+    # OpenVINO's CPU plugin: a gather that raises nothing (id -1 reads the last row, ids past
+    # the table read zeros), float64 computed in float32, and under its default precision hint
+    # (bfloat16 on this CPU, which has AVX-512 BF16) a bfloat16 rotation's angles in bfloat16
+    "torch nn.Embedding through openvino": {
+        "bad id: -1": "wraps to row 63",
+        "bad id: vocab_size": "zero row",
+        "bad id: far out of range": "zero row",
+        "forward float64": "computed in float32 (the float64 tables rounded to it)",
+        "forward bfloat16": "bit-identical",
+    },
+    "torch nn.Embedding through openvino-f32": {"bad id: -1": "wraps to row 63"},
+    "transformers rotary at llama-3.2-1b through openvino": {
+        "long positions bfloat16": "phase error 3.1 rad at position 131071",
+        "long positions float32": "within tolerance",
+        "rotation float64": "computed in float32",
+    },
+    "transformers rotary at llama-3.2-1b through openvino-f32": {
+        "long positions bfloat16": "within tolerance",
     },
     "MLX nn.RoPE (mx.fast.rope): invariances": {
         "batch = row by row, T = 1 (decode)": "bit-identical",

@@ -20,6 +20,9 @@ import re
 import warnings
 from dataclasses import dataclass
 
+import ml_dtypes
+import numpy as np
+
 from embedding_parity.conformance import frameworks
 from embedding_parity.conformance.frameworks import framework_of
 from embedding_parity.conformance.versions import versions as installed
@@ -48,6 +51,19 @@ PATHS = {
             "torch",
             ("torch", "onnxscript", "onnx", "onnxruntime"),
             "torch.onnx.export(f, dynamo=True), run by ONNX Runtime's CPUExecutionProvider",
+        ),
+        Path(
+            "openvino",
+            "torch",
+            ("torch", "openvino"),
+            "openvino.convert_model(f), compiled for the CPU under the plugin's default "
+            "precision hint (bfloat16 where the CPU has it), run by OpenVINO",
+        ),
+        Path(
+            "openvino-f32",
+            "torch",
+            ("torch", "openvino"),
+            "openvino.convert_model(f), compiled for the CPU with INFERENCE_PRECISION_HINT f32",
         ),
         Path("jax.jit", "jax", ("jax", "jaxlib"), "jax.jit(f), its non-array arguments static"),
         Path(
@@ -272,6 +288,61 @@ def _onnx(function, arguments, arrays):
     return run
 
 
+def _openvino(hint: str | None):
+    """OpenVINO's path: the torch function converted (``openvino.convert_model``, which traces
+    it at the call's arrays) and compiled for the CPU, under the plugin's default precision
+    hint or ``hint``. OpenVINO's telemetry is not installed (make install-conformance leaves
+    out openvino-telemetry): its converter then uses its own stub, which sends and writes
+    nothing (no client id under ~/intel)."""
+
+    @_once_per_signature
+    def made(function, arguments, arrays):
+        try:
+            import openvino
+        except Exception as error:
+            raise _failed("import openvino", error) from None
+        inputs = tuple(arguments[i] for i in arrays)
+        try:
+            with _quiet():
+                model = openvino.convert_model(
+                    _module(function, arguments, arrays), example_input=inputs
+                )
+        except Exception as error:
+            raise _failed("openvino.convert_model", error) from None
+        config = {"INFERENCE_PRECISION_HINT": hint} if hint else {}
+        try:
+            compiled = openvino.Core().compile_model(model, "CPU", config)
+        except Exception as error:
+            raise _failed("openvino.Core().compile_model", error) from None
+
+        def run(*given):
+            request = compiled.create_infer_request()
+            request.infer([_to_openvino(openvino, frameworks.to_numpy(g)) for g in given])
+            outputs = [_from_openvino(openvino, t) for t in request.output_tensors]
+            return outputs[0] if len(outputs) == 1 else outputs
+
+        return run
+
+    return made
+
+
+def _to_openvino(openvino, array):
+    """A NumPy array as OpenVINO's tensor; bfloat16 by its bits (OpenVINO's Python shows a
+    bfloat16 tensor's data as float16, so that assigning values would convert them)."""
+    if array.dtype != ml_dtypes.bfloat16:
+        return openvino.Tensor(np.ascontiguousarray(array))
+    tensor = openvino.Tensor(openvino.Type.bf16, list(array.shape))
+    tensor.data.view(np.uint16)[...] = array.view(np.uint16)
+    return tensor
+
+
+def _from_openvino(openvino, tensor):
+    """OpenVINO's output tensor as a NumPy array of its own dtype (bfloat16 by its bits)."""
+    if tensor.element_type == openvino.Type.bf16:
+        return tensor.data.view(np.uint16).copy().view(ml_dtypes.bfloat16)
+    return tensor.data.copy()
+
+
 # --- jax ---------------------------------------------------------------------------------
 
 
@@ -324,6 +395,8 @@ _MAKERS = {
     "torch.compile": _compiled,
     "torch.export": _exported,
     "onnx": _onnx,
+    "openvino": _openvino(None),
+    "openvino-f32": _openvino("f32"),
     "jax.jit": _jitted,
     "jax.export": _jax_exported,
 }

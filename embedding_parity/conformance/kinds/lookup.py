@@ -169,6 +169,16 @@ class Lookup(Kind):
             return _summed(token_table, position_table, ids, at, positions=positions)
 
         found = [("positions not added (token rows only)", summed(positions=False))]
+        if token_table.dtype == np.float64:  # the tables rounded to float32 and summed there
+            narrow = _summed(
+                token_table.astype(np.float32), position_table.astype(np.float32), ids, start
+            )
+            found.append(
+                (
+                    "computed in float32 (the float64 tables rounded to it)",
+                    narrow.astype(np.float32).astype(np.float64),
+                )
+            )
         if start:
             found.append((f"start ignored (positions from 0, not {start})", summed(0)))
         for k in (-1, 1):
