@@ -29,6 +29,7 @@ PINNED = {
     "tensorflow-cpu": "2.21.0",
     "vllm": "0.33.0",
     "openvino": "2026.4.1",
+    "paddlepaddle": "3.3.1",
 }
 
 # row: {check: words its detail must hold}; "raises" means the check conforms by raising.
@@ -58,6 +59,15 @@ FINDINGS = {
     "keras-hub TokenAndPositionEmbedding (numpy)": {
         "bad id: vocab_size": "raises",
         "bad id: -1": "wraps to row 63",
+    },
+    # padding_idx=None is kept as -1, whose rows the CPU kernel leaves unwritten: id -1
+    # returns whatever the output's memory held (zeros in fresh pages), never an error
+    "PaddlePaddle nn.Embedding": {
+        "bad id: -1": "a silent wrong answer",
+        "bad id: vocab_size": "raises",
+        "bad id: far out of range": "raises",
+        "forward float32": "bit-identical",
+        "forward float16": "rejects float16",
     },
     "flax nnx.Embed": {"bad id: vocab_size": "fills NaN", "bad id: -1": "wraps to row 63"},
     "equinox nn.Embedding": {

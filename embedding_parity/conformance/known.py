@@ -320,6 +320,16 @@ ROWS = [
         for b in ("jax", "torch", "numpy", "tensorflow")
     ),
     Row("flax nnx.Embed", ("flax", "jax"), "flax_layers:embed", "lookup", "jax"),
+    # Paddle writes ~/.cache/paddle on import, whatever XDG_CACHE_HOME says: its worker's
+    # home is its private folder
+    Row(
+        "PaddlePaddle nn.Embedding",
+        ("paddlepaddle",),
+        "paddle_layers:nn_embedding",
+        "lookup",
+        "numpy",
+        {"HOME": "{private}/home"},
+    ),
     Row("equinox nn.Embedding", ("equinox", "jax"), "equinox_layers:embedding", "lookup", "jax"),
     Row(
         "transformers Llama rotary + apply_rotary_pos_emb",

@@ -73,6 +73,9 @@ class InProcess:
         return Outcome(array=reply["array"], changed=reply["changed"])
 
 
+PRIVATE_FOLDER = "{private}"  # in a Worker's env: its private folder
+
+
 class Worker:
     """A worker process, its targets loaded one after another; restarted (with the current
     target) after a case that hangs or kills it. Its files, the caches of the libraries it
@@ -95,7 +98,9 @@ class Worker:
             # the target's temporary files too (Inductor's precompiled headers, 150 MB, go to
             # $TMPDIR/torchinductor_$USER whatever its cache variable says)
             "TMPDIR": os.path.join(self.folder, "tmp"),
-            **env,
+            # a value may name the private folder: {"HOME": "{private}/home"} for a library
+            # that writes under ~ whatever its cache variables say (Paddle's ~/.cache/paddle)
+            **{name: value.replace(PRIVATE_FOLDER, self.folder) for name, value in env.items()},
             "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
         }
         self.process = None

@@ -233,7 +233,7 @@ def _bad_row(bad, row, token_table, position_row) -> str:
             return f"{name}: a silent wrong answer"
     if numerics.same_bits(row, numerics.rounded(position, row.dtype.name)):
         return "zero row (position only): a silent wrong answer"
-    return "returns a row without raising (none of clamp, wrap, NaN, zero)"
+    return "a row that is no table row (none of clamp, wrap, NaN, zero): a silent wrong answer"
 
 
 # --- with a scaled configuration: Gemma's f(token_table, token_ids) ------------------------
