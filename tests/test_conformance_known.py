@@ -30,6 +30,7 @@ PINNED = {
     "vllm": "0.33.0",
     "openvino": "2026.4.1",
     "paddlepaddle": "3.3.1",
+    "llama-cpp-python": "0.3.36",
 }
 
 # row: {check: words its detail must hold}; "raises" means the check conforms by raising.
@@ -380,6 +381,27 @@ FINDINGS = {
     },
     "transformers rotary at llama-3.2-1b through openvino-f32": {
         "long positions bfloat16": "within tolerance",
+    },
+    # llama.cpp's ggml 0.25.3: float32 and float16 only (a bfloat16 rotation would abort the
+    # process: the adapter refuses it first); each angle from theta_scale multiplied step by
+    # step, within the bound; a bad id aborts the process (GGML_ASSERT), no error to catch
+    "llama.cpp ggml_rope_ext": {
+        "rotation bfloat16": "aborts the whole process (GGML_ABORT)",
+        "rotation float64": "ggml has no float64",
+        "long positions float32": "within tolerance",
+        "rotation float16": "within tolerance",
+    },
+    "llama.cpp ggml_rope_ext at gpt-neox-20b": {"long positions float32": "within tolerance"},
+    "llama.cpp ggml_rope_ext at gpt-j-6b": {"long positions float32": "within tolerance"},
+    "llama.cpp ggml_get_rows + ggml_add": {
+        "forward float32": "bit-identical",
+        "forward float16": "returns float32 for float16",
+        "bad id: -1": "GGML_ASSERT(i01 >= 0 && i01 < ne01) failed",
+        "bad id: vocab_size": "llama.cpp/ggml/src/ggml-cpu/ops.cpp",
+    },
+    "llama.cpp ggml_rope_ext: invariances": {
+        "batch = row by row, T = 1 (decode)": "bit-identical",
+        "chunked prefill = one call": "bit-identical",
     },
     "MLX nn.RoPE (mx.fast.rope): invariances": {
         "batch = row by row, T = 1 (decode)": "bit-identical",

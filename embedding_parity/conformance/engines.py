@@ -8,7 +8,11 @@ its sha256, and keeps only the files it runs, under the environment's prefix:
 
     <sys.prefix>/share/embedding-parity/engines/vllm-0.33.0/vllm/model_executor/layers/...
 
-    python -m embedding_parity.conformance.engines fetch vllm
+    python -m embedding_parity.conformance.engines fetch vllm llama-cpp-python
+
+An engine whose code is compiled (llama.cpp's ggml) is built from its archive's sources in the
+same private folder, and only what the matrix loads is kept (the libraries, their license and
+headers).
 
 Nothing is written outside that folder: the archive is read from a private temporary folder
 that every exit removes, and the files are renamed into place whole or not at all."""
@@ -18,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 import sys
 import tarfile
 import tempfile
@@ -31,7 +36,8 @@ class Engine:
     version: str
     url: str  # the release's source archive on PyPI
     sha256: str
-    members: tuple[str, ...]  # the folders and files kept, under the archive's top folder
+    members: tuple[str, ...]  # the folders and files taken, under the archive's top folder
+    build: str | None = None  # what is built from them (BUILDS), kept in place of the sources
 
 
 ENGINES = {
@@ -44,6 +50,24 @@ ENGINES = {
             "aa5684e9c59d6fc75f78926b7f15e8d9adc7de2d9e6e7575b80776ad8169/vllm-0.33.0.tar.gz",
             "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112",
             ("vllm/model_executor/layers/rotary_embedding/", "LICENSE"),
+        ),
+        # llama.cpp's ggml as llama-cpp-python 0.3.36 vendors it (ggml 0.25.3): its full build
+        # takes over 10 minutes here; ggml's CPU library alone about 80 s (cmake and a C++
+        # compiler, which this machine's kind has). The top-level CMakeLists is configured,
+        # as the package's own build does, with llama's libraries and tools off.
+        Engine(
+            "llama-cpp-python",
+            "0.3.36",
+            "https://files.pythonhosted.org/packages/ec/e9/"
+            "e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca773a59fe7cf3/"
+            "llama_cpp_python-0.3.36.tar.gz",
+            "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e",
+            tuple(
+                f"vendor/llama.cpp/{m}"
+                for m in ("CMakeLists.txt", "LICENSE", "cmake/", "ggml/", "src/", "include/")
+                + ("vendor/",)
+            ),
+            build="ggml",
         ),
     )
 }
@@ -78,6 +102,8 @@ def fetch(name: str) -> str:
         _download(engine, archive)
         staged = os.path.join(scratch, "staged")
         _extract(engine, archive, staged)
+        if engine.build:
+            staged = BUILDS[engine.build](staged, scratch)
         with open(os.path.join(staged, PINNED), "w", encoding="utf-8") as out:
             out.write(f"{engine.name} {engine.version} sha256:{engine.sha256}\n{engine.url}\n")
         if os.path.isdir(into):  # a folder left without its PINNED file: not whole
@@ -104,7 +130,7 @@ def _download(engine: Engine, path: str) -> None:
 def _extract(engine: Engine, archive: str, into: str) -> None:
     """The archive's members under ``engine.members`` (regular files only, no links, no path
     that leaves ``into``), without the archive's top folder."""
-    top = f"{engine.name}-{engine.version}/"
+    top = os.path.basename(engine.url).removesuffix(".tar.gz") + "/"  # the sdist's folder
     os.makedirs(into)
     with tarfile.open(archive, "r:gz") as tar:
         kept = 0
@@ -125,6 +151,57 @@ def _extract(engine: Engine, archive: str, into: str) -> None:
             kept += 1
     if not kept:
         raise OSError(f"{archive}: none of {', '.join(engine.members)} in it")
+
+
+GGML_LIBRARIES = ("libggml-base.so.0", "libggml-cpu.so.0")  # by their sonames, base first
+
+
+def _build_ggml(source: str, scratch: str) -> str:
+    """ggml's CPU library built from the vendored llama.cpp in ``source``; returns a folder of
+    the libraries (lib/) and ggml's license and headers, the sources left behind."""
+    top = os.path.join(source, "vendor", "llama.cpp")
+    build = os.path.join(scratch, "build")
+    log = os.path.join(scratch, "build.log")
+    flags = [
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DBUILD_SHARED_LIBS=ON",
+        "-DGGML_NATIVE=OFF",  # the CPU variant for any x86-64 with AVX2, not this one alone
+        "-DGGML_OPENMP=OFF",
+        "-DGGML_CCACHE=OFF",
+        "-DLLAMA_CURL=OFF",
+        # ggml's assert messages name their source files: named from llama.cpp's folder, not
+        # from the build's temporary one
+        *(f"-DCMAKE_{lang}_FLAGS=-ffile-prefix-map={top}=llama.cpp" for lang in ("C", "CXX")),
+        *(
+            f"-DLLAMA_BUILD_{part}=OFF"
+            for part in ("COMMON", "TESTS", "TOOLS", "EXAMPLES", "SERVER", "APP")
+        ),
+    ]
+    steps = (
+        ["cmake", "-S", top, "-B", build, *flags],
+        ["cmake", "--build", build, "--target", "ggml-cpu", "-j", str(os.cpu_count() or 2)],
+    )
+    with open(log, "w", encoding="utf-8") as out:
+        for step in steps:
+            done = subprocess.run(
+                step, stdout=out, stderr=subprocess.STDOUT, timeout=1800, check=False
+            )
+            if done.returncode:
+                with open(log, encoding="utf-8", errors="replace") as said:
+                    lines = said.read().splitlines()
+                errors = [n for n, line in enumerate(lines) if "rror" in line] or [len(lines) - 3]
+                said = " ".join(line.strip() for line in lines[errors[0] : errors[0] + 3])
+                raise OSError(f"building ggml failed ({' '.join(step[:2])}): {said}")
+    kept = os.path.join(scratch, "kept")
+    os.makedirs(os.path.join(kept, "lib"))
+    for name in GGML_LIBRARIES:
+        shutil.copyfile(os.path.join(build, "bin", name), os.path.join(kept, "lib", name))
+    shutil.copyfile(os.path.join(top, "LICENSE"), os.path.join(kept, "LICENSE"))
+    shutil.copytree(os.path.join(top, "ggml", "include"), os.path.join(kept, "include"))
+    return kept
+
+
+BUILDS = {"ggml": _build_ggml}
 
 
 def main(argv: list[str]) -> int:

@@ -253,6 +253,7 @@ CONFIGURED = [
 # The serving engines' own code (engines.py): each in a worker of its own, where the engine's
 # stand-in modules live
 VLLM = {"EMBEDDING_PARITY_ENGINE": "vllm"}
+GGML = {"GGML_NO_BACKTRACE": "1"}
 ENGINES = [
     Row("vLLM get_rope", ("vllm", "torch"), "vllm_layers:rope", "rope", "torch", VLLM),
     *(
@@ -276,6 +277,42 @@ ENGINES = [
             ("gpt-j-6b", "gpt_j_6b"),
             ("llama-2-7b-dynamic", "llama_2_7b_dynamic"),
         )
+    ),
+    # llama.cpp's ggml through ctypes (its aborts print no gdb backtrace first)
+    Row(
+        "llama.cpp ggml_rope_ext", ("llama-cpp-python",), "ggml_layers:rope", "rope", "numpy", GGML
+    ),
+    *(
+        Row(
+            f"llama.cpp ggml_rope_ext at {preset}",
+            ("llama-cpp-python",),
+            f"ggml_layers:{function}",
+            "rope",
+            "numpy",
+            GGML,
+            preset,
+        )
+        for preset, function in (
+            ("gpt-neox-20b", "gpt_neox_20b"),
+            ("phi-2", "phi_2"),
+            ("gpt-j-6b", "gpt_j_6b"),
+        )
+    ),
+    Row(
+        "llama.cpp ggml_get_rows + ggml_add",
+        ("llama-cpp-python",),
+        "ggml_layers:get_rows",
+        "lookup",
+        "numpy",
+        GGML,
+    ),
+    Row(
+        "llama.cpp ggml_rope_ext: invariances",
+        ("llama-cpp-python",),
+        "ggml_layers:rope",
+        "rope_invariance",
+        "numpy",
+        GGML,
     ),
     Row(
         "vLLM get_rope, a fresh instance per call",
@@ -776,6 +813,8 @@ def bad_id_answer(check: dict) -> str:
         said = "refused" if own.startswith("refused") else "raises"
     elif check["status"] == "differs" and own.count(": ") >= 2:
         said = own.split(": ")[1]  # "token_ids [3, -1, 5]: wraps to row 63: a silent ..."
+    elif check["status"] == "failed" and "died (signal 6)" in own:  # abort(): ggml's asserts
+        said = "aborts the process (SIGABRT)"
     else:
         said = check["status"]
     return said + (f" (eager {_eager_mark(eager)})" if eager else "")
