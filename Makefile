@@ -21,7 +21,7 @@ install-conformance: $(VENV)/.installed-conformance
 # for make conformance-test, make conformance, check --against hf and --through, adds the
 # implementations the matrix checks, ONNX Runtime and TensorFlow (400 MB more), and the
 # serving engines' code from their pinned source archives (embedding_parity/conformance/
-# engines.py): vLLM's rotary files (0.2 MB kept of a 47 MB archive) and llama.cpp's ggml, its
+# engines.py): vLLM's and SGLang's rotary files (0.2 MB kept of 47 and 39 MB) and llama.cpp's ggml, its
 # CPU library built with cmake from llama-cpp-python's archive (30 to 90 s on 2 cores).
 $(VENV)/.installed: pyproject.toml constraints.txt requirements-models.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 $(VENV)/.installed-conformance: $(VENV)/.installed-test requirements-conformance.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test,conformance]'
 	$(PY) -m pip install --quiet --no-deps -r requirements-conformance.txt
-	$(PY) -m embedding_parity.conformance.engines fetch vllm llama-cpp-python
+	$(PY) -m embedding_parity.conformance.engines fetch vllm sglang llama-cpp-python
 	touch $@
 
 compare: install

@@ -31,6 +31,7 @@ PINNED = {
     "openvino": "2026.4.1",
     "paddlepaddle": "3.3.1",
     "llama-cpp-python": "0.3.36",
+    "sglang": "0.5.23",
 }
 
 # row: {check: words its detail must hold}; "raises" means the check conforms by raising.
@@ -381,6 +382,28 @@ FINDINGS = {
     },
     "transformers rotary at llama-3.2-1b through openvino-f32": {
         "long positions bfloat16": "within tolerance",
+    },
+    # SGLang's rotary code (forward_native): vLLM's, but for "dynamic", whose one table is at
+    # base * (2 * factor - 1) ** (d / (d - 2)) at every length (vLLM's is base); and its
+    # native path casts cos and sin per call, so that a shared instance keeps no state
+    "SGLang get_rope": {
+        "rotation float32": "within tolerance",
+        "rotation float64": "computed in float32",
+    },
+    "SGLang get_rope at llama-3.2-1b": {"long positions float32": "within tolerance"},
+    "SGLang get_rope at qwen2.5-7b": {"long positions float32": "within tolerance"},
+    "SGLang get_rope at gpt-oss-20b": {"long positions float32": "within tolerance"},
+    "SGLang get_rope at phi-3-mini-128k": {
+        "rotation float32": "within tolerance",
+        "long positions float32": "within tolerance",
+    },
+    "SGLang get_rope at gpt-j-6b": {"long positions float32": "within tolerance"},
+    "SGLang get_rope at llama-2-7b-dynamic": {
+        "rotation float32": "dynamic NTK computed once at the longest length",
+        "long positions float32": "dynamic NTK computed once at the longest length",
+    },
+    "SGLang get_rope, one shared instance (as its models call it)": {
+        "a call in another dtype leaves later calls unchanged": "bit-identical",
     },
     # llama.cpp's ggml 0.25.3: float32 and float16 only (a bfloat16 rotation would abort the
     # process: the adapter refuses it first); each angle from theta_scale multiplied step by

@@ -8,7 +8,7 @@ its sha256, and keeps only the files it runs, under the environment's prefix:
 
     <sys.prefix>/share/embedding-parity/engines/vllm-0.33.0/vllm/model_executor/layers/...
 
-    python -m embedding_parity.conformance.engines fetch vllm llama-cpp-python
+    python -m embedding_parity.conformance.engines fetch vllm sglang llama-cpp-python
 
 An engine whose code is compiled (llama.cpp's ggml) is built from its archive's sources in the
 same private folder, and only what the matrix loads is kept (the libraries, their license and
@@ -27,6 +27,7 @@ import sys
 import tarfile
 import tempfile
 import urllib.request
+import zipfile
 from dataclasses import dataclass
 
 
@@ -50,6 +51,17 @@ ENGINES = {
             "aa5684e9c59d6fc75f78926b7f15e8d9adc7de2d9e6e7575b80776ad8169/vllm-0.33.0.tar.gz",
             "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112",
             ("vllm/model_executor/layers/rotary_embedding/", "LICENSE"),
+        ),
+        # SGLang's rotary package, from its wheel (a zip: no top folder); the wheel's .so files
+        # are Rust extensions of its server, none of which the rotary code imports
+        Engine(
+            "sglang",
+            "0.5.23",
+            "https://files.pythonhosted.org/packages/57/dd/"
+            "0206d00b2ea5b163bbdd216e91cc4f23ea90fde8620db0a6272d4236b68e/"
+            "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl",
+            "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937",
+            ("sglang/srt/layers/rotary_embedding/", "sglang-0.5.23.dist-info/licenses/LICENSE"),
         ),
         # llama.cpp's ggml as llama-cpp-python 0.3.36 vendors it (ggml 0.25.3): its full build
         # takes over 10 minutes here; ggml's CPU library alone about 80 s (cmake and a C++
@@ -129,28 +141,39 @@ def _download(engine: Engine, path: str) -> None:
 
 def _extract(engine: Engine, archive: str, into: str) -> None:
     """The archive's members under ``engine.members`` (regular files only, no links, no path
-    that leaves ``into``), without the archive's top folder."""
-    top = os.path.basename(engine.url).removesuffix(".tar.gz") + "/"  # the sdist's folder
+    that leaves ``into``), without a source archive's top folder."""
     os.makedirs(into)
-    with tarfile.open(archive, "r:gz") as tar:
-        kept = 0
-        for member in tar:
-            name = member.name.removeprefix(top)
-            if member.name == name or not member.isfile():
-                continue
-            if not any(
-                name == m or (m.endswith("/") and name.startswith(m)) for m in engine.members
-            ):
-                continue
-            target = os.path.normpath(os.path.join(into, name))
-            if not target.startswith(into + os.sep):
-                raise OSError(f"{archive}: member {member.name!r} leaves its folder")
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with tar.extractfile(member) as source, open(target, "wb") as out:
-                shutil.copyfileobj(source, out)
-            kept += 1
+    kept = 0
+    for name, opened in _members(archive):
+        if not any(name == m or (m.endswith("/") and name.startswith(m)) for m in engine.members):
+            continue
+        target = os.path.normpath(os.path.join(into, name))
+        if not target.startswith(into + os.sep):
+            raise OSError(f"{archive}: member {name!r} leaves its folder")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with opened() as source, open(target, "wb") as out:
+            shutil.copyfileobj(source, out)
+        kept += 1
     if not kept:
         raise OSError(f"{archive}: none of {', '.join(engine.members)} in it")
+
+
+def _members(archive: str):
+    """(name, open) of each regular file of a wheel (.whl, a zip) or a source archive (.tar.gz,
+    its names without the one top folder every sdist has)."""
+    if archive.endswith(".whl"):
+        with zipfile.ZipFile(archive) as wheel:
+            for info in wheel.infolist():
+                if not info.is_dir():
+                    yield info.filename, lambda info=info: wheel.open(info)
+        return
+    with tarfile.open(archive, "r:gz") as tar:
+        top = None
+        for member in tar:
+            first, _, name = member.name.partition("/")
+            top = top or first
+            if first == top and name and member.isfile():
+                yield name, lambda member=member: tar.extractfile(member)
 
 
 GGML_LIBRARIES = ("libggml-base.so.0", "libggml-cpu.so.0")  # by their sonames, base first

@@ -253,6 +253,7 @@ CONFIGURED = [
 # The serving engines' own code (engines.py): each in a worker of its own, where the engine's
 # stand-in modules live
 VLLM = {"EMBEDDING_PARITY_ENGINE": "vllm"}
+SGLANG = {"EMBEDDING_PARITY_ENGINE": "sglang"}
 GGML = {"GGML_NO_BACKTRACE": "1"}
 ENGINES = [
     Row("vLLM get_rope", ("vllm", "torch"), "vllm_layers:rope", "rope", "torch", VLLM),
@@ -277,6 +278,35 @@ ENGINES = [
             ("gpt-j-6b", "gpt_j_6b"),
             ("llama-2-7b-dynamic", "llama_2_7b_dynamic"),
         )
+    ),
+    Row("SGLang get_rope", ("sglang", "torch"), "sglang_layers:rope", "rope", "torch", SGLANG),
+    *(
+        Row(
+            f"SGLang get_rope at {preset}",
+            ("sglang", "torch"),
+            f"sglang_layers:{function}",
+            "rope",
+            "torch",
+            SGLANG,
+            preset,
+        )
+        for preset, function in (
+            ("llama-3.2-1b", "llama_3_2_1b"),
+            ("qwen2.5-7b", "qwen2_5_7b"),
+            ("gpt-oss-20b", "gpt_oss_20b"),
+            ("phi-3-mini-128k", "phi_3_mini_128k"),
+            ("gpt-neox-20b", "gpt_neox_20b"),
+            ("gpt-j-6b", "gpt_j_6b"),
+            ("llama-2-7b-dynamic", "llama_2_7b_dynamic"),
+        )
+    ),
+    Row(
+        "SGLang get_rope, one shared instance (as its models call it)",
+        ("sglang", "torch"),
+        "sglang_layers:rope_shared",
+        "rope_invariance",
+        "torch",
+        SGLANG,
     ),
     # llama.cpp's ggml through ctypes (its aborts print no gdb backtrace first)
     Row(
