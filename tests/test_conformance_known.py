@@ -354,6 +354,18 @@ FINDINGS = {
         "rotation float32": "within tolerance",
         "long positions float32": "dynamic scaling ignored (the plain rotation)",
     },
+    # M-RoPE (MRotaryEmbedding, positions (3, T)) and Gemma 4's proportional rule
+    # (Gemma4RotaryEmbedding: the first 64 of 256 slots turned, the rest at frequency 0)
+    "vLLM get_rope at qwen2.5-vl-7b": {"image tokens float32": "within tolerance"},
+    "vLLM get_rope at qwen3-vl-8b": {"video tokens float32": "within tolerance"},
+    "vLLM get_rope at gemma-4-e2b full_attention": {
+        "long positions full_attention float32": "within tolerance"
+    },
+    "SGLang get_rope at qwen2.5-vl-7b": {"image tokens float32": "within tolerance"},
+    "SGLang get_rope at qwen3-vl-8b": {"video tokens float32": "within tolerance"},
+    "SGLang get_rope at gemma-4-e2b full_attention": {
+        "long positions full_attention float32": "within tolerance"
+    },
     "vLLM get_rope, a fresh instance per call": {
         "batch = row by row, T = 1 (decode)": "bit-identical",
         "a call in another dtype leaves later calls unchanged": "bit-identical",
@@ -367,14 +379,20 @@ FINDINGS = {
     # OpenVINO's CPU plugin: a gather that raises nothing (id -1 reads the last row, ids past
     # the table read zeros), float64 computed in float32, and under its default precision hint
     # (bfloat16 on this CPU, which has AVX-512 BF16) a bfloat16 rotation's angles in bfloat16
+    # (convert_model traces the call's own arrays: a float32 program is made by a valid case
+    # first, then the bad ids repeated to its shape run on it, as a deployment's ids do)
     "torch nn.Embedding through openvino": {
+        "forward float32": "bit-identical",
         "bad id: -1": "wraps to row 63",
         "bad id: vocab_size": "zero row",
         "bad id: far out of range": "zero row",
         "forward float64": "computed in float32 (the float64 tables rounded to it)",
         "forward bfloat16": "bit-identical",
     },
-    "torch nn.Embedding through openvino-f32": {"bad id: -1": "wraps to row 63"},
+    "torch nn.Embedding through openvino-f32": {
+        "forward float32": "bit-identical",
+        "bad id: -1": "wraps to row 63",
+    },
     "transformers rotary at llama-3.2-1b through openvino": {
         "long positions bfloat16": "phase error 3.1 rad at position 131071",
         "long positions float32": "within tolerance",

@@ -77,3 +77,20 @@ def test_an_archive_without_the_members_is_refused(tmp_path, prefix, monkeypatch
 
 def test_an_engine_not_in_place_has_no_version(prefix):
     assert versions.versions(["vllm"]) == {"vllm": None}
+
+
+def test_a_wheels_members_are_taken_without_a_top_folder(tmp_path, prefix, monkeypatch):
+    import zipfile
+
+    wheel = tmp_path / "eng-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("pkg/rotary/a.py", "A = 1\n")
+        archive.writestr("pkg/server.so", b"\x7fELF")
+        archive.writestr("eng-1.0.dist-info/licenses/LICENSE", "MIT\n")
+    engine = replace(_engine(wheel), members=("pkg/rotary/", "eng-1.0.dist-info/licenses/LICENSE"))
+    monkeypatch.setitem(engines.ENGINES, "eng", engine)
+    into = engines.fetch("eng")
+    kept = sorted(
+        os.path.relpath(os.path.join(d, f), into) for d, _, fs in os.walk(into) for f in fs
+    )
+    assert kept == ["PINNED", "eng-1.0.dist-info/licenses/LICENSE", "pkg/rotary/a.py"]

@@ -277,7 +277,19 @@ ENGINES = [
             ("phi-2", "phi_2"),
             ("gpt-j-6b", "gpt_j_6b"),
             ("llama-2-7b-dynamic", "llama_2_7b_dynamic"),
+            ("qwen2.5-vl-7b", "qwen2_5_vl_7b"),
+            ("qwen3-vl-8b", "qwen3_vl_8b"),
         )
+    ),
+    Row(
+        "vLLM get_rope at gemma-4-e2b full_attention",
+        ("vllm", "torch"),
+        "vllm_layers:gemma_4_e2b_full",
+        "rope",
+        "torch",
+        VLLM,
+        "gemma-4-e2b",
+        layer="full_attention",
     ),
     Row("SGLang get_rope", ("sglang", "torch"), "sglang_layers:rope", "rope", "torch", SGLANG),
     *(
@@ -298,7 +310,19 @@ ENGINES = [
             ("gpt-neox-20b", "gpt_neox_20b"),
             ("gpt-j-6b", "gpt_j_6b"),
             ("llama-2-7b-dynamic", "llama_2_7b_dynamic"),
+            ("qwen2.5-vl-7b", "qwen2_5_vl_7b"),
+            ("qwen3-vl-8b", "qwen3_vl_8b"),
         )
+    ),
+    Row(
+        "SGLang get_rope at gemma-4-e2b full_attention",
+        ("sglang", "torch"),
+        "sglang_layers:gemma_4_e2b_full",
+        "rope",
+        "torch",
+        SGLANG,
+        "gemma-4-e2b",
+        layer="full_attention",
     ),
     Row(
         "SGLang get_rope, one shared instance (as its models call it)",

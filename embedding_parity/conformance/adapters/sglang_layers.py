@@ -136,10 +136,16 @@ factory = sys.modules[f"{PACKAGE}.factory"]
 def rope_scaling(rope: dict) -> dict | None:
     """rope_scaling as an SGLang model hands it to get_rope, from the kit's rotation."""
     scaling = dict(rope.get("scaling") or {})
-    if not scaling:
+    if not scaling and not rope.get("mrope"):
         return None
     scaling.pop("max_position_embeddings", None)
     scaling = {k: list(v) if isinstance(v, tuple) else v for k, v in scaling.items()}
+    if rope.get("mrope"):
+        scaling |= {
+            "rope_type": "default",
+            "mrope_section": list(rope["mrope"]["section"]),
+            "mrope_interleaved": rope["mrope"]["layout"] == "interleaved",
+        }
     if "original_max_position_embeddings" in scaling:
         scaling["original_max_position_embeddings"] = int(
             scaling["original_max_position_embeddings"]
@@ -166,11 +172,14 @@ def rotary(rope: dict, *, shared: bool = False):
             rope["layout"] == "half",
             rope_scaling(rope),
             torch.float32 if shared else x.dtype,
+            # Gemma 4's share of the head's slots, as its model hands it over
+            partial_rotary_factor=(rope.get("scaling") or {}).get("partial_rotary_factor", 1.0),
         )
         length = x.shape[-2]
         moved = x.movedim(-2, 0)  # (T, ..., d)
         tokens = moved.reshape(length, -1)
-        rotated, _ = layer(positions.reshape(-1), tokens, tokens.clone())
+        at = positions if rope.get("mrope") else positions.reshape(-1)  # M-RoPE's: (3, T)
+        rotated, _ = layer(at, tokens, tokens.clone())
         return rotated.reshape(moved.shape).movedim(0, -2)
 
     return f
@@ -187,8 +196,8 @@ def rope_shared(x, positions):
     return rotary(textbook, shared=True)(x, positions)
 
 
-def _at(preset: str):
-    return rotary(configs.preset(preset).options("rope", "--model")["rope"])
+def _at(preset: str, *, layer: str | None = None):
+    return rotary(configs.preset(preset).options("rope", "--model", layer=layer)["rope"])
 
 
 llama_3_2_1b = _at("llama-3.2-1b")
@@ -198,3 +207,6 @@ phi_3_mini_128k = _at("phi-3-mini-128k")
 gpt_neox_20b = _at("gpt-neox-20b")
 gpt_j_6b = _at("gpt-j-6b")
 llama_2_7b_dynamic = _at("llama-2-7b-dynamic")
+gemma_4_e2b_full = _at("gemma-4-e2b", layer="full_attention")  # proportional, heads of 512
+qwen2_5_vl_7b = _at("qwen2.5-vl-7b")  # M-RoPE: positions (3, T), chunked sections
+qwen3_vl_8b = _at("qwen3-vl-8b")  # M-RoPE, interleaved sections

@@ -183,6 +183,9 @@ def rope_parameters(rope: dict, preset: str | None = None) -> tuple[dict, bool, 
     rotary = rope.get("rotary_dim") or rope["head_dim"]
     if rotary != rope["head_dim"]:
         parameters["partial_rotary_factor"] = rotary / rope["head_dim"]
+    if rope.get("mrope"):  # Qwen2-VL's sections (in frequency slots), Qwen3-VL's interleaved
+        parameters["mrope_section"] = list(rope["mrope"]["section"])
+        parameters["mrope_interleaved"] = rope["mrope"]["layout"] == "interleaved"
     longest = max(SERVED, int(rope.get("max_position_embeddings") or 0))
     return parameters, rope["layout"] == "half", longest
 
@@ -206,9 +209,11 @@ def rotary(rope: dict, *, preset: str | None = None, shared: bool = False, qk: b
         # DeepSeek's MLA hands its rope part per head, (tokens, heads, d); the rest
         # (tokens, heads * d), as the models' attention does
         flat = parameters["rope_type"] != "deepseek_yarn"
-        tokens, back = _tokens(q, positions, flat)
-        keys, _ = _tokens(k, positions, flat)
-        q_out, k_out = layer(positions.reshape(-1), tokens, keys)  # forward: forward_native
+        batched = positions.ndim == 2 and not rope.get("mrope")  # M-RoPE's are (3, T)
+        tokens, back = _tokens(q, batched, flat)
+        keys, _ = _tokens(k, batched, flat)
+        at = positions.reshape(-1) if batched else positions
+        q_out, k_out = layer(at, tokens, keys)  # forward: forward_native
         return back(q_out), back(k_out)
 
     def f(x, positions):
@@ -217,10 +222,10 @@ def rotary(rope: dict, *, preset: str | None = None, shared: bool = False, qk: b
     return rotated if qk else f
 
 
-def _tokens(x, positions, flat: bool = True):
-    """x (..., T, d) at positions (T,), or (B, H, T, d) at (B, T), as vLLM's tokens, (tokens,
-    H * d) or, not ``flat``, (tokens, H, d); and the function that puts a result back."""
-    if positions.ndim == 2:  # (B, H, T, d): tokens are (B, T)
+def _tokens(x, batched: bool, flat: bool = True):
+    """x (..., T, d), or (B, H, T, d) ``batched`` at positions (B, T), as vLLM's tokens,
+    (tokens, H * d) or, not ``flat``, (tokens, H, d); and the function that puts a result back."""
+    if batched:  # tokens are (B, T)
         b, h, t, d = x.shape
         tokens = x.permute(0, 2, 1, 3).reshape(b * t, h * d if flat else h, *(() if flat else (d,)))
         return tokens, lambda y: y.reshape(b, t, h, d).permute(0, 2, 1, 3)
@@ -230,9 +235,9 @@ def _tokens(x, positions, flat: bool = True):
     return tokens, lambda y: y.reshape(moved.shape).movedim(0, -2)
 
 
-def _at(preset: str, *, shared: bool = False):
-    rope = configs.preset(preset).options("rope", "--model")["rope"]
-    return rotary(rope, preset=preset, shared=shared)
+def _at(preset: str, *, layer: str | None = None):
+    rope = configs.preset(preset).options("rope", "--model", layer=layer)["rope"]
+    return rotary(rope, preset=preset)
 
 
 def rope(x, positions):
@@ -261,4 +266,7 @@ phi_3_mini_128k = _at("phi-3-mini-128k")
 gpt_neox_20b = _at("gpt-neox-20b")
 phi_2 = _at("phi-2")
 gpt_j_6b = _at("gpt-j-6b")  # the interleaved layout (is_neox_style=False), partial
+gemma_4_e2b_full = _at("gemma-4-e2b", layer="full_attention")  # proportional, heads of 512
+qwen2_5_vl_7b = _at("qwen2.5-vl-7b")  # M-RoPE: positions (3, T), chunked sections
+qwen3_vl_8b = _at("qwen3-vl-8b")  # M-RoPE, interleaved sections
 llama_2_7b_dynamic = _at("llama-2-7b-dynamic")
