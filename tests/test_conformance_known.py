@@ -366,6 +366,15 @@ FINDINGS = {
     "SGLang get_rope at gemma-4-e2b full_attention": {
         "long positions full_attention float32": "within tolerance"
     },
+    # the collator numbers each document from 0: right for RoPE models, one row short of
+    # RoBERTa's (its rows count from padding_idx + 1 = 2; rows 0 and 1 are its pad's)
+    "transformers DataCollatorWithFlattening": {
+        "packed positions from 0": "exact",
+        "packed positions from 2": "start ignored: each document from 0, not 2",
+    },
+    "transformers DataCollatorWithFlattening at roberta-base": {
+        "packed positions from 2": "start ignored: each document from 0, not 2",
+    },
     "vLLM get_rope, a fresh instance per call": {
         "batch = row by row, T = 1 (decode)": "bit-identical",
         "a call in another dtype leaves later calls unchanged": "bit-identical",
@@ -472,6 +481,7 @@ CONTROLS = [
         )
     ),
     *(f"embedding-parity numpy ({kind}): invariances" for kind in ("lookup", "rope")),
+    "embedding-parity (packed_positions)",
 ]
 
 

@@ -88,3 +88,51 @@ def test_transformers_flattening_collator_numbers_documents_as_the_rule_does():
 def test_bad_input_is_refused_in_one_line(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         call()
+
+
+# --- the kit's contract: packed_positions ------------------------------------------------
+
+
+def _kit(target, **options):
+    from embedding_parity.conformance import runner
+
+    return runner.run(target, "packed_positions", framework="numpy", options=options)
+
+
+def test_the_kit_holds_packed_positions_exactly_and_names_each_mistake():
+    def correct(lengths, start):
+        return positional.packed_position_ids(lengths, start=start)
+
+    def not_reset(lengths, start):
+        return start + np.arange(int(np.sum(lengths)))
+
+    def from_zero(lengths, start):
+        return positional.packed_position_ids(lengths)
+
+    def one_late(lengths, start):
+        return positional.packed_position_ids(lengths, start=start) + 1
+
+    assert _kit(correct).conforms
+    named = {
+        not_reset: "not reset: the row numbered as one sequence",
+        from_zero: "start ignored: each document from 0, not 2",
+        one_late: "each document from start + 1",
+    }
+    for port, name in named.items():
+        details = [c.detail for c in _kit(port).checks if c.status == "differs"]
+        assert details and all(name in d for d in details[-1:]), details
+
+
+def test_a_roberta_config_sets_the_start_and_an_opt_config_is_refused():
+    from embedding_parity import configs
+    from embedding_parity.conformance.kinds import KINDS
+    from embedding_parity.usage import UsageError
+
+    options = configs.preset("roberta-base").options("packed_positions", "--model")
+    assert options == {"packed_start": 2}
+    assert {c.params["start"] for c in KINDS["packed_positions"].cases(options)} == {2}
+    assert configs.preset("llama-3.2-1b").options("packed_positions", "--model") == {
+        "packed_start": 0
+    }
+    with pytest.raises(UsageError, match="from its attention mask"):
+        configs.preset("opt-125m").options("packed_positions", "--model")

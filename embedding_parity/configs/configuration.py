@@ -173,6 +173,14 @@ class Configuration:
             return {"position_rule": self.position_rule, "pad_token_id": self.pad_token_id}
         if kind == "bert":
             return {"type_vocab_size": self.type_vocab_size}
+        if kind == "packed_positions":  # where each packed document's positions start
+            if self.position_rule in ("opt", "bart"):
+                raise UsageError(
+                    f"{flag}: {self.name}'s positions come from its attention mask with an "
+                    f"offset of 2 ({self.position_rule}'s rule), not from packed position ids"
+                )
+            roberta = self.position_rule == "roberta"
+            return {"packed_start": self.pad_token_id + 1 if roberta else 0}
         if kind == "attention_scale":
             if not self.rope:
                 raise UsageError(f"{flag}: {self.name} has learned positions: no RoPE attention")
@@ -198,8 +206,8 @@ class Configuration:
                 )
             return dict(self.vision)
         raise UsageError(
-            f"{flag} goes with --kind rope, lookup, position_ids, bert, mrope_positions or "
-            f"attention_scale, not {kind}"
+            f"{flag} goes with --kind rope, lookup, position_ids, bert, packed_positions, "
+            f"mrope_positions or attention_scale, not {kind}"
         )
 
     def layer_rope(self, layer_type: LayerType) -> dict:

@@ -230,6 +230,14 @@ CONFIGURED = [
         "position_ids",
         "opt-125m",
     ),
+    Row(
+        "transformers DataCollatorWithFlattening at roberta-base",
+        ("transformers",),
+        "transformers_layers:flattening_collator",
+        "packed_positions",
+        "numpy",
+        preset="roberta-base",
+    ),
     _configured(
         "transformers RoBERTa position ids",
         "transformers_configured:roberta_positions",
@@ -482,6 +490,21 @@ ROWS = [
         "transformers_layers:t5_buckets",
         "t5",
         "torch",
+    ),
+    Row(
+        "transformers DataCollatorWithFlattening",
+        ("transformers",),
+        "transformers_layers:flattening_collator",
+        "packed_positions",
+        "numpy",
+    ),
+    Row(
+        "embedding-parity (packed_positions)",
+        ("embedding-parity", "numpy"),
+        "suite:packed_positions",
+        "packed_positions",
+        "numpy",
+        _suite("numpy"),
     ),
     Row("NumPy np.add.at", ("numpy",), "numpy_idioms:gradient", "gradient", "numpy"),
     Row(
@@ -770,7 +793,13 @@ COLUMNS = (
 
 
 # The kinds whose every check is of values (no dtypes, positions or layouts): the "values" cell.
-VALUE_KINDS = ("mrope_positions", "attention_scale", "rope_invariance", "lookup_invariance")
+VALUE_KINDS = (
+    "mrope_positions",
+    "attention_scale",
+    "packed_positions",
+    "rope_invariance",
+    "lookup_invariance",
+)
 
 
 def cells(record: dict) -> dict:

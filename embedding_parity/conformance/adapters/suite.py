@@ -5,6 +5,7 @@ import os
 import numpy as np
 
 import backends
+from backends import positional
 from embedding_parity import configs
 
 _BACKEND = backends.get(os.environ["EMBEDDING_PARITY_BACKEND"])
@@ -23,6 +24,10 @@ def sinusoidal(num_positions, dim):
 
 def rope(x, positions):
     return _BACKEND.apply_rope(x, positions)
+
+
+def packed_positions(lengths, start):
+    return positional.packed_position_ids(lengths, start=start)  # host-side, every backend's
 
 
 def alibi(num_heads):

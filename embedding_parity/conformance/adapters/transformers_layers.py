@@ -1,8 +1,9 @@
 """Hugging Face transformers (PyTorch): GPT-2's wte + wpe, Llama's rotary embedding, BLOOM's
-ALiBi tensor and T5's relative-position buckets, built from configs (nothing downloaded)."""
+ALiBi tensor, T5's relative-position buckets, built from configs (nothing downloaded), and
+the data collator that packs documents into one row."""
 
 import torch
-from transformers import GPT2Config, GPT2Model, LlamaConfig
+from transformers import DataCollatorWithFlattening, GPT2Config, GPT2Model, LlamaConfig
 from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 from transformers.models.t5.modeling_t5 import T5Attention
@@ -58,3 +59,11 @@ def t5_buckets(relative_position, bidirectional, num_buckets, max_distance):
         num_buckets=num_buckets,
         max_distance=max_distance,
     )
+
+
+def flattening_collator(lengths, start):
+    """DataCollatorWithFlattening(return_position_ids=True): documents of ``lengths`` tokens
+    packed into one row, its position ids (it takes no start: it numbers each from 0)."""
+    features = [{"input_ids": list(range(10, 10 + int(n)))} for n in lengths]
+    batch = DataCollatorWithFlattening(return_position_ids=True, return_tensors="np")(features)
+    return batch["position_ids"][0]

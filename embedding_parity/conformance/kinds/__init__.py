@@ -22,6 +22,7 @@ from embedding_parity.conformance.kinds.gradient import Gradient
 from embedding_parity.conformance.kinds.invariance import Invariance
 from embedding_parity.conformance.kinds.lookup import Lookup
 from embedding_parity.conformance.kinds.mrope_positions import MropePositions
+from embedding_parity.conformance.kinds.packed_positions import PackedPositions
 from embedding_parity.conformance.kinds.position_ids import PositionIds
 from embedding_parity.conformance.kinds.rope import Rope
 from embedding_parity.conformance.kinds.sinusoidal import Sinusoidal
@@ -37,6 +38,7 @@ KINDS = {
         T5(),
         Gradient(),
         PositionIds(),
+        PackedPositions(),
         Bert(),
         MropePositions(),
         AttentionScale(),

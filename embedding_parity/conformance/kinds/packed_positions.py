@@ -1,0 +1,87 @@
+"""packed_positions: f(lengths, start) -> the position ids (T,) of documents packed in one row,
+each counting from ``start``; exact (``backends.positional.packed_position_ids``).
+
+Training packs documents into one row; their positions restart at each document, from 0, or
+from padding_idx + 1 for RoBERTa-style models (``--model roberta-base``: every case at that
+start; otherwise the battery tries 0 and 2). A port that numbers the row as one sequence
+gives every document after the first the wrong rotation or position row (OLMo-core PR #591).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from backends import positional
+from embedding_parity.conformance.kinds.base import (
+    Case,
+    Kind,
+    differs,
+    exact_integers,
+    integer_mismatch,
+)
+
+# (label, document lengths)
+PACKS = (
+    ("documents of 5, 7 and 4 tokens", (5, 7, 4)),
+    ("one token each", (1, 1, 1, 1)),
+    ("one document", (16,)),
+    ("documents of 3, 1, 9, 2 and 1 tokens", (3, 1, 9, 2, 1)),
+)
+
+
+class PackedPositions(Kind):
+    name = "packed_positions"
+    contract = (
+        "f(lengths, start) -> position ids (T,) integers, T = sum(lengths): each document's "
+        "tokens numbered start, start + 1, ... (start 0, or padding_idx + 1 for RoBERTa-style "
+        "models)"
+    )
+
+    def cases(self, options):
+        starts = (options["packed_start"],) if "packed_start" in options else (0, 2)
+        return [
+            Case(
+                f"packed positions from {start}",
+                f"{label}, start {start}",
+                {"lengths": list(lengths), "start": start},
+            )
+            for start in starts
+            for label, lengths in PACKS
+        ]
+
+    def argument_names(self, params):
+        return ["lengths", "start"]
+
+    def arguments(self, params):
+        return [np.array(params["lengths"], np.int64), params["start"]]
+
+    def reference(self, params, start=None):
+        lengths, given = self.arguments(params)
+        return positional.packed_position_ids(lengths, start=given if start is None else start)
+
+    def mistakes(self, params):
+        lengths, start = self.arguments(params)
+        whole = int(lengths.sum())
+        found = [("not reset: the row numbered as one sequence", start + np.arange(whole))]
+        if start:
+            found.append(
+                (f"start ignored: each document from 0, not {start}", self.reference(params, 0))
+            )
+        found.append(("each document from start + 1", self.reference(params) + 1))
+        return found
+
+    def compare(self, params, actual):
+        expected = self.reference(params)
+        verdict, wrong = exact_integers(actual, expected)
+        if verdict:
+            return verdict
+        first = integer_mismatch(actual, expected, wrong)
+        slots = np.flatnonzero(wrong)
+        detail = (
+            f"{len(slots)} of {expected.size} ids differ, first at token {int(slots[0])}: "
+            f"{int(actual[slots[0]])} where {int(expected[slots[0]])} is expected"
+        )
+        for name, result in self.mistakes(params):
+            if np.array_equal(actual, result):
+                return differs(f"{detail}; {name}", mismatch=first)
+        return differs(detail, mismatch=first)
