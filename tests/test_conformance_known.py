@@ -32,6 +32,7 @@ PINNED = {
     "paddlepaddle": "3.3.1",
     "llama-cpp-python": "0.3.36",
     "sglang": "0.5.23",
+    "executorch": "1.5.1",
 }
 
 # row: {check: words its detail must hold}; "raises" means the check conforms by raising.
@@ -406,6 +407,25 @@ FINDINGS = {
         "long positions bfloat16": "phase error 3.1 rad at position 131071",
         "long positions float32": "within tolerance",
         "rotation float64": "computed in float32",
+    },
+    # ExecuTorch 1.5.1: its portable kernels and XNNPACK both raise on a bad id (error 0x12,
+    # InvalidArgument) and give eager's lookup bit for bit; the rotation within its bound
+    "torch nn.Embedding through executorch": {
+        "forward float32": "bit-identical",
+        "forward bfloat16": "bit-identical",
+        "bad id: -1": "raises",
+        "bad id: vocab_size": "raises",
+    },
+    "torch nn.Embedding through executorch-xnnpack": {
+        "forward float32": "bit-identical",
+        "bad id: -1": "raises",
+    },
+    "transformers rotary at llama-3.2-1b through executorch": {
+        "long positions float32": "within tolerance",
+        "rotation bfloat16": "within tolerance",
+    },
+    "transformers rotary at llama-3.2-1b through executorch-xnnpack": {
+        "long positions float32": "within tolerance",
     },
     "transformers rotary at llama-3.2-1b through openvino-f32": {
         "long positions bfloat16": "within tolerance",

@@ -621,6 +621,7 @@ ROWS += [
 
 TORCH_PATHS, JAX_PATHS = ("torch.compile", "torch.export", "onnx"), ("jax.jit", "jax.export")
 OPENVINO_PATHS = ("openvino", "openvino-f32")  # its CPU plugin's default precision hint, and f32
+EXECUTORCH_PATHS = ("executorch", "executorch-xnnpack")  # its portable kernels, and XNNPACK
 # Inductor compiles each signature of the battery to C++ (a second or two each, 16 s for the
 # first of a process): its rows run the checks where it differs from eager torch if at all,
 # float32 and bfloat16 (its precision casts), and the bad ids.
@@ -657,6 +658,8 @@ ROWS += [
     *_through("transformers rotary at llama-3.2-1b", TORCH_PATHS),
     *_through("torch nn.Embedding", OPENVINO_PATHS),
     *_through("transformers rotary at llama-3.2-1b", OPENVINO_PATHS),
+    *_through("torch nn.Embedding", EXECUTORCH_PATHS),
+    *_through("transformers rotary at llama-3.2-1b", EXECUTORCH_PATHS),
     *_through("keras-hub SinePositionEncoding (jax)", JAX_PATHS),
     *_through("JAX jax.vjp of x[ids]", JAX_PATHS),
     *(

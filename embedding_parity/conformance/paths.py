@@ -65,6 +65,20 @@ PATHS = {
             ("torch", "openvino"),
             "openvino.convert_model(f), compiled for the CPU with INFERENCE_PRECISION_HINT f32",
         ),
+        Path(
+            "executorch",
+            "torch",
+            ("torch", "executorch"),
+            "torch.export.export(f), to_edge(...).to_executorch(), run by ExecuTorch's runtime "
+            "with its portable kernels",
+        ),
+        Path(
+            "executorch-xnnpack",
+            "torch",
+            ("torch", "executorch"),
+            "torch.export.export(f), lowered to XNNPACK (to_edge_transform_and_lower), run by "
+            "ExecuTorch's runtime",
+        ),
         Path("jax.jit", "jax", ("jax", "jaxlib"), "jax.jit(f), its non-array arguments static"),
         Path(
             "jax.export",
@@ -326,6 +340,55 @@ def _openvino(hint: str | None):
     return made
 
 
+def _executorch(xnnpack: bool):
+    """ExecuTorch's path: the torch function exported (``torch.export``), made an ExecuTorch
+    program (its portable kernels, or lowered to XNNPACK where it takes the ops) and run by
+    its runtime from the program's bytes, as a device loads a .pte file."""
+
+    @_once_per_signature
+    def made(function, arguments, arrays):
+        import torch
+
+        try:
+            from executorch.runtime import Runtime
+
+            if xnnpack:
+                from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+                    XnnpackPartitioner,
+                )
+                from executorch.exir import to_edge_transform_and_lower
+            else:
+                from executorch.exir import to_edge
+        except Exception as error:
+            raise _failed("import executorch", error) from None
+        inputs = tuple(arguments[i] for i in arrays)
+        try:
+            with _quiet():
+                program = torch.export.export(_module(function, arguments, arrays), inputs)
+                if xnnpack:
+                    edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+                else:
+                    edge = to_edge(program)
+                buffer = edge.to_executorch().buffer
+        except Exception as error:
+            raise _failed("exporting to ExecuTorch", error) from None
+        try:
+            loaded = Runtime.get().load_program(buffer)
+            method = loaded.load_method("forward")
+        except Exception as error:
+            raise _failed("ExecuTorch's runtime loading the program", error) from None
+        kept = (buffer, loaded)  # the method reads both: freed, a later call reads freed memory
+
+        def run(*given):
+            assert kept
+            outputs = method.execute(list(given))
+            return outputs[0] if len(outputs) == 1 else list(outputs)
+
+        return run
+
+    return made
+
+
 def _to_openvino(openvino, array):
     """A NumPy array as OpenVINO's tensor; bfloat16 by its bits (OpenVINO's Python shows a
     bfloat16 tensor's data as float16, so that assigning values would convert them)."""
@@ -397,6 +460,8 @@ _MAKERS = {
     "onnx": _onnx,
     "openvino": _openvino(None),
     "openvino-f32": _openvino("f32"),
+    "executorch": _executorch(xnnpack=False),
+    "executorch-xnnpack": _executorch(xnnpack=True),
     "jax.jit": _jitted,
     "jax.export": _jax_exported,
 }
