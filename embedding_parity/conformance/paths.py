@@ -377,13 +377,11 @@ def _executorch(xnnpack: bool):
             method = loaded.load_method("forward")
         except Exception as error:
             raise _failed("ExecuTorch's runtime loading the program", error) from None
-        kept = (buffer, loaded)  # the method reads both: freed, a later call reads freed memory
-
         def run(*given):
-            assert kept
             outputs = method.execute(list(given))
             return outputs[0] if len(outputs) == 1 else list(outputs)
 
+        run.program = (buffer, loaded)  # the method reads both: freed, a later call crashes
         return run
 
     return made
