@@ -19,7 +19,8 @@ install-conformance: $(VENV)/.installed-conformance
 # make compare installs the library, its frameworks and the model files; make test adds the test
 # tools (and transformers, whose config classes read a config.json); make install-conformance,
 # for make conformance-test, make conformance, check --against hf and --through, adds the
-# implementations the matrix checks, ONNX Runtime and TensorFlow (400 MB more), and the
+# implementations the matrix checks, ONNX Runtime and TensorFlow (400 MB more), PaddlePaddle
+# (720 MB), OpenVINO (180 MB) and ExecuTorch (130 MB), and the
 # serving engines' code from their pinned source archives (embedding_parity/conformance/
 # engines.py): vLLM's and SGLang's rotary files (0.2 MB kept of 47 and 39 MB) and llama.cpp's ggml, its
 # CPU library built with cmake from llama-cpp-python's archive (30 to 90 s on 2 cores).

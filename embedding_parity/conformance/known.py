@@ -819,7 +819,8 @@ def cells(record: dict) -> dict:
     layout = [c for c in checks if in_column("layout", c)]
     if record["kind"] in ("rope", "sinusoidal"):
         shown = re.search(r"(interleaved|concat) layout", layout[0]["detail"]) if layout else None
-        expected = "✓ half" if record["kind"] == "rope" else "✓ interleaved"
+        paired = "(2i, 2i+1)" in record["report"].get("contract", "")  # a config's pairs
+        expected = "✓ half" if record["kind"] == "rope" and not paired else "✓ interleaved"
         some_conform = any(c["status"] == "conforms" for c in checks)
         out["layout"] = f"✗ {shown.group(1)}" if shown else expected if some_conform else "—"
     else:

@@ -11,7 +11,7 @@ multimodal classes (defined, never called). The rows run in a worker of their ow
 
 ``get_rope`` is SGLang's own factory, called as its models call it: (head_size, rotary_dim,
 max_position, base, is_neox_style, rope_scaling, dtype); a fresh instance per call (its cache
-cleared first), built for the call's dtype, max_position 131072 or the config's longer one."""
+cleared first), built for the call's dtype, max_position 131072 (the battery's longest + 1)."""
 
 from __future__ import annotations
 
@@ -159,7 +159,7 @@ def rotary(rope: dict, *, shared: bool = False):
     ``shared``: get_rope's one instance, built for float32, as its models share it."""
     head = rope["head_dim"]
     rotary_dim = rope.get("rotary_dim") or head
-    longest = max(SERVED, int(rope.get("max_position_embeddings") or 0))
+    longest = SERVED
 
     def f(x, positions):
         if not shared:

@@ -14,7 +14,8 @@ is the stand-in's there).
 
 ``get_rope`` is vLLM's own factory: rope_parameters as a model's config gives them to it, a
 model's ``max_position`` (the length it serves: here 131072, the battery's longest position
-+ 1, or the config's longer one). It caches one instance per configuration and dtype, shared
++ 1, whatever the config's: a table's rows depend on their own position alone, and the YaRN
+and dynamic rules read the original length, not this one). It caches one instance per configuration and dtype, shared
 by every layer and call; the rows build a fresh one per call (the cache cleared first), except
 the row named shared, which calls it as vLLM's models do."""
 
@@ -186,8 +187,7 @@ def rope_parameters(rope: dict, preset: str | None = None) -> tuple[dict, bool, 
     if rope.get("mrope"):  # Qwen2-VL's sections (in frequency slots), Qwen3-VL's interleaved
         parameters["mrope_section"] = list(rope["mrope"]["section"])
         parameters["mrope_interleaved"] = rope["mrope"]["layout"] == "interleaved"
-    longest = max(SERVED, int(rope.get("max_position_embeddings") or 0))
-    return parameters, rope["layout"] == "half", longest
+    return parameters, rope["layout"] == "half", SERVED
 
 
 def rotary(rope: dict, *, preset: str | None = None, shared: bool = False, qk: bool = False):
