@@ -243,3 +243,95 @@ def test_an_invariance_battery_is_not_exported(tmp_path):
         cases.export(
             str(tmp_path / "out"), "rope_invariance", {}, KINDS["rope_invariance"].cases({})
         )
+
+
+def test_a_batch_rotated_with_its_first_rows_x_is_caught():
+    """A kernel that reads one row's stride for every row of a batch (T > 1)."""
+
+    def first_rows_x(x, positions):
+        if x.ndim == 4:
+            return np.broadcast_to(rope(x[:1], positions), x.shape).copy()
+        return rope(x, positions)
+
+    batch = _run(first_rows_x)["batch = row by row, T > 1"]
+    assert batch.status == "differs" and "batch rows [1, 2, 3] of 4" in batch.detail
+
+
+def test_the_lookup_invariances_catch_strided_ids_and_a_recast_table():
+    def ids_as_contiguous(token_table, position_table, token_ids, start):
+        flat = torch.as_strided(token_ids, token_ids.shape, torch.empty(token_ids.shape).stride())
+        return (
+            torch.nn.functional.embedding(flat, token_table)
+            + position_table[start : start + token_ids.shape[-1]]
+        )
+
+    class RecastTable:
+        """A table kept from the first call, recast to each call's dtype in place."""
+
+        def __init__(self):
+            self.table = None
+
+        def __call__(self, token_table, position_table, token_ids, start):
+            if self.table is None or self.table.dtype != token_table.dtype:
+                self.table = (token_table if self.table is None else self.table).astype(
+                    token_table.dtype
+                )
+            rows = self.table[token_ids] + position_table[start : start + token_ids.shape[-1]]
+            return rows.astype(token_table.dtype)
+
+    strided = runner.run(ids_as_contiguous, "lookup_invariance", framework="torch").checks
+    assert {c.check: c.status for c in strided}["strided ids = contiguous ids"] == "differs"
+    recast = _run(RecastTable(), "lookup_invariance")
+    assert recast["a call in another dtype leaves later calls unchanged"].status == "differs"
+    assert recast["batch = row by row, T > 1"].status == "conforms"
+
+
+def test_a_call_that_raises_changes_its_input_or_does_not_compose_is_named():
+    def raises_alone(x, positions):
+        if x.ndim == 3 and x.shape[-2] == 1:  # a decode row called alone
+            raise ValueError("one row")
+        return rope(x, positions)
+
+    def rotates_in_place(x, positions):
+        x[...] = rope(x, positions)
+        return x
+
+    def drops_a_token(x, positions):
+        return rope(x, positions)[..., :-1, :] if x.shape[-2] == 5 else rope(x, positions)
+
+    decode = _run(raises_alone)["batch = row by row, T = 1 (decode)"]
+    assert decode.status == "differs"
+    assert "raises ValueError: one row (call 2 of 5)" in decode.detail
+    in_place = _run(rotates_in_place)["batch = row by row, T > 1"]
+    assert "changes its input in place: x" in in_place.detail
+    packed = _run(drops_a_token)["packed documents = each document alone"]
+    assert packed.status == "differs" and "do not compose" in packed.detail
+
+
+def test_the_invariance_kinds_take_the_rope_kinds_options_and_a_config():
+    from embedding_parity import configs
+    from embedding_parity.conformance import api
+
+    options = api.options_for("rope_invariance", batched=True, qk=True, head_dim=64)
+    assert options["batched"] and options["qk"] and options["head_dim"] == 64
+    names = [c.check for c in KINDS["rope_invariance"].cases(options)]
+    assert "left-padded batch = each row alone" in names
+    assert "q and k in one call = two calls" in names
+    at_llama = configs.preset("llama-3.2-1b").options("rope_invariance", "--model")
+    assert at_llama["rope"]["scaling"]["rope_type"] == "llama3"
+    gemma = configs.preset("gemma-4-e2b").options(
+        "rope_invariance", "--model", layer="full_attention"
+    )
+    assert KINDS["rope_invariance"].cases(gemma)[0].params["rope"]["head_dim"] == 512
+    with pytest.raises(UsageError, match="one rotated layer type"):
+        KINDS["rope_invariance"].cases(configs.preset("gemma-4-e2b").options("rope", "--model"))
+    with pytest.raises(UsageError, match="Gemma's scaled"):
+        configs.preset("gemma-7b").options("lookup_invariance", "--model")
+
+    def target(x, positions):
+        return numpy_backend.apply_rope(
+            x, positions, **configs.preset("llama-3.2-1b").rope_options()
+        )
+
+    report = runner.run(target, "rope_invariance", framework="numpy", options=at_llama)
+    assert report.conforms, [c.detail for c in report.checks]

@@ -134,6 +134,14 @@ class Configuration:
         it sets nothing (``flag`` names where the configuration came from). ``layer``: a layer's
         index or a layer type's name, for a model whose layers rotate differently: the rope
         kind checks that type alone (else every type, the call told the layer)."""
+        if kind.endswith("_invariance"):  # the base kind's question, asked two ways
+            options = self.options(kind.removesuffix("_invariance"), flag, layer)
+            if "embed_scale" in options:
+                raise UsageError(
+                    f"{flag}: {self.name}'s lookup is Gemma's scaled f(token_table, token_ids), "
+                    "whose invariances the kit does not build: try --kind lookup"
+                )
+            return options
         if layer is not None and kind != "rope":
             raise UsageError(f"--layer and --layer-type go with --kind rope, not {kind}")
         if kind == "rope":

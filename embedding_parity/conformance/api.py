@@ -128,8 +128,9 @@ def options_for(
     kind it does not fit; ``spell`` names a setting as the caller wrote it (``--head-dim``)."""
     if kind not in KINDS:
         raise UsageError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
-    fits = {"base": ("rope", "sinusoidal"), "padding_idx": ("gradient",), "table": ("lookup",)}
-    fits |= {"head_dim": ("rope",), "batched": ("rope",), "qk": ("rope",)}
+    rope, lookup = ("rope", "rope_invariance"), ("lookup", "lookup_invariance")
+    fits = {"base": (*rope, "sinusoidal"), "padding_idx": ("gradient",), "table": lookup}
+    fits |= {"head_dim": rope, "batched": rope, "qk": rope}
     given = {"base": base, "padding_idx": padding_idx, "head_dim": head_dim}
     given |= {"batched": batched or None, "qk": qk or None, "table": table}
     for name, value in given.items():

@@ -22,12 +22,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
-import tarfile
 import tempfile
-import urllib.request
-import zipfile
 from dataclasses import dataclass
 
 
@@ -109,7 +105,8 @@ def fetch(name: str) -> str:
     if installed(name):
         return into
     os.makedirs(root(), exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="ep-engine-") as scratch:
+    # the scratch folder beside the engine's: the rename into place is one step, never a copy
+    with tempfile.TemporaryDirectory(prefix=".fetching-", dir=root()) as scratch:
         archive = os.path.join(scratch, os.path.basename(engine.url))
         _download(engine, archive)
         staged = os.path.join(scratch, "staged")
@@ -120,11 +117,13 @@ def fetch(name: str) -> str:
             out.write(f"{engine.name} {engine.version} sha256:{engine.sha256}\n{engine.url}\n")
         if os.path.isdir(into):  # a folder left without its PINNED file: not whole
             shutil.rmtree(into)
-        shutil.move(staged, into)  # a rename where the scratch folder shares the disk
+        os.rename(staged, into)
     return into
 
 
 def _download(engine: Engine, path: str) -> None:
+    import urllib.request  # the install step's alone: versions() imports this module
+
     digest, size = hashlib.sha256(), 0
     with urllib.request.urlopen(engine.url, timeout=120) as response, open(path, "wb") as out:
         while chunk := response.read(1 << 20):
@@ -161,10 +160,13 @@ def _extract(engine: Engine, archive: str, into: str) -> None:
 def _members(archive: str):
     """(name, open) of each regular file of a wheel (.whl, a zip) or a source archive (.tar.gz,
     its names without the one top folder every sdist has)."""
+    import tarfile
+    import zipfile
+
     if archive.endswith(".whl"):
         with zipfile.ZipFile(archive) as wheel:
             for info in wheel.infolist():
-                if not info.is_dir():
+                if not info.is_dir() and not _zip_link(info):
                     yield info.filename, lambda info=info: wheel.open(info)
         return
     with tarfile.open(archive, "r:gz") as tar:
@@ -176,12 +178,21 @@ def _members(archive: str):
                 yield name, lambda member=member: tar.extractfile(member)
 
 
+def _zip_link(info) -> bool:
+    """Whether a zip member is a symbolic link (its Unix mode, in the high 16 bits)."""
+    return (info.external_attr >> 16) & 0o170000 == 0o120000
+
+
 GGML_LIBRARIES = ("libggml-base.so.0", "libggml-cpu.so.0")  # by their sonames, base first
 
 
 def _build_ggml(source: str, scratch: str) -> str:
     """ggml's CPU library built from the vendored llama.cpp in ``source``; returns a folder of
     the libraries (lib/) and ggml's license and headers, the sources left behind."""
+    import subprocess
+
+    if shutil.which("cmake") is None:
+        raise OSError("building ggml needs cmake (and a C++ compiler): neither is on PATH")
     top = os.path.join(source, "vendor", "llama.cpp")
     build = os.path.join(scratch, "build")
     log = os.path.join(scratch, "build.log")
@@ -232,7 +243,11 @@ def main(argv: list[str]) -> int:
         print(f"usage: python -m {__spec__.name} fetch {' '.join(ENGINES)}", file=sys.stderr)
         return 2
     for name in argv[1:]:
-        print(f"{name} {ENGINES[name].version}: {fetch(name)}")
+        try:
+            print(f"{name} {ENGINES[name].version}: {fetch(name)}")
+        except OSError as error:
+            print(f"{name} {ENGINES[name].version}: {error}", file=sys.stderr)
+            return 1
     return 0
 
 

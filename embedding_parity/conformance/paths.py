@@ -17,6 +17,7 @@ import contextlib
 import io
 import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass
 
@@ -305,19 +306,20 @@ def _onnx(function, arguments, arrays):
 def _openvino(hint: str | None):
     """OpenVINO's path: the torch function converted (``openvino.convert_model``, which traces
     it at the call's arrays) and compiled for the CPU, under the plugin's default precision
-    hint or ``hint``. OpenVINO's telemetry is not installed (make install-conformance leaves
-    out openvino-telemetry): its converter then uses its own stub, which sends and writes
-    nothing (no client id under ~/intel)."""
+    hint or ``hint``. Its converter runs with its telemetry stub, which sends and writes
+    nothing (no client id under ~/intel): make install-conformance leaves openvino-telemetry
+    out, and where it is installed the converter is kept from importing it."""
 
     @_once_per_signature
     def made(function, arguments, arrays):
         try:
-            import openvino
+            with _without_openvino_telemetry():  # its converter is imported with it
+                import openvino
         except Exception as error:
             raise _failed("import openvino", error) from None
         inputs = tuple(arguments[i] for i in arrays)
         try:
-            with _quiet():
+            with _quiet(), _without_openvino_telemetry():
                 model = openvino.convert_model(
                     _module(function, arguments, arrays), example_input=inputs
                 )
@@ -377,6 +379,7 @@ def _executorch(xnnpack: bool):
             method = loaded.load_method("forward")
         except Exception as error:
             raise _failed("ExecuTorch's runtime loading the program", error) from None
+
         def run(*given):
             outputs = method.execute(list(given))
             return outputs[0] if len(outputs) == 1 else list(outputs)
@@ -385,6 +388,27 @@ def _executorch(xnnpack: bool):
         return run
 
     return made
+
+
+@contextlib.contextmanager
+def _without_openvino_telemetry():
+    """OpenVINO's converter with its telemetry stub even where openvino-telemetry is installed
+    (it would write a client id under ~/intel and send events): the converter, imported with
+    ``openvino``, falls back to its own stub on an ImportError, which a None in sys.modules
+    gives. The caller's sys.modules is given back. (Where the caller imported openvino first,
+    its converter is bound already: the kit's worker imports it here.)"""
+    saved = sys.modules.get("openvino_telemetry", _ABSENT)
+    sys.modules["openvino_telemetry"] = None
+    try:
+        yield
+    finally:
+        if saved is _ABSENT:
+            sys.modules.pop("openvino_telemetry", None)
+        else:
+            sys.modules["openvino_telemetry"] = saved
+
+
+_ABSENT = object()
 
 
 def _to_openvino(openvino, array):

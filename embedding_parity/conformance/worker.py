@@ -240,15 +240,16 @@ def ask(kind, params: dict, function, framework, elements: int, *, log: bool = T
             for said in ("raised", "returned", "refused"):
                 if said in reply:
                     return {said: f"{reply[said]} ({which})"}
-            return reply
+            return reply  # an input changed in place: the judge names which argument
     try:
         whole, composed = kind.compose(params, results)
-    except ValueError as error:  # shapes that do not compose: the target's answers
-        return {"returned": f"answers that do not compose to the one call's ({error})"}
+    except (ValueError, IndexError) as error:  # shapes that do not compose: the answers
+        return {"returned": f"answers that do not compose to the one call's shape ({error})"}
     if whole.shape != composed.shape or whole.dtype != composed.dtype:
         return {
-            "returned": f"{composed.dtype.name} {composed.shape} from the calls where the one "
-            f"call gave {whole.dtype.name} {whole.shape}"
+            "returned": f"answers that do not compose to the one call's shape: "
+            f"{composed.dtype.name} {composed.shape} from the calls, {whole.dtype.name} "
+            f"{whole.shape} from the one call"
         }
     return {"array": np.stack([whole, composed]), "changed": []}
 

@@ -24,7 +24,7 @@ from embedding_parity.conformance import engines
 F32, F16, BF16, I32 = 0, 1, 30, 26  # enum ggml_type
 NORMAL, NEOX = 0, 2  # rope modes: pairs (2i, 2i+1), pairs (i, i + n_dims/2)
 TYPES = {np.dtype(np.float32): F32, np.dtype(np.float16): F16, np.dtype(ml_dtypes.bfloat16): BF16}
-MEMORY = 1 << 26  # bytes of one call's context: the battery's largest tensors are a few MB
+OVERHEAD = 1 << 20  # bytes of a context beyond its tensors' data: their headers, the graph
 
 
 class InitParams(ctypes.Structure):
@@ -80,8 +80,12 @@ _BASE, _CPU = _libraries()
 class _Context:
     """One call's ggml context: tensors from NumPy arrays, a graph computed, the result read."""
 
+    def __init__(self, *arrays):
+        # each tensor's data (inputs, results, a view or two), with room for the rest
+        self.size = 4 * sum(a.nbytes for a in arrays) + OVERHEAD
+
     def __enter__(self):
-        self.ctx = _BASE.ggml_init(InitParams(MEMORY, None, False))
+        self.ctx = _BASE.ggml_init(InitParams(self.size, None, False))
         if not self.ctx:
             raise MemoryError("ggml_init returned no context")
         return self
@@ -135,7 +139,7 @@ def rotary(head_dim: int, base: float, *, rotary_dim: int | None = None, layout:
             )
         length = x.shape[-2]
         tokens = np.moveaxis(x, -2, 0).reshape(length, -1, head_dim)  # [head_dim, heads, T]
-        with _Context() as ggml:
+        with _Context(tokens, np.asarray(positions)) as ggml:
             a = ggml.tensor(tokens, TYPES[x.dtype])
             b = ggml.tensor(np.asarray(positions, np.int32), I32)
             # ctx, a, b, freq factors, n_dims, mode, n_ctx_orig, freq_base, freq_scale,
@@ -177,7 +181,8 @@ def get_rows(token_table, position_table, token_ids, start):
     if token_table.dtype not in TYPES:
         raise TypeError(f"ggml has no {token_table.dtype} tensors: float32, float16 or bfloat16")
     length = token_ids.shape[-1]
-    with _Context() as ggml:
+    rows = np.empty((*token_ids.shape, token_table.shape[1]), np.float32)  # the result's size
+    with _Context(token_table, position_table, token_ids, rows, rows) as ggml:
         tokens = ggml.tensor(token_table, TYPES[token_table.dtype])
         positions = ggml.tensor(position_table, TYPES[position_table.dtype])
         ids = ggml.tensor(np.asarray(token_ids, np.int32).reshape(-1), I32)

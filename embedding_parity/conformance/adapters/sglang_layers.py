@@ -73,7 +73,7 @@ def _stand_ins() -> dict:
     utils = {f"is_{d}": (lambda: False) for d in devices} | {
         "is_cpu": lambda: True,
         "cpu_has_amx_support": lambda: False,
-        "get_bool_env_var": lambda name, default="false": False,
+        "get_bool_env_var": lambda name, default="false": str(default).lower() in ("true", "1"),
         "get_compiler_backend": lambda mode=None: "inductor",
         "get_device": lambda *a: "cpu",
         "support_triton": lambda backend: False,
