@@ -299,7 +299,7 @@ def test_the_command_line_takes_the_shapes_and_a_pair_comes_back_from_the_worker
     assert code == 0, out
     assert "f(q, k, positions)" in out
     code, out = shared(f"{PORTS}:lookup", "--kind", "rope", "--table", "5,4,8")
-    assert code == 2 and "--table goes with --kind lookup, not rope" in out
+    assert code == 2 and "--table goes with --kind lookup or lookup_invariance, not rope" in out
     code, out = shared(f"{PORTS}:lookup", "--kind", "lookup", "--table", "50,4,8")
     assert code == 0, out
     assert "bad id: vocab_size" in out
@@ -352,7 +352,7 @@ def test_rope(implementation, check):
     "kwargs, said",
     [
         ({"head_dim": 0}, "head_dim 0 is not an even integer of at least 2"),
-        ({"table": (3, 8, 16)}, "table= goes with kind lookup, not rope"),
+        ({"table": (3, 8, 16)}, "table= goes with kind lookup or lookup_invariance, not rope"),
         ({"padding_idx": 0}, "padding_idx= goes with kind gradient, not rope"),
         ({"framework": "tf"}, "framework='tf': choose from numpy, torch, jax"),
         ({"timeout": 0}, "timeout=0: seconds per case"),
