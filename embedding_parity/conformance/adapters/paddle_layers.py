@@ -8,8 +8,6 @@ import ml_dtypes
 import numpy as np
 import paddle
 
-_PADDLE = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32", "float64": "float64"}
-
 
 def _tensor(array: np.ndarray):
     if array.dtype == ml_dtypes.bfloat16:
@@ -20,7 +18,7 @@ def _tensor(array: np.ndarray):
 def _embedding(table: np.ndarray):
     """nn.Embedding over ``table``, its default padding_idx=None (which Paddle keeps as -1)."""
     layer = paddle.nn.Embedding(*table.shape)
-    layer.to(dtype=_PADDLE[table.dtype.name])
+    layer.to(dtype=table.dtype.name)  # Paddle names its dtypes as NumPy does
     layer.weight.set_value(_tensor(table))
     return layer
 

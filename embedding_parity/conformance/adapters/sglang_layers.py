@@ -15,8 +15,6 @@ cleared first), built for the call's dtype, max_position 131072 (the battery's l
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import sys
 import types
 
@@ -24,7 +22,7 @@ import torch
 from torch import nn
 
 from embedding_parity import configs
-from embedding_parity.conformance import engines
+from embedding_parity.conformance.adapters import load_engine_package
 
 SERVED = 131072  # max_position: the battery's longest position + 1
 PACKAGE = "sglang.srt.layers.rotary_embedding"
@@ -110,26 +108,7 @@ def _stand_ins() -> dict:
     }
 
 
-def _load():
-    if engines.installed("sglang") is None:
-        raise ImportError(
-            "SGLang 0.5.23's rotary files are not in place: make install-conformance fetches "
-            "them (python -m embedding_parity.conformance.engines fetch sglang)"
-        )
-    if PACKAGE in sys.modules:
-        return sys.modules[PACKAGE]
-    sys.modules.update(_stand_ins())
-    where = os.path.join(engines.folder("sglang"), *PACKAGE.split("."))
-    spec = importlib.util.spec_from_file_location(
-        PACKAGE, os.path.join(where, "__init__.py"), submodule_search_locations=[where]
-    )
-    package = importlib.util.module_from_spec(spec)
-    sys.modules[PACKAGE] = package
-    spec.loader.exec_module(package)
-    return package
-
-
-rotary_embedding = _load()
+rotary_embedding = load_engine_package("sglang", PACKAGE, _stand_ins)
 factory = sys.modules[f"{PACKAGE}.factory"]
 
 

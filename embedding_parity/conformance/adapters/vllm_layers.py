@@ -21,17 +21,14 @@ the row named shared, which calls it as vLLM's models do."""
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import os
-import sys
 import types
 
 import torch
 from torch import nn
 
 from embedding_parity import configs
-from embedding_parity.conformance import engines
+from embedding_parity.conformance.adapters import load_engine_package
 
 SERVED = 131072  # max_position: the battery's longest position + 1
 PACKAGE = "vllm.model_executor.layers.rotary_embedding"
@@ -146,26 +143,7 @@ def _stand_ins() -> dict:
     }
 
 
-def _load():
-    if engines.installed("vllm") is None:
-        raise ImportError(
-            "vLLM 0.33.0's rotary files are not in place: make install-conformance fetches "
-            "them (python -m embedding_parity.conformance.engines fetch vllm)"
-        )
-    if PACKAGE in sys.modules:
-        return sys.modules[PACKAGE]
-    sys.modules.update(_stand_ins())
-    where = os.path.join(engines.folder("vllm"), *PACKAGE.split("."))
-    spec = importlib.util.spec_from_file_location(
-        PACKAGE, os.path.join(where, "__init__.py"), submodule_search_locations=[where]
-    )
-    package = importlib.util.module_from_spec(spec)
-    sys.modules[PACKAGE] = package
-    spec.loader.exec_module(package)
-    return package
-
-
-rotary_embedding = _load()
+rotary_embedding = load_engine_package("vllm", PACKAGE, _stand_ins)
 
 
 def rope_parameters(rope: dict, preset: str | None = None) -> tuple[dict, bool, int]:
@@ -249,12 +227,6 @@ def rope_shared(x, positions):
     """get_rope as vLLM's models call it: one instance per configuration, shared."""
     return rotary({"head_dim": x.shape[-1], "base": 10000.0, "layout": "half"}, shared=True)(
         x, positions
-    )
-
-
-def rope_qk(q, k, positions):
-    return rotary({"head_dim": q.shape[-1], "base": 10000.0, "layout": "half"}, qk=True)(
-        q, k, positions
     )
 
 

@@ -94,6 +94,21 @@ def exact_integers(actual: np.ndarray, expected: np.ndarray):
     return None, wrong
 
 
+def integer_verdict(actual, expected, where, mistakes) -> Verdict:
+    """The verdict on a result that must be the integers ``expected``: exact, or what differs
+    (``where(wrong)``: how many and the first, in the kind's words) and the mistake of
+    ``mistakes`` ((name, integers)) it equals, if any."""
+    verdict, wrong = exact_integers(actual, expected)
+    if verdict:
+        return verdict
+    first = integer_mismatch(actual, expected, wrong)
+    detail = where(wrong)
+    for name, result in mistakes:
+        if np.array_equal(actual, result):
+            return differs(f"{detail}; {name}", mismatch=first)
+    return differs(detail, mismatch=first)
+
+
 def _under_kit_errors(method):
     """``method`` run under KIT_ERRORS, the caller's NumPy error state restored after it."""
 

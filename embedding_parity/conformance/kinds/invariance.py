@@ -42,11 +42,6 @@ PADS = (3, 0, 5, 1)  # left pads of each row of a padded batch
 OTHER_DTYPE = "bfloat16"  # the call in another dtype between two float32 calls
 
 
-def packed_positions(lengths) -> np.ndarray:
-    """The position ids of documents packed in one row, each counting from 0."""
-    return np.concatenate([np.arange(n) for n in lengths]).astype(np.int64)
-
-
 def _starts(lengths) -> list[int]:
     return [0, *np.cumsum(lengths).tolist()]
 
@@ -177,7 +172,7 @@ class Invariance(Kind):
             return [call(xs, positions), *alone]
         shape = (ROWS, HEADS, LENGTH) if batched else (HEADS, LENGTH)
         if check.startswith("packed"):
-            xs, row = x(*shape), packed_positions(DOCUMENTS)
+            xs, row = x(*shape), positional.packed_position_ids(DOCUMENTS)
             positions = np.tile(row, (ROWS, 1)) if batched else row
             starts = _starts(DOCUMENTS)
             alone = [

@@ -12,13 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from backends import positional
-from embedding_parity.conformance.kinds.base import (
-    Case,
-    Kind,
-    differs,
-    exact_integers,
-    integer_mismatch,
-)
+from embedding_parity.conformance.kinds.base import Case, Kind, integer_verdict
 
 # (label, document lengths)
 PACKS = (
@@ -72,16 +66,12 @@ class PackedPositions(Kind):
 
     def compare(self, params, actual):
         expected = self.reference(params)
-        verdict, wrong = exact_integers(actual, expected)
-        if verdict:
-            return verdict
-        first = integer_mismatch(actual, expected, wrong)
-        slots = np.flatnonzero(wrong)
-        detail = (
-            f"{len(slots)} of {expected.size} ids differ, first at token {int(slots[0])}: "
-            f"{int(actual[slots[0]])} where {int(expected[slots[0]])} is expected"
-        )
-        for name, result in self.mistakes(params):
-            if np.array_equal(actual, result):
-                return differs(f"{detail}; {name}", mismatch=first)
-        return differs(detail, mismatch=first)
+
+        def where(wrong):
+            slot = int(np.flatnonzero(wrong)[0])
+            return (
+                f"{int(wrong.sum())} of {expected.size} ids differ, first at token {slot}: "
+                f"{int(actual[slot])} where {int(expected[slot])} is expected"
+            )
+
+        return integer_verdict(actual, expected, where, self.mistakes(params))

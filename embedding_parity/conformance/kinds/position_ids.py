@@ -12,13 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from backends import positional
-from embedding_parity.conformance.kinds.base import (
-    Case,
-    Kind,
-    differs,
-    exact_integers,
-    integer_mismatch,
-)
+from embedding_parity.conformance.kinds.base import Case, Kind, integer_verdict
 
 # (label, left pads per row, right pads per row, past_length)
 BATCHES = (
@@ -100,17 +94,12 @@ class PositionIds(Kind):
 
     def compare(self, params, actual):
         expected = self.reference(params)
-        verdict, wrong = exact_integers(actual, expected)
-        if verdict:
-            return verdict
-        first = integer_mismatch(actual, expected, wrong)
-        wrong = np.argwhere(wrong)
-        row, col = (int(i) for i in wrong[0])
-        detail = (
-            f"{len(wrong)} ids differ, first at [{row}, {col}]: {int(actual[row, col])} "
-            f"where {int(expected[row, col])} is expected"
-        )
-        for name, result in self.mistakes(params):
-            if np.array_equal(actual, result):
-                return differs(f"{detail}; {name}", mismatch=first)
-        return differs(detail, mismatch=first)
+
+        def where(wrong):
+            row, col = (int(i) for i in np.argwhere(wrong)[0])
+            return (
+                f"{int(wrong.sum())} ids differ, first at [{row}, {col}]: "
+                f"{int(actual[row, col])} where {int(expected[row, col])} is expected"
+            )
+
+        return integer_verdict(actual, expected, where, self.mistakes(params))
