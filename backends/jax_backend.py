@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from backends import positional, validation
+from backends import positional, quantized, validation
 
 name = "jax"
 
@@ -208,7 +208,9 @@ class TokenPositionEmbedding:
     positions="learned": ``params`` holds both tables; "sinusoidal": ``params`` holds the
     token table and the fixed sinusoidal table sits beside it in ``constants``; "none":
     token rows only. padding_idx and scale_grad_by_freq shape the gradient only (see
-    gradients).
+    gradients). A ``quantized.QuantizedTable`` token table sits in ``constants`` as its
+    bytes, "token_blocks" (uint8, not a parameter), and ``embed_quantized`` decodes the rows
+    a call reads.
     """
 
     def __init__(
@@ -223,7 +225,8 @@ class TokenPositionEmbedding:
         padding_idx: int | None = None,
         scale_grad_by_freq: bool = False,
     ):
-        token_table, position_table, self.max_seq_len = validation.check_layer(
+        given = token_table
+        token_table, position_table, self.max_seq_len = quantized.layer_tables(
             token_table, position_table, positions, max_seq_len, base, layout
         )
         self.positions = positions
@@ -233,10 +236,14 @@ class TokenPositionEmbedding:
             padding_idx, scale_grad_by_freq, self.vocab_size
         )
         self.scale_grad_by_freq = bool(scale_grad_by_freq)
+        self.quantized = given.kind if isinstance(given, quantized.QuantizedTable) else None
         # Most calls need neither x64 mode nor a choice of function (see __call__).
-        self._plain = positions != "none" and self.dtype != np.float64
-        self.params = {"token_table": _to_device(token_table)}
-        self.constants = {}
+        self._plain = positions != "none" and self.dtype != np.float64 and not self.quantized
+        self.params, self.constants = {}, {}
+        if self.quantized:
+            self.constants["token_blocks"] = _to_device(given.blocks)
+        else:
+            self.params["token_table"] = _to_device(token_table)
         if positions == "learned":
             self.params["position_table"] = _to_device(position_table)
         elif positions == "sinusoidal":
@@ -270,7 +277,11 @@ class TokenPositionEmbedding:
                 shape = (*host_ids.shape, self.dim)
                 validation.check_out(out, np.dtype(out.dtype), True, shape, self.dtype)
                 with_positions = self.positions != "none"
+                if self.quantized:
+                    return embed_quantized_into(out, self.tables, ids, start, **self._decoding)
                 return embed_into(out, self.tables, ids, start, with_positions=with_positions)
+            if self.quantized:
+                return embed_quantized(self.tables, ids, start, **self._decoding)
             if self.positions == "none":
                 return embed_tokens(self.params, ids)
             return embed(self.tables, ids, start)
@@ -278,8 +289,21 @@ class TokenPositionEmbedding:
     def token_embeddings(self, token_ids) -> jax.Array:
         """(..., T) ids -> (..., T, dim) rows of the token table."""
         host_ids = validation.check_token_ids(validation.as_host(token_ids), self.vocab_size)
+        ids = _device_ids(token_ids, host_ids)
         with _precision(self.dtype):
-            return embed_tokens(self.params, _device_ids(token_ids, host_ids))
+            if self.quantized:
+                decoding = {**self._decoding, "with_positions": False}
+                return embed_quantized(self.tables, ids, 0, **decoding)
+            return embed_tokens(self.params, ids)
+
+    @property
+    def _decoding(self) -> dict:
+        """embed_quantized's static arguments."""
+        return {
+            "kind": self.quantized,
+            "dtype": self.dtype,
+            "with_positions": self.positions != "none",
+        }
 
     def position_embeddings(self, start: int, length: int) -> jax.Array:
         """Rows start .. start + length - 1 of the position table, (length, dim)."""
@@ -292,6 +316,54 @@ class TokenPositionEmbedding:
     def tables(self) -> dict[str, jax.Array]:
         """What the pure functions take: ``params`` plus any fixed table (sinusoidal)."""
         return {**self.params, **self.constants} if self.constants else self.params
+
+
+@partial(jax.jit, static_argnames=("kind", "dtype", "with_positions"))
+def embed_quantized(tables, token_ids, start, *, kind: str, dtype, with_positions: bool):
+    """Token rows decoded from a quantized table's bytes, tables["token_blocks"]
+    (vocab_size, row_bytes) uint8: only the rows of token_ids are gathered and decoded
+    (``quantized.decode`` in jax.numpy), float32 then ``dtype``; plus the position rows."""
+    rows = tables["token_blocks"][token_ids.reshape(-1)]  # (N, row_bytes)
+    values = quantized.decode(JAX_OPS, kind, rows)  # (N, dim) float32
+    x = values.astype(dtype).reshape(*token_ids.shape, values.shape[-1])
+    if not with_positions:
+        return x
+    return x + lax.dynamic_slice_in_dim(tables["position_table"], start, token_ids.shape[-1])
+
+
+@partial(jax.jit, donate_argnums=0, static_argnames=("kind", "dtype", "with_positions"))
+def embed_quantized_into(out, tables, token_ids, start, *, kind, dtype, with_positions):
+    """embed_quantized, written over a donated ``out`` (as embed_into)."""
+    decoding = {"kind": kind, "dtype": dtype, "with_positions": with_positions}
+    x = embed_quantized(tables, token_ids, start, **decoding)
+    return lax.dynamic_update_slice(out, x, (0,) * out.ndim)
+
+
+class _JaxOps:
+    """What quantized.decode needs beyond operators, in jax.numpy: lax's bit casts."""
+
+    @staticmethod
+    def float16(pair: jax.Array) -> jax.Array:  # (n, 2) bytes -> (n, 1) float32
+        return lax.bitcast_convert_type(pair, jnp.float16).astype(jnp.float32)[:, None]
+
+    @staticmethod
+    def int8(values: jax.Array) -> jax.Array:
+        return lax.bitcast_convert_type(values, jnp.int8)
+
+    @staticmethod
+    def float32(values: jax.Array) -> jax.Array:
+        return values.astype(jnp.float32)
+
+    @staticmethod
+    def stack(arrays: list, axis: int) -> jax.Array:
+        return jnp.stack(arrays, axis)
+
+    @staticmethod
+    def concat(arrays: list) -> jax.Array:
+        return jnp.concatenate(arrays, -1)
+
+
+JAX_OPS = _JaxOps()
 
 
 def gradients(layer, token_ids, upstream, start: int = 0, *, sparse: bool = False) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from backends import positional, validation
+from backends import positional, quantized, validation
 
 name = "numpy"
 
@@ -17,7 +17,9 @@ class TokenPositionEmbedding:
 
     positions="learned": position_table (max_seq_len, dim) is given; "sinusoidal": the
     table is built here from max_seq_len, base and layout; "none": token rows only.
-    padding_idx and scale_grad_by_freq shape the gradient only (see gradients).
+    padding_idx and scale_grad_by_freq shape the gradient only (see gradients). A
+    ``quantized.QuantizedTable`` token table is kept as its bytes (a memory-mapped file's stay
+    on disk) and a call decodes only the rows it reads.
     """
 
     def __init__(
@@ -32,7 +34,8 @@ class TokenPositionEmbedding:
         padding_idx: int | None = None,
         scale_grad_by_freq: bool = False,
     ):
-        token_table, position_table, self.max_seq_len = validation.check_layer(
+        given = token_table
+        token_table, position_table, self.max_seq_len = quantized.layer_tables(
             token_table, position_table, positions, max_seq_len, base, layout
         )
         self.positions = positions
@@ -43,8 +46,12 @@ class TokenPositionEmbedding:
         )
         self.scale_grad_by_freq = bool(scale_grad_by_freq)
         self._chunk_rows = max(1, _CHUNK_BYTES // max(self.dim * self.dtype.itemsize, 1))
-        # Copies the layer owns, as the torch and JAX layers own theirs.
-        self.token_table = token_table.copy()
+        # Copies the layer owns, as the torch and JAX layers own theirs; a quantized table's
+        # bytes as they are (it is frozen and its bytes are never written).
+        quantized_table = isinstance(given, quantized.QuantizedTable)
+        self.quantized = given.kind if quantized_table else None
+        self.token_table = given if quantized_table else token_table.copy()
+        self._token_bytes = given.blocks if quantized_table else self.token_table
         if positions == "sinusoidal":
             position_table = sinusoidal_table(
                 self.max_seq_len, self.dim, base=base, layout=layout, dtype=self.dtype
@@ -62,18 +69,18 @@ class TokenPositionEmbedding:
         )
         if out is None and self.position_table is not None and token_ids.size <= _FEW_ROWS:
             # A decode step's few rows: the gather allocates the result, the add is in place.
-            out = self.token_table.take(token_ids, 0)
+            out = self._gather(token_ids)
             out += self.position_table[start : start + token_ids.shape[-1]]
             return out
         shape = (*token_ids.shape, self.dim)
-        table, position_table = self.token_table, self.position_table
+        position_table = self.position_table
         if out is None:
             out = np.empty(shape, self.dtype)
         else:
             if not isinstance(out, np.ndarray):
                 raise TypeError(f"out must be a NumPy array, got {type(out).__name__}")
             validation.check_out(out, out.dtype, out.flags.c_contiguous, shape, self.dtype)
-            if np.may_share_memory(out, table) or (
+            if np.may_share_memory(out, self._token_bytes) or (
                 position_table is not None and np.may_share_memory(out, position_table)
             ):
                 raise validation.out_overlaps_error()
@@ -112,6 +119,8 @@ class TokenPositionEmbedding:
         # mode="clip" writes straight into the result, where the default mode="raise"
         # buffers a copy; it never clips, because the ids were checked first. The method
         # ndarray.take skips np.take's Python wrapper: 0.16 µs against 0.7 µs for 4 rows.
+        if self.quantized:
+            return quantized.lookup(self.token_table, token_ids, out)
         return self.token_table.take(token_ids, 0, out, "clip")
 
 

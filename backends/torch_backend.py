@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from backends import positional, validation
+from backends import positional, quantized, validation
 
 name = "torch"
 
@@ -42,7 +42,8 @@ class TokenPositionEmbedding(nn.Module):
     positions="learned": two trainable nn.Embedding tables; "sinusoidal": a trainable
     token nn.Embedding and a fixed sinusoidal buffer built here from max_seq_len, base
     and layout; "none": the token nn.Embedding only. padding_idx and scale_grad_by_freq are
-    nn.Embedding's own options on the token table.
+    nn.Embedding's own options on the token table. A ``quantized.QuantizedTable`` token
+    table becomes a ``QuantizedEmbedding`` (its bytes a uint8 buffer, decoded per lookup).
     """
 
     def __init__(
@@ -58,7 +59,8 @@ class TokenPositionEmbedding(nn.Module):
         scale_grad_by_freq: bool = False,
     ):
         super().__init__()
-        token_table, position_table, self.max_seq_len = validation.check_layer(
+        given = token_table
+        token_table, position_table, self.max_seq_len = quantized.layer_tables(
             token_table, position_table, positions, max_seq_len, base, layout
         )
         self.positions = positions
@@ -66,14 +68,20 @@ class TokenPositionEmbedding(nn.Module):
         padding_idx = validation.check_embedding_options(
             padding_idx, scale_grad_by_freq, self.vocab_size
         )
-        # Trainable (freeze=False), like a model's own embeddings. from_pretrained keeps the
-        # padding row as stored; nn.Embedding's backward keeps its gradient at zero.
-        self.token = nn.Embedding.from_pretrained(
-            _from_numpy(token_table),
-            freeze=False,
-            padding_idx=padding_idx,
-            scale_grad_by_freq=bool(scale_grad_by_freq),
-        )
+        self.quantized = None
+        if isinstance(given, quantized.QuantizedTable):
+            self.quantized = given.kind
+            self._padding = (padding_idx, bool(scale_grad_by_freq))  # no gradient to shape
+            self.token = QuantizedEmbedding(given)
+        else:
+            # Trainable (freeze=False), like a model's own embeddings. from_pretrained keeps
+            # the padding row as stored; nn.Embedding's backward keeps its gradient at zero.
+            self.token = nn.Embedding.from_pretrained(
+                _from_numpy(token_table),
+                freeze=False,
+                padding_idx=padding_idx,
+                scale_grad_by_freq=bool(scale_grad_by_freq),
+            )
         if positions == "learned":
             self.position = nn.Embedding.from_pretrained(_from_numpy(position_table), freeze=False)
         elif positions == "sinusoidal":
@@ -84,15 +92,17 @@ class TokenPositionEmbedding(nn.Module):
 
     @property
     def padding_idx(self) -> int | None:
-        return self.token.padding_idx
+        return self._padding[0] if self.quantized else self.token.padding_idx
 
     @property
     def scale_grad_by_freq(self) -> bool:
-        return self.token.scale_grad_by_freq
+        return self._padding[1] if self.quantized else self.token.scale_grad_by_freq
 
     @property
     def dtype(self) -> np.dtype:
         """The tables' dtype, as NumPy names it (follows .to(), .half() and the like)."""
+        if self.quantized:
+            return self.token.dtype
         return validation.DTYPES[str(self.token.weight.dtype).removeprefix("torch.")]
 
     def forward(
@@ -112,6 +122,8 @@ class TokenPositionEmbedding(nn.Module):
         its flag (see _check_on_device). Anything else (NumPy arrays, lists, other integer
         dtypes, another device) is checked on the host and then copied to the device.
         """
+        if self.quantized:
+            return self._quantized_forward(token_ids, start, out)
         weight, positions = self._tables()
         if (
             isinstance(token_ids, torch.Tensor)
@@ -162,6 +174,23 @@ class TokenPositionEmbedding(nn.Module):
             out.add_(positions.narrow(0, start, length))  # (T, dim) broadcasts
         return out
 
+    def _quantized_forward(self, token_ids, start, out) -> torch.Tensor:
+        """forward for a quantized token table: the rows decoded, then the positions added
+        (learned positions by their nn.Embedding, so that they still train); ``out`` is
+        filled with a copy (the decode allocates its rows)."""
+        host_ids, start = validation.check_call(
+            _host_ints(token_ids), start, self.vocab_size, self.max_seq_len
+        )
+        x = self.token(self._to_device(token_ids, host_ids))  # (..., T, dim)
+        if self.positions != "none":
+            x = x + self._position_rows(start, x.shape[-2])
+        if out is None:
+            return x
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+        validation.check_out(out, out.dtype, out.is_contiguous(), tuple(x.shape), x.dtype)
+        return out.copy_(x)
+
     def token_embeddings(self, token_ids) -> torch.Tensor:
         """(..., T) ids -> (..., T, dim) rows of the token table."""
         host_ids = validation.check_token_ids(_host_ints(token_ids), self.vocab_size)
@@ -175,9 +204,7 @@ class TokenPositionEmbedding(nn.Module):
 
     def _position_rows(self, start: int, length: int) -> torch.Tensor:
         if self.positions == "learned":  # looked up like tokens, so gradients reach the rows
-            return self.position(
-                torch.arange(start, start + length, device=self.token.weight.device)
-            )
+            return self.position(torch.arange(start, start + length, device=self._device()))
         return self.position_table[start : start + length]
 
     def _tables(self) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -189,9 +216,12 @@ class TokenPositionEmbedding(nn.Module):
             return weight, _weight(self._modules["position"])
         return weight, self._buffers.get("position_table")
 
+    def _device(self) -> torch.device:
+        return self.token.blocks.device if self.quantized else self.token.weight.device
+
     def _to_device(self, token_ids, host_ids: np.ndarray) -> torch.Tensor:
         """Checked ids as int32 or int64 (what nn.Embedding takes), on the tables' device."""
-        device = self.token.weight.device
+        device = self._device()
         if isinstance(token_ids, torch.Tensor) and token_ids.dtype in (torch.int32, torch.int64):
             return token_ids if token_ids.device == device else token_ids.to(device)
         if host_ids.dtype not in (np.int32, np.int64):
@@ -531,6 +561,51 @@ def position_ids(
         return (torch.cumsum(mask, dim=1) * mask - 1)[:, past_length:] + 2
     mask = ids.ne(padding_idx).int()  # create_position_ids_from_input_ids
     return ((torch.cumsum(mask, dim=1).type_as(mask) + past_length) * mask).long() + padding_idx
+
+
+class QuantizedEmbedding(nn.Module):
+    """A GGUF-quantized token table (``quantized.QuantizedTable``) as a module: its bytes a
+    (vocab_size, row_bytes) uint8 buffer; forward gathers the byte rows of the ids and decodes
+    those alone (``quantized.decode`` in torch ops), float32 then the table's dtype."""
+
+    def __init__(self, table: quantized.QuantizedTable):
+        super().__init__()
+        self.kind, self.dim, self.dtype = table.kind, table.dim, table.dtype
+        self._to = _torch_dtype(table.dtype)
+        # a copy (np.array): torch refuses to share a read-only, memory-mapped file's bytes
+        self.register_buffer("blocks", torch.from_numpy(np.array(table.blocks)))
+
+    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+        rows = self.blocks.index_select(0, token_ids.reshape(-1))  # (N, row_bytes)
+        values = quantized.decode(TORCH_OPS, self.kind, rows)  # (N, dim) float32
+        return values.to(self._to).reshape(*token_ids.shape, self.dim)
+
+
+class _TorchOps:
+    """What quantized.decode needs beyond operators, in torch: dtype views for the bit casts."""
+
+    @staticmethod
+    def float16(pair: torch.Tensor) -> torch.Tensor:  # (n, 2) bytes -> (n, 1) float32
+        return pair.contiguous().view(torch.float16).float()
+
+    @staticmethod
+    def int8(values: torch.Tensor) -> torch.Tensor:
+        return values.view(torch.int8)
+
+    @staticmethod
+    def float32(values: torch.Tensor) -> torch.Tensor:
+        return values.float()
+
+    @staticmethod
+    def stack(tensors: list, axis: int) -> torch.Tensor:
+        return torch.stack(tensors, axis)
+
+    @staticmethod
+    def concat(tensors: list) -> torch.Tensor:
+        return torch.cat(tensors, -1)
+
+
+TORCH_OPS = _TorchOps()
 
 
 class ScaledWordEmbedding(nn.Embedding):

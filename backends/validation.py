@@ -837,6 +837,11 @@ def check_gradients(layer, token_ids: np.ndarray, start, upstream_shape, upstrea
     (the output's; dtype as NumPy names it). Returns (token_ids, start as int)."""
     if not isinstance(sparse, bool | np.bool_):
         raise TypeError(f"sparse must be True or False, got {sparse!r}")
+    if layer.quantized:
+        raise ValueError(
+            f"the token table is quantized ({layer.quantized}): its rows are decoded from "
+            "fixed bytes, not trained; build the layer from a float table to train it"
+        )
     if sparse and layer.scale_grad_by_freq:
         raise ValueError(
             "sparse=True cannot be combined with scale_grad_by_freq (torch.nn.Embedding "

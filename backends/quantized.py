@@ -1,0 +1,275 @@
+"""Token tables as GGUF files ship them: quantized blocks, looked up in place.
+
+A GGUF token table (llama.cpp's ``token_embd.weight``) is stored in blocks: each row of
+``dim`` values is ``dim / block_size`` blocks of ``type_size`` bytes, and a block holds small
+integers q with one or more float16 scales. A value is ``scale * q`` (Q8_0, Q4_0, Q5_0, Q6_K),
+``scale * q + min`` (Q4_1, Q5_1) or ``scale * q - min`` (Q4_K), in float32, exactly as
+``gguf.quants.dequantize`` computes it. :class:`QuantizedTable` holds the bytes; a layer given
+one reads only the rows a batch asks for and decodes those, as llama.cpp's ``get_rows`` does,
+instead of a float32 copy of the whole table (2.1 GB for Llama 3's, where Q8_0 holds 0.55 GB).
+
+Each format is one function below, written once against a small array namespace ``ops``
+(NumPy, torch and jax.numpy spell slicing, ``>>``, ``&``, ``|``, reshape and broadcasting
+alike; each backend supplies the few calls they do not share: the bit casts, stack and
+concatenate, the cast to float32). Every product ``scale * q`` is exact in float32 (an 11-bit
+float16 significand times a 6-bit sub-block scale times an integer of at most 6 bits fits in
+24 bits), so the one rounding of each value is its addition of the min, and a fused
+multiply-add (XLA may contract one) rounds it the same: the decoded rows are bit-identical on
+every backend to ``gguf.quants.dequantize(table)[ids]``.
+
+Block layouts (ggml's ``ggml-common.h``; ``gguf.quants`` is the reference):
+
+========  ==========  =========  ===================================================
+format    block_size  type_size  bytes of a block
+========  ==========  =========  ===================================================
+Q8_0      32          34         d (f16), q[32] (int8)
+Q4_0      32          18         d (f16), qs[16]: q = nibble - 8, low nibbles first
+Q4_1      32          20         d, m (f16), qs[16]: q = nibble; value d*q + m
+Q5_0      32          22         d, qh[4] (bit j of q_j), qs[16]: q = (nibble | h<<4) - 16
+Q5_1      32          24         d, m, qh[4], qs[16]: value d*q + m
+Q4_K      256         144        d, dmin (f16), scales[12] (8 6-bit scales and mins),
+                                 qs[128]: value (d*sc)*q - dmin*m per 32 values
+Q6_K      256         210        ql[128], qh[64], scales[16] (int8), d (f16):
+                                 q = (4 low | 2 high bits) - 32, value (d*sc)*q per 16
+========  ==========  =========  ===================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from backends import validation
+
+# format name -> (block_size, type_size), as gguf.constants.GGML_QUANT_SIZES gives them
+BLOCKS = {
+    "Q8_0": (32, 34),
+    "Q4_0": (32, 18),
+    "Q4_1": (32, 20),
+    "Q5_0": (32, 22),
+    "Q5_1": (32, 24),
+    "Q4_K": (256, 144),
+    "Q6_K": (256, 210),
+}
+KINDS = tuple(BLOCKS)
+
+
+@dataclass(frozen=True, eq=False)
+class QuantizedTable:
+    """A (vocab_size, dim) token table in one of the GGUF formats of ``KINDS``.
+
+    ``blocks``: the bytes, (vocab_size, dim / block_size * type_size) uint8, one row per token
+    (a GGUF file's tensor data, memory-mapped, as ``backends.pretrained.read_gguf`` gives it).
+    ``dtype``: the float dtype a lookup returns, the float32 rows rounded once to it.
+    """
+
+    kind: str
+    blocks: np.ndarray
+    dim: int
+    dtype: np.dtype = np.dtype(np.float32)
+
+    def __post_init__(self):
+        kind = validation.choice(self.kind, KINDS, "quantized format")
+        blocks = np.asarray(self.blocks)
+        dim = validation.integer(self.dim, "dim")
+        block_size, type_size = BLOCKS[kind]
+        if dim < block_size or dim % block_size:
+            raise ValueError(
+                f"dim {dim} is not a multiple of {kind}'s block of {block_size} values: a "
+                f"{kind} row is whole blocks; give a dim that {block_size} divides"
+            )
+        row_bytes = dim // block_size * type_size
+        if blocks.dtype != np.uint8 or blocks.ndim != 2 or blocks.shape[1] != row_bytes:
+            raise ValueError(
+                f"blocks must be (vocab_size, {row_bytes}) uint8 for {kind} rows of {dim} "
+                f"values ({dim // block_size} blocks of {type_size} bytes), got "
+                f"{blocks.dtype} {blocks.shape}: pass the tensor's bytes, one row per token"
+            )
+        if len(blocks) < 1:
+            raise ValueError("blocks has no rows: a token table needs at least one")
+        object.__setattr__(self, "blocks", blocks)
+        object.__setattr__(self, "dim", dim)
+        object.__setattr__(self, "dtype", validation.resolve_dtype(self.dtype))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self.blocks), self.dim)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the table holds in memory, as stored."""
+        return self.blocks.nbytes
+
+    def with_dtype(self, dtype) -> QuantizedTable:
+        """The same bytes, looked up as ``dtype``."""
+        return QuantizedTable(self.kind, self.blocks, self.dim, dtype)
+
+
+def quantize(table, kind: str, *, dtype=None) -> QuantizedTable:
+    """``table`` (vocab_size, dim) quantized to ``kind`` with ``gguf.quants.quantize`` (the
+    formats it writes: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; the K formats are only read)."""
+    import gguf
+
+    table = validation.native(np.asarray(table))
+    kind = validation.choice(kind, KINDS, "quantized format")
+    if kind.endswith("_K"):
+        raise ValueError(
+            f"gguf.quants cannot write {kind} (it only reads the K formats): quantize with "
+            "llama.cpp's llama-quantize, or give one of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1"
+        )
+    blocks = gguf.quants.quantize(table.astype(np.float32), gguf.GGMLQuantizationType[kind])
+    return QuantizedTable(kind, blocks, table.shape[1], dtype or np.float32)
+
+
+def dequantize(table: QuantizedTable) -> np.ndarray:
+    """The whole (vocab_size, dim) float32 table (what the lookup avoids forming)."""
+    with np.errstate(invalid="ignore"):  # a NaN or infinite scale's 0 * inf: the file's NaN
+        return decode(NUMPY, table.kind, table.blocks)
+
+
+def lookup(table: QuantizedTable, token_ids: np.ndarray, out: np.ndarray | None = None):
+    """(..., T) checked ids -> (..., T, dim) rows in table.dtype, decoding only those rows;
+    written into ``out`` (C-contiguous, that shape and dtype) when it is given."""
+    rows = table.blocks.take(token_ids.reshape(-1), 0)  # (N, row_bytes): the bytes read
+    with np.errstate(invalid="ignore"):
+        values = decode(NUMPY, table.kind, rows)  # (N, dim) float32
+    shape = (*token_ids.shape, table.dim)
+    if out is None:
+        return values.reshape(shape).astype(table.dtype, copy=False)
+    out.reshape(-1, table.dim)[...] = values  # rounded once to out's dtype
+    return out
+
+
+def layer_tables(token_table, position_table, positions, max_seq_len, base, layout):
+    """validation.check_layer for a layer whose token table may be a QuantizedTable: the
+    position table and options are checked against a zero-stride stand-in of the table's
+    shape and dtype (nothing is allocated). Returns check_layer's three values, the stand-in
+    in place of a quantized table."""
+    if not isinstance(token_table, QuantizedTable):
+        return validation.check_layer(
+            token_table, position_table, positions, max_seq_len, base, layout
+        )
+    stand_in = np.broadcast_to(np.zeros((), token_table.dtype), token_table.shape)
+    return validation.check_layer(stand_in, position_table, positions, max_seq_len, base, layout)
+
+
+def decode(ops, kind: str, rows):
+    """(N, row_bytes) uint8 rows of a ``kind`` table -> (N, dim) float32, in ``ops``'s arrays."""
+    block_size, type_size = BLOCKS[kind]
+    count, row_bytes = rows.shape
+    blocks = rows.reshape(count * (row_bytes // type_size), type_size)  # (n, type_size)
+    values = _FORMATS[kind](ops, blocks)  # (n, block_size)
+    return values.reshape(count, row_bytes // type_size * block_size)
+
+
+# --- the formats, one function each: (n, type_size) uint8 blocks -> (n, block_size) float32 --
+
+
+def _q8_0(ops, b):
+    return ops.float32(ops.int8(b[:, 2:])) * ops.float16(b[:, 0:2])  # (n, 32) * (n, 1)
+
+
+def _q4_0(ops, b):
+    return ops.float16(b[:, 0:2]) * (ops.float32(_nibbles(ops, b[:, 2:18])) - 8.0)
+
+
+def _q4_1(ops, b):
+    return ops.float16(b[:, 0:2]) * ops.float32(_nibbles(ops, b[:, 4:20])) + ops.float16(b[:, 2:4])
+
+
+def _q5_0(ops, b):
+    q = _nibbles(ops, b[:, 6:22]) | (_bits(ops, b[:, 2:6]) << 4)
+    return ops.float16(b[:, 0:2]) * (ops.float32(q) - 16.0)
+
+
+def _q5_1(ops, b):
+    q = _nibbles(ops, b[:, 8:24]) | (_bits(ops, b[:, 4:8]) << 4)
+    return ops.float16(b[:, 0:2]) * ops.float32(q) + ops.float16(b[:, 2:4])
+
+
+def _q4_k(ops, b):
+    n = b.shape[0]
+    d, dmin, s = ops.float16(b[:, 0:2]), ops.float16(b[:, 2:4]), b[:, 4:16]
+    # 8 six-bit scales and mins in 12 bytes: bytes 0-3 hold scales 0-3 (and the high bits of
+    # scales 4-7), bytes 4-7 mins 0-3 (and of mins 4-7), bytes 8-11 the low bits of both 4-7
+    low, mid, top = s[:, 0:4], s[:, 4:8], s[:, 8:12]
+    scales = ops.concat([low & 63, (top & 15) | ((low >> 2) & 48)])  # (n, 8)
+    mins = ops.concat([mid & 63, (top >> 4) | ((mid >> 2) & 48)])  # (n, 8)
+    qs = b[:, 16:144].reshape(n, 4, 32)
+    q = ops.stack([qs & 15, qs >> 4], 2).reshape(n, 8, 32)  # sub-blocks 2g, 2g + 1: nibbles of g
+    scale = (d * ops.float32(scales)).reshape(n, 8, 1)
+    offset = (dmin * ops.float32(mins)).reshape(n, 8, 1)
+    return (scale * ops.float32(q) - offset).reshape(n, 256)
+
+
+def _q6_k(ops, b):
+    n = b.shape[0]
+    ql, qh = b[:, 0:128].reshape(n, 2, 64), b[:, 128:192].reshape(n, 2, 32)
+    low = ops.stack([ql & 15, ql >> 4], 2).reshape(n, 8, 32)  # (half, nibble, 64 bytes)
+    high = ops.stack([(qh >> k) & 3 for k in (0, 2, 4, 6)], 2).reshape(n, 8, 32)
+    q = ops.float32(low | (high << 4)) - 32.0  # (n, 8, 32)
+    scale = (ops.float16(b[:, 208:210]) * ops.float32(ops.int8(b[:, 192:208]))).reshape(n, 16, 1)
+    return (scale * q.reshape(n, 16, 16)).reshape(n, 256)
+
+
+def _nibbles(ops, qs):
+    """(n, 16) bytes -> (n, 32): the 16 low nibbles, then the 16 high ones."""
+    return ops.concat([qs & 15, qs >> 4])
+
+
+def _bits(ops, qh):
+    """(n, 4) bytes, one little-endian 32-bit word -> (n, 32): bit j of the word."""
+    return ops.stack([(qh >> k) & 1 for k in range(8)], 2).reshape(qh.shape[0], 32)
+
+
+_FORMATS = {
+    "Q8_0": _q8_0,
+    "Q4_0": _q4_0,
+    "Q4_1": _q4_1,
+    "Q5_0": _q5_0,
+    "Q5_1": _q5_1,
+    "Q4_K": _q4_k,
+    "Q6_K": _q6_k,
+}
+
+
+class _NumPyOps:
+    """What the formats need beyond operators, in NumPy: views for the bit casts."""
+
+    @staticmethod
+    def float16(pair: np.ndarray) -> np.ndarray:  # (n, 2) bytes -> (n, 1) float32
+        return np.ascontiguousarray(pair).view(np.float16).astype(np.float32)
+
+    @staticmethod
+    def int8(values: np.ndarray) -> np.ndarray:
+        return values.view(np.int8)
+
+    @staticmethod
+    def float32(values: np.ndarray) -> np.ndarray:
+        return values.astype(np.float32)
+
+    @staticmethod
+    def stack(arrays: list, axis: int) -> np.ndarray:
+        return np.stack(arrays, axis)
+
+    @staticmethod
+    def concat(arrays: list) -> np.ndarray:
+        return np.concatenate(arrays, -1)
+
+
+NUMPY: Any = _NumPyOps()
+
+
+def describe(table: QuantizedTable) -> str:
+    """One line: the format, the shape, the bytes held and those of a float32 copy."""
+    vocab, dim = table.shape
+    return (
+        f"{table.kind} ({vocab}, {dim}) looked up in place: {table.nbytes / 1e6:.1f} MB in "
+        f"memory, where float32 would hold {vocab * dim * 4 / 1e6:.1f} MB"
+    )
