@@ -68,10 +68,15 @@ class QuantizedTable:
     kind: str
     blocks: np.ndarray
     dim: int
-    dtype: np.dtype = np.dtype(np.float32)
+    dtype: Any = "float32"  # a name from validation.DTYPES or a NumPy dtype; kept as the dtype
 
     def __post_init__(self):
-        kind = validation.choice(self.kind, KINDS, "quantized format")
+        kind = self.kind
+        if kind not in BLOCKS:
+            raise ValueError(
+                f"quantized format {kind!r} is not one the layer decodes ({', '.join(KINDS)}): "
+                "dequantize the table with gguf.quants.dequantize and pass its float32 rows"
+            )
         blocks = np.asarray(self.blocks)
         dim = validation.integer(self.dim, "dim")
         block_size, type_size = BLOCKS[kind]
@@ -117,7 +122,6 @@ def quantize(table, kind: str, *, dtype=None) -> QuantizedTable:
     import gguf
 
     table = validation.native(np.asarray(table))
-    kind = validation.choice(kind, KINDS, "quantized format")
     if kind.endswith("_K"):
         raise ValueError(
             f"gguf.quants cannot write {kind} (it only reads the K formats): quantize with "
@@ -137,12 +141,13 @@ def lookup(table: QuantizedTable, token_ids: np.ndarray, out: np.ndarray | None 
     """(..., T) checked ids -> (..., T, dim) rows in table.dtype, decoding only those rows;
     written into ``out`` (C-contiguous, that shape and dtype) when it is given."""
     rows = table.blocks.take(token_ids.reshape(-1), 0)  # (N, row_bytes): the bytes read
-    with np.errstate(invalid="ignore"):
+    # NaN and infinite scales decode to NaN (0 * inf), and a value past float16's range
+    # rounds to inf, as in every framework: the file's values, without a warning
+    with np.errstate(invalid="ignore", over="ignore"):
         values = decode(NUMPY, table.kind, rows)  # (N, dim) float32
-    shape = (*token_ids.shape, table.dim)
-    if out is None:
-        return values.reshape(shape).astype(table.dtype, copy=False)
-    out.reshape(-1, table.dim)[...] = values  # rounded once to out's dtype
+        if out is None:
+            return values.reshape(*token_ids.shape, table.dim).astype(table.dtype, copy=False)
+        out.reshape(-1, table.dim)[...] = values  # rounded once to out's dtype
     return out
 
 

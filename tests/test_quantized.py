@@ -1,0 +1,191 @@
+"""A GGUF-quantized token table, looked up in place, is bit-identical on every backend to
+``gguf.quants.dequantize(table)[ids]`` (float32), rounded once to the dtype asked for, plus the
+position rows.
+
+Every value a format decodes is ``scale * q`` (exact in float32) or that plus or minus a min
+(one rounding), so there is no tolerance: the comparisons here are of the bits.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import backends
+from backends import quantized
+from tests.conftest import native
+
+gguf = pytest.importorskip("gguf")  # the models extra; make test installs it
+
+# Where each format keeps its float16 scales and mins: (first byte, past the last) in a block.
+SCALES = {
+    "Q8_0": [(0, 2)],
+    "Q4_0": [(0, 2)],
+    "Q4_1": [(0, 2), (2, 4)],
+    "Q5_0": [(0, 2)],
+    "Q5_1": [(0, 2), (2, 4)],
+    "Q4_K": [(0, 2), (2, 4)],
+    "Q6_K": [(208, 210)],
+}
+
+
+def random_table(kind: str, vocab: int, blocks_per_row: int, seed: int, *, finite=True):
+    """Random bytes as a ``kind`` table; with finite=True every float16 scale is finite (the
+    exponent bits of an infinity or NaN turned down), as in any table a model ships."""
+    block_size, type_size = quantized.BLOCKS[kind]
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 256, (vocab, blocks_per_row, type_size), dtype=np.uint8)
+    if finite:
+        for first, last in SCALES[kind]:
+            half = data[..., first:last].copy().view(np.uint16)  # (vocab, blocks, 1)
+            half[(half & 0x7C00) == 0x7C00] &= ~np.uint16(0x4000)
+            data[..., first:last] = half.view(np.uint8)
+    return data.reshape(vocab, blocks_per_row * type_size), blocks_per_row * block_size
+
+
+def expected(blocks, kind, ids, dtype, position_rows=None):
+    rows = gguf.quants.dequantize(blocks, gguf.GGMLQuantizationType[kind])[ids]  # float32
+    with np.errstate(over="ignore"):  # past float16's range: inf, as every framework rounds
+        rows = rows.astype(backends.DTYPES[dtype])
+    return rows if position_rows is None else rows + position_rows
+
+
+def assert_bits(backend, actual, wanted):
+    actual = backend.to_numpy(actual)
+    assert actual.dtype == wanted.dtype and actual.shape == wanted.shape
+    assert actual.tobytes() == wanted.tobytes()
+
+
+@given(
+    kind=st.sampled_from(quantized.KINDS),
+    dtype=st.sampled_from(list(backends.DTYPES)),
+    vocab=st.integers(1, 40),
+    blocks_per_row=st.integers(1, 3),
+    shape=st.sampled_from([(1,), (5,), (2, 3)]),
+    start=st.integers(0, 8),
+    seed=st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=60, deadline=None)
+def test_bit_identical_to_dequantize_then_gather(
+    backend, kind, dtype, vocab, blocks_per_row, shape, start, seed
+):
+    blocks, dim = random_table(kind, vocab, blocks_per_row, seed)
+    rng = np.random.default_rng(seed + 1)
+    position_table = rng.standard_normal((16, dim)).astype(backends.DTYPES[dtype])
+    ids = rng.integers(0, vocab, shape)
+    table = quantized.QuantizedTable(kind, blocks, dim, dtype)
+    layer = backend.TokenPositionEmbedding(table, position_table)
+    positions = position_table[start : start + shape[-1]]
+    assert_bits(
+        backend, layer(native(backend, ids), start), expected(blocks, kind, ids, dtype, positions)
+    )
+    assert_bits(backend, layer.token_embeddings(ids), expected(blocks, kind, ids, dtype))
+
+
+@pytest.mark.parametrize("kind", quantized.KINDS)
+def test_every_block_and_byte_decoded(backend, kind):
+    """Every row of a table, every block of a row: dequantize then gather, as the file's
+    owner does, with NaN and infinite scales left in (NaN where the reference has NaN)."""
+    blocks, dim = random_table(kind, 64, 2, seed=7, finite=False)
+    table = quantized.QuantizedTable(kind, blocks, dim)
+    layer = backend.TokenPositionEmbedding(table, positions="none")
+    ids = np.arange(64)
+    with np.errstate(invalid="ignore"):
+        wanted = expected(blocks, kind, ids, "float32")
+    np.testing.assert_array_equal(backend.to_numpy(layer(ids)), wanted)
+    assert np.isnan(wanted).any()  # the bytes did reach a NaN scale
+
+
+@pytest.mark.parametrize("kind", ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"])
+def test_quantize_round_trip(kind):
+    """quantize() writes with gguf.quants; the layer reads back what gguf.quants reads."""
+    token_table, _ = backends.shared_weights(50, 64, 4)
+    table = quantized.quantize(token_table, kind)
+    np.testing.assert_array_equal(
+        quantized.dequantize(table),
+        gguf.quants.dequantize(table.blocks, gguf.GGMLQuantizationType[kind]),
+    )
+    # 4 bits keep about one decimal digit of a standard normal value
+    assert np.abs(quantized.dequantize(table) - token_table).max() < 0.5
+
+
+def test_every_backend_writes_into_out(backend):
+    blocks, dim = random_table("Q4_K", 30, 1, seed=3)
+    table = quantized.QuantizedTable("Q4_K", blocks, dim, "bfloat16")
+    position_table = np.random.default_rng(0).standard_normal((8, dim)).astype(table.dtype)
+    layer = backend.TokenPositionEmbedding(table, position_table)
+    ids = np.array([[1, 29, 3], [0, 0, 7]])
+    y = layer(ids, 2)
+    y = layer(ids, 2, out=y)
+    assert_bits(backend, y, expected(blocks, "Q4_K", ids, "bfloat16", position_table[2:5]))
+
+
+def test_sinusoidal_positions_and_the_seed_shape(backend):
+    token_table, _ = backends.shared_weights(100, 32, 16)
+    table = quantized.quantize(token_table, "Q8_0")
+    layer = backend.TokenPositionEmbedding(table, positions="sinusoidal", max_seq_len=16)
+    floats = backend.TokenPositionEmbedding(
+        quantized.dequantize(table), positions="sinusoidal", max_seq_len=16
+    )
+    ids = np.array([5, 10, 7, 21])
+    np.testing.assert_array_equal(backend.to_numpy(layer(ids)), backend.to_numpy(floats(ids)))
+
+
+def test_numpy_keeps_the_bytes_as_given():
+    """The NumPy layer reads the caller's (memory-mapped) bytes; nothing is decoded at build."""
+    blocks, dim = random_table("Q8_0", 1000, 4, seed=1)
+    table = quantized.QuantizedTable("Q8_0", blocks, dim)
+    layer = backends.get("numpy").TokenPositionEmbedding(table, positions="none")
+    assert layer.token_table.blocks is blocks
+    assert table.nbytes == 1000 * 4 * 34
+
+
+@pytest.mark.parametrize(
+    "bad, error",
+    [(-1, "token id -1"), (40, "token id 40"), (2**31, "token id 2147483648")],
+)
+def test_bad_ids_raise_the_same_error(backend, bad, error):
+    blocks, dim = random_table("Q6_K", 40, 1, seed=2)
+    layer = backend.TokenPositionEmbedding(
+        quantized.QuantizedTable("Q6_K", blocks, dim), positions="none"
+    )
+    with pytest.raises(IndexError, match=error):
+        layer(np.array([3, bad, 5]))
+    with pytest.raises(TypeError):
+        layer(np.array([1.5]))
+
+
+def test_not_trainable(backend):
+    blocks, dim = random_table("Q8_0", 10, 1, seed=2)
+    table = quantized.QuantizedTable("Q8_0", blocks, dim)
+    position_table = np.zeros((4, dim), np.float32)
+    layer = backend.TokenPositionEmbedding(table, position_table)
+    with pytest.raises(ValueError, match=r"quantized \(Q8_0\).*float table to train"):
+        backend.gradients(layer, np.array([1, 2]), np.zeros((2, dim), np.float32))
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (
+            ("Q8_0", np.zeros((4, 34), np.uint8), 48),
+            "dim 48 is not a multiple of Q8_0's block of 32",
+        ),
+        (("Q8_0", np.zeros((4, 35), np.uint8), 32), r"blocks must be \(vocab_size, 34\) uint8"),
+        (("Q4_K", np.zeros((4, 144), np.int8), 256), r"got int8 \(4, 144\)"),
+        (("Q3_K", np.zeros((4, 110), np.uint8), 256), "quantized format 'Q3_K'"),
+        (("Q8_0", np.zeros((0, 34), np.uint8), 32), "at least one"),
+    ],
+)
+def test_a_table_that_is_not_its_format_is_refused(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        quantized.QuantizedTable(*arguments)
+
+
+def test_position_table_checked_against_the_quantized_shape(backend):
+    blocks, dim = random_table("Q8_0", 10, 1, seed=2)
+    table = quantized.QuantizedTable("Q8_0", blocks, dim, "float16")
+    with pytest.raises(ValueError, match="dim"):
+        backend.TokenPositionEmbedding(table, np.zeros((4, dim + 1), np.float16))
+    with pytest.raises(ValueError, match="dtype"):
+        backend.TokenPositionEmbedding(table, np.zeros((4, dim), np.float32))
