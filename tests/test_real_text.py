@@ -63,6 +63,29 @@ def test_compare_on_a_rope_model_saves_no_position(tmp_path, capsys, smollm2):
     )
     assert code == 0 and "RoPE" in printed
     assert not any(k.startswith("position_") for k in np.load(arrays).files)
+    # the table as shipped, and what it holds in memory beside a float32 copy
+    assert "dequantize(token_table)[ids] (gguf.quants), only those rows decoded" in printed
+    assert "Q8_0 (49152, 576) looked up in place: 30.1 MB in memory" in printed
+    assert "float32 would hold 113.2 MB" in printed
+
+
+def test_the_seed_command_on_smollm2s_quantized_table(tmp_path, capsys, smollm2):
+    code, printed, _ = run_cli(
+        capsys,
+        "--weights",
+        "smollm2",
+        "--tokens",
+        "5",
+        "10",
+        "7",
+        "21",
+        "--dtype",
+        "float16",
+        "--out",
+        str(tmp_path / "s.png"),
+    )
+    assert code == 0 and "all 3 backends bit-identical" in printed
+    assert "Q8_0 (49152, 576) looked up in place" in printed
 
 
 def test_compare_on_your_own_file(tmp_path, capsys, minilm, monkeypatch):

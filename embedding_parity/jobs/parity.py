@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 import backends
-from backends import positional, validation
+from backends import positional, quantized, validation
 
 # The result types live below the jobs and the pictures (results/); importable here as before.
 from embedding_parity.results.parity import Result, Run, backends_run, same_bits  # noqa: F401
@@ -21,7 +21,13 @@ SEED_TOKENS = (5, 10, 7, 21)  # the seed demo's tokens, ALiBi's and T5's too (jo
 def cast_note(source: str, tables, dtype: np.dtype) -> list[str]:
     """A line that says so when a file's tables (None for a missing one) are computed in
     another dtype than their own, and whether that rounded them."""
-    found = [table for table in tables if table is not None]
+    quantized_tables = [t for t in tables if isinstance(t, quantized.QuantizedTable)]
+    memory = [f"{source}'s token table: {quantized.describe(t)}" for t in quantized_tables]
+    found = [t for t in tables if t is not None and not isinstance(t, quantized.QuantizedTable)]
+    return memory + _cast_note(source, found, dtype)
+
+
+def _cast_note(source: str, found, dtype: np.dtype) -> list[str]:
     if all(table.dtype == dtype for table in found):
         return []
     names = list(dict.fromkeys(table.dtype.name for table in found))
@@ -264,9 +270,13 @@ def run_configured_learned(names, config, tables, token_ids, token_type_ids=None
 
 
 def run_tokens(names, token_table, token_ids) -> list[Result]:
-    """A model without a position table (RoPE): each backend's token lookup, held bitwise."""
+    """A model without a position table (RoPE): each backend's token lookup, held bitwise; a
+    quantized table's to gguf.quants' dequantize-then-gather of its rows."""
     validation.check_token_ids(token_ids, len(token_table))
-    expected = token_table[token_ids]
+    if isinstance(token_table, quantized.QuantizedTable):
+        expected = quantized.owner_rows(token_table, token_ids)
+    else:
+        expected = token_table[token_ids]
     results = []
     for name in names:
         be = backends.get(name)

@@ -21,7 +21,7 @@ import os
 import numpy as np
 
 import backends
-from backends import validation
+from backends import quantized, validation
 from embedding_parity import outputs
 from embedding_parity.jobs import command
 from embedding_parity.jobs.parity import (
@@ -113,7 +113,7 @@ def run(
 
 def _run_tables(names, tokens, tables, source, *, start, batch, seed, dtype) -> Run:
     dtype = validation.resolve_dtype(dtype)
-    token_table = tables[0].astype(dtype, copy=False)
+    token_table = quantized.as_dtype(tables[0], dtype)  # a quantized one stays quantized
     position_table = None if tables[1] is None else tables[1].astype(dtype, copy=False)
     vocab_size = len(token_table)
     token_ids = _token_ids(tokens, vocab_size, batch, seed)
@@ -123,7 +123,7 @@ def _run_tables(names, tokens, tables, source, *, start, batch, seed, dtype) -> 
         if start:
             raise ValueError(f"{source} has no position table, so no --start: leave it out")
         results = run_tokens(names, token_table, token_ids)
-        heading = "x = token_table[token_ids]  (the file has no position table)"
+        heading = f"x = {quantized.lookup_words(token_table)}  (the file has no position table)"
     else:
         results = run_learned(names, token_table, position_table, token_ids, start)
         heading = f"x = token_table[token_ids] + position_table[{start}:{stop}]"

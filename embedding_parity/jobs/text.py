@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 import backends
-from backends import pretrained, validation
+from backends import pretrained, quantized, validation
 from embedding_parity import outputs
 from embedding_parity.jobs import command
 from embedding_parity.jobs.parity import cast_note, run_learned, run_tokens
@@ -87,7 +87,7 @@ def run(names, text: str, model: pretrained.Pretrained, *, dtype="float32", trun
         notes.append(f"truncated from {count} to {model.max_seq_len} tokens (--truncate)")
         token_ids = token_ids[: model.max_seq_len]
     dtype = validation.resolve_dtype(dtype)
-    token_table = model.token_table.astype(dtype, copy=False)
+    token_table = quantized.as_dtype(model.token_table, dtype)  # a quantized one stays so
     quoted = quote(text, count, embedded=len(token_ids))
     if model.position_table is not None:
         position_table = model.position_table.astype(dtype, copy=False)
@@ -95,7 +95,7 @@ def run(names, text: str, model: pretrained.Pretrained, *, dtype="float32", trun
         heading = f"x = token_table[ids] + position_table[0:{len(token_ids)}], text {quoted}"
     else:
         results = run_tokens(names, token_table, token_ids)
-        heading = f"x = token_table[ids], text {quoted}"
+        heading = f"x = {quantized.lookup_words(token_table, 'ids')}, text {quoted}"
         if model.rope:
             notes.append(
                 f"{model.name} has no position table: position enters later, by RoPE on each "
