@@ -54,6 +54,25 @@ BLOCKS = {
     "Q6_K": (256, 210),
 }
 KINDS = tuple(BLOCKS)
+# Where a block keeps its float16 scales (and mins): (first byte, past the last)
+SCALES = {
+    "Q8_0": ((0, 2),),
+    "Q4_0": ((0, 2),),
+    "Q4_1": ((0, 2), (2, 4)),
+    "Q5_0": ((0, 2),),
+    "Q5_1": ((0, 2), (2, 4)),
+    "Q4_K": ((0, 2), (2, 4)),
+    "Q6_K": ((208, 210),),
+}
+# Where a block keeps the bytes whose nibbles are values (Q6_K: the low four bits of each)
+NIBBLES = {
+    "Q4_0": (2, 18),
+    "Q4_1": (4, 20),
+    "Q5_0": (6, 22),
+    "Q5_1": (8, 24),
+    "Q4_K": (16, 144),
+    "Q6_K": (0, 128),
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,6 +151,20 @@ def quantize(table, kind: str, *, dtype=None) -> QuantizedTable:
         )
     blocks = gguf.quants.quantize(table.astype(np.float32), gguf.GGMLQuantizationType[kind])
     return QuantizedTable(kind, blocks, table.shape[1], dtype or np.float32)
+
+
+def random_blocks(kind: str, vocab_size: int, dim: int, *, seed: int = 0) -> np.ndarray:
+    """(vocab_size, row_bytes) random bytes of a ``kind`` table (for tests, benchmarks and the
+    kit): every byte drawn, then each float16 scale made finite and under 2 in magnitude (its
+    exponent's top bit cleared), as the scales of a table a model ships are."""
+    block_size, type_size = BLOCKS[kind]
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 256, (vocab_size, dim // block_size, type_size), dtype=np.uint8)
+    for first, last in SCALES[kind]:
+        half = data[..., first:last].copy().view(np.uint16)
+        half &= np.uint16(0xBFFF)
+        data[..., first:last] = half.view(np.uint8)
+    return data.reshape(vocab_size, dim // block_size * type_size)
 
 
 def dequantize(table: QuantizedTable) -> np.ndarray:

@@ -17,30 +17,16 @@ from tests.conftest import native
 
 gguf = pytest.importorskip("gguf")  # the models extra; make test installs it
 
-# Where each format keeps its float16 scales and mins: (first byte, past the last) in a block.
-SCALES = {
-    "Q8_0": [(0, 2)],
-    "Q4_0": [(0, 2)],
-    "Q4_1": [(0, 2), (2, 4)],
-    "Q5_0": [(0, 2)],
-    "Q5_1": [(0, 2), (2, 4)],
-    "Q4_K": [(0, 2), (2, 4)],
-    "Q6_K": [(208, 210)],
-}
-
 
 def random_table(kind: str, vocab: int, blocks_per_row: int, seed: int, *, finite=True):
-    """Random bytes as a ``kind`` table; with finite=True every float16 scale is finite (the
-    exponent bits of an infinity or NaN turned down), as in any table a model ships."""
+    """Random bytes as a ``kind`` table and its dim; with finite=True every float16 scale is
+    finite (quantized.random_blocks), as in any table a model ships; else every byte random."""
     block_size, type_size = quantized.BLOCKS[kind]
-    rng = np.random.default_rng(seed)
-    data = rng.integers(0, 256, (vocab, blocks_per_row, type_size), dtype=np.uint8)
+    dim = blocks_per_row * block_size
     if finite:
-        for first, last in SCALES[kind]:
-            half = data[..., first:last].copy().view(np.uint16)  # (vocab, blocks, 1)
-            half[(half & 0x7C00) == 0x7C00] &= ~np.uint16(0x4000)
-            data[..., first:last] = half.view(np.uint8)
-    return data.reshape(vocab, blocks_per_row * type_size), blocks_per_row * block_size
+        return quantized.random_blocks(kind, vocab, dim, seed=seed), dim
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 256, (vocab, blocks_per_row * type_size), dtype=np.uint8), dim
 
 
 def expected(blocks, kind, ids, dtype, position_rows=None):

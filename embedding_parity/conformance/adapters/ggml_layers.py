@@ -18,10 +18,12 @@ import os
 import ml_dtypes
 import numpy as np
 
+from backends import quantized
 from embedding_parity import configs
 from embedding_parity.conformance import engines
 
 F32, F16, BF16, I32 = 0, 1, 30, 26  # enum ggml_type
+QUANTIZED = {"Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8, "Q4_K": 12, "Q6_K": 14}
 NORMAL, NEOX = 0, 2  # rope modes: pairs (2i, 2i+1), pairs (i, i + n_dims/2)
 TYPES = {np.dtype(np.float32): F32, np.dtype(np.float16): F16, np.dtype(ml_dtypes.bfloat16): BF16}
 OVERHEAD = 1 << 20  # bytes of a context beyond its tensors' data: their headers, the graph
@@ -191,3 +193,29 @@ def get_rows(token_table, position_table, token_ids, start):
         summed = _BASE.ggml_add(ggml.ctx, rows, _BASE.ggml_get_rows(ggml.ctx, positions, at))
         dim = token_table.shape[1]
         return ggml.compute(summed, (*token_ids.shape, dim), np.float32)
+
+
+def get_quantized_rows(blocks, format, token_ids):
+    """ggml_get_rows on a quantized table, as llama.cpp's input layer reads token_embd: the
+    table a [dim, vocab] tensor of ``format`` holding the file's bytes; the rows of the ids
+    decoded to float32 (ggml's dequantize_row for the format), only those rows."""
+    if token_ids.dtype.kind not in "iu":  # llama_token is int32_t: nothing else reaches ggml
+        raise TypeError(f"ggml_get_rows takes int32 ids (llama_token), not {token_ids.dtype}")
+    block_size, type_size = _blocks_of(format)
+    vocab, row_bytes = blocks.shape
+    dim = row_bytes // type_size * block_size
+    rows = np.empty((*token_ids.shape, dim), np.float32)
+    with _Context(blocks, token_ids, rows) as ggml:
+        table = _BASE.ggml_new_tensor_2d(ggml.ctx, QUANTIZED[format], dim, vocab)
+        data = np.ascontiguousarray(blocks)
+        ctypes.memmove(_BASE.ggml_get_data(table), data.ctypes.data, data.nbytes)
+        ids = ggml.tensor(np.asarray(token_ids, np.int32).reshape(-1), I32)
+        fetched = _BASE.ggml_get_rows(ggml.ctx, table, ids)
+        return ggml.compute(fetched, rows.shape, np.float32)
+
+
+def _blocks_of(format: str) -> tuple[int, int]:
+    """(block_size, type_size) of a format ggml is asked for; a KeyError names the others."""
+    if format not in QUANTIZED:
+        raise ValueError(f"this adapter passes {', '.join(QUANTIZED)} to ggml, not {format}")
+    return quantized.BLOCKS[format]

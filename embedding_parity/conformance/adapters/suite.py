@@ -5,7 +5,7 @@ import os
 import numpy as np
 
 import backends
-from backends import positional
+from backends import positional, quantized
 from embedding_parity import configs
 
 _BACKEND = backends.get(os.environ["EMBEDDING_PARITY_BACKEND"])
@@ -16,6 +16,16 @@ def lookup(token_table, position_table, token_ids, start):
         _BACKEND.to_numpy(token_table), _BACKEND.to_numpy(position_table)
     )
     return layer(token_ids, start=start)
+
+
+def quantized_lookup(blocks, format, token_ids):
+    table = quantized.QuantizedTable(format, _BACKEND.to_numpy(blocks), _dim(blocks, format))
+    return _BACKEND.TokenPositionEmbedding(table, positions="none")(token_ids)
+
+
+def _dim(blocks, format: str) -> int:
+    block_size, type_size = quantized.BLOCKS[format]
+    return blocks.shape[1] // type_size * block_size
 
 
 def sinusoidal(num_positions, dim):

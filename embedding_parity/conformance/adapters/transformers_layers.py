@@ -67,3 +67,24 @@ def flattening_collator(lengths, start):
     features = [{"input_ids": list(range(10, 10 + int(n)))} for n in lengths]
     batch = DataCollatorWithFlattening(return_position_ids=True, return_tensors="np")(features)
     return batch["position_ids"][0]
+
+
+def gguf_embedding(blocks, format, token_ids):
+    """transformers' GgufEmbedding (5.24: a GGUF model's nn.Embedding whose table stays as its
+    blocks; forward gathers the ids' rows and unpacks them with its torch dequantizer), on the
+    CPU: its hub kernel (an accelerator's) is set absent, so nothing is fetched."""
+    from transformers.integrations.gguf import kernels
+    from transformers.integrations.gguf.dequant import GGML_BLOCK, GGML_NAME
+    from transformers.integrations.gguf.utils import GgufEmbedding
+
+    kernels._gguf_kernel = False  # no hub lookup: the CPU path unpacks in torch
+    types = {name: number for number, name in GGML_NAME.items()}
+    if format not in types:
+        raise ValueError(
+            f"transformers' GGUF reader has no {format}: it reads {', '.join(sorted(types))}"
+        )
+    block_size, type_size = GGML_BLOCK[types[format]]
+    dim = blocks.shape[1] // type_size * block_size
+    layer = GgufEmbedding(blocks.shape[0], dim, types[format], dtype=torch.float32)
+    layer.weight.data = blocks
+    return layer(token_ids)

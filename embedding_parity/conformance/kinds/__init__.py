@@ -24,6 +24,7 @@ from embedding_parity.conformance.kinds.lookup import Lookup
 from embedding_parity.conformance.kinds.mrope_positions import MropePositions
 from embedding_parity.conformance.kinds.packed_positions import PackedPositions
 from embedding_parity.conformance.kinds.position_ids import PositionIds
+from embedding_parity.conformance.kinds.quantized_lookup import QuantizedLookup
 from embedding_parity.conformance.kinds.rope import Rope
 from embedding_parity.conformance.kinds.sinusoidal import Sinusoidal
 from embedding_parity.conformance.kinds.t5 import T5
@@ -32,6 +33,7 @@ KINDS = {
     kind.name: kind
     for kind in (
         Lookup(),
+        QuantizedLookup(),
         Sinusoidal(),
         Rope(),
         Alibi(),
