@@ -710,6 +710,30 @@ def _position_ids(ids, mask, past_length: int, padding_idx: int, rule: str) -> j
     return (jnp.cumsum(real, axis=1) + past_length) * real + padding_idx
 
 
+def scaled_inputs(token_table, token_ids=None, inputs_embeds=None, *, rule: str, value):
+    """A model's input embeddings (``positional.SCALE_RULES``): the rows of token_ids, or
+    inputs_embeds given instead, times the scale where the rule applies, in ``_scale``; the
+    checks on the host first (JAX would clamp a bad id)."""
+    validation.choice(rule, tuple(positional.SCALE_RULES), "embedding scale rule")
+    table = validation.native(np.asarray(token_table))
+    given = np.asarray(inputs_embeds) if isinstance(inputs_embeds, jax.Array) else inputs_embeds
+    ids, given = validation.check_scaled_inputs(table, token_ids, given, rule, value)
+    scale = positional.SCALE_RULES[rule]
+    with _precision(table.dtype):
+        x = jnp.asarray(table)[_device_ids(token_ids, ids)] if given is None else jnp.asarray(given)
+        if given is not None and not scale["given"]:
+            return x
+        factor = jnp.asarray(positional.scale_factor(rule, value, table.dtype))
+        return _scale(x, factor)
+
+
+@jax.jit
+def _scale(x: jax.Array, factor: jax.Array) -> jax.Array:
+    """x times factor, formed in factor's dtype (the rows' own, or their compute dtype) and
+    rounded to x's."""
+    return (x.astype(factor.dtype) * factor).astype(x.dtype)
+
+
 @jax.jit
 def embed_scaled(params, token_ids: jax.Array) -> jax.Array:
     """Gemma's lookup: rows times the scale, both in the table's dtype."""

@@ -360,6 +360,23 @@ def t5_bias(
 position_ids = positional.position_ids  # integer rules: NumPy is the reference itself
 
 
+def scaled_inputs(token_table, token_ids=None, inputs_embeds=None, *, rule: str, value):
+    """A model's input embeddings (``positional.SCALE_RULES``): the rows of token_ids, or
+    inputs_embeds given instead, times the model's scale where its rule applies; a "buffer"
+    rule's factor in the rows' dtype, one product; a "scalar" rule's in the compute dtype."""
+    validation.choice(rule, tuple(positional.SCALE_RULES), "embedding scale rule")
+    token_table = validation.native(np.asarray(token_table))
+    ids, given = validation.check_scaled_inputs(token_table, token_ids, inputs_embeds, rule, value)
+    x = token_table[ids] if given is None else given.copy()
+    scale = positional.SCALE_RULES[rule]
+    if given is not None and not scale["given"]:
+        return x  # the model passes given embeddings on as they are
+    factor = positional.scale_factor(rule, value, token_table.dtype)
+    if scale["rounding"] == "buffer":
+        return x * factor  # a 16-bit product is formed in float32, exactly, and rounded once
+    return (x.astype(factor.dtype) * factor).astype(token_table.dtype)
+
+
 class ScaledWordEmbedding:
     """Gemma's token lookup: rows times sqrt(dim), the scale rounded to the table's dtype
     first (``positional.embedding_scale``), then one product in that dtype."""

@@ -528,6 +528,79 @@ def scaled_embedding(token_table, token_ids) -> np.ndarray:
     return _round(token_table[token_ids].astype(np.float64) * scale, dtype)
 
 
+# How a model scales its input embeddings, as transformers 5.24 writes it. ``field``: the
+# config's number (Gemma's is sqrt(hidden_size)); ``given``: whether embeddings the caller
+# passes (inputs_embeds) are scaled too; ``rounding``: "buffer", a float32 tensor cast to the
+# rows' dtype and one product (a module's embed_scale), or "scalar", a Python float times the
+# rows (torch computes a 16-bit product in float32 with the float rounded to float32 there,
+# then rounds the result to the dtype).
+SCALE_RULES = {
+    "gemma": {
+        "field": "sqrt(hidden_size)",
+        "given": False,
+        "rounding": "buffer",
+        "source": "models/gemma3/modeling_gemma3.py, Gemma3TextScaledWordEmbedding (in the "
+        "module since transformers 5.4: the forward no longer scales)",
+    },
+    "minicpm": {
+        "field": "scale_emb",
+        "given": False,
+        "rounding": "buffer",
+        "source": "models/minicpm3/modeling_minicpm3.py, MiniCPM3ScaledWordEmbedding",
+    },
+    "granite": {
+        "field": "embedding_multiplier",
+        "given": True,
+        "rounding": "scalar",
+        "source": "models/granite/modeling_granite.py, GraniteModel.forward: inputs_embeds * "
+        "self.embedding_multiplier, after the lookup or on the embeddings given",
+    },
+    "falcon_h1": {
+        "field": "embedding_multiplier",
+        "given": False,
+        "rounding": "scalar",
+        "source": "models/falcon_h1/modeling_falcon_h1.py, FalconH1Model.forward: "
+        "embed_tokens(input_ids) * self.embedding_multiplier, only when no inputs_embeds",
+    },
+}
+
+
+def scale_factor(rule: str, value: float, dtype) -> np.ndarray:
+    """The number a rule multiplies by, as the rows' arithmetic sees it: "buffer" rules keep a
+    float32 tensor cast to the rows' dtype; "scalar" rules a Python float, which torch rounds
+    to the compute dtype (float32 for 16-bit rows, float64 for float64)."""
+    validation.choice(rule, tuple(SCALE_RULES), "embedding scale rule")
+    dtype = validation.resolve_dtype(dtype)
+    if SCALE_RULES[rule]["rounding"] == "buffer":
+        return np.float32(value).astype(dtype)
+    return np.asarray(value).astype(compute_dtype(dtype))
+
+
+def scaled_inputs(
+    token_table, token_ids=None, inputs_embeds=None, *, rule: str, value
+) -> np.ndarray:
+    """A model's input embeddings: the rows of ``token_ids``, or ``inputs_embeds`` (B, T, dim)
+    given instead, times the model's scale where its rule applies (``SCALE_RULES``), rounded
+    as the model rounds it: a "buffer" product of two values of the dtype rounded once (exact
+    in float64 up to float32); a "scalar" product formed in the compute dtype and rounded
+    there, then to the dtype."""
+    validation.choice(rule, tuple(SCALE_RULES), "embedding scale rule")
+    token_table = validation.native(np.asarray(token_table))
+    token_ids, given = validation.check_scaled_inputs(
+        token_table, token_ids, inputs_embeds, rule, value
+    )
+    dtype = token_table.dtype
+    rows = token_table[token_ids] if given is None else given
+    if given is not None and not SCALE_RULES[rule]["given"]:
+        return rows.copy()
+    factor = scale_factor(rule, value, dtype).astype(np.float64)
+    product = rows.astype(np.float64) * factor
+    if SCALE_RULES[rule]["rounding"] == "buffer":
+        return product.astype(dtype)  # one rounding: the product is exact in float64
+    compute = compute_dtype(dtype)
+    return (rows.astype(compute) * factor.astype(compute)).astype(dtype)
+
+
 def bert_embeddings(
     word_table, type_table, position_table, input_ids, token_type_ids, start=0, *, layer_norm=None
 ) -> np.ndarray:

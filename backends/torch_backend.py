@@ -608,6 +608,28 @@ class _TorchOps:
 TORCH_OPS = _TorchOps()
 
 
+def scaled_inputs(token_table, token_ids=None, inputs_embeds=None, *, rule: str, value):
+    """A model's input embeddings as transformers computes them (``positional.SCALE_RULES``):
+    F.embedding, or inputs_embeds given instead, then ``x * embed_scale.to(x.dtype)`` (a
+    float32 buffer: Gemma, MiniCPM) or ``x * multiplier`` (a Python float: Granite, Falcon-H1)
+    where the rule applies."""
+    validation.choice(rule, tuple(positional.SCALE_RULES), "embedding scale rule")
+    table = validation.native(np.asarray(token_table))
+    host_ids = None if token_ids is None else _host_ints(token_ids)
+    given = to_numpy(inputs_embeds) if isinstance(inputs_embeds, torch.Tensor) else inputs_embeds
+    ids, given = validation.check_scaled_inputs(table, host_ids, given, rule, value)
+    if ids is None:
+        x = inputs_embeds if isinstance(inputs_embeds, torch.Tensor) else _from_numpy(given)
+    else:
+        x = nn.functional.embedding(_as_tensor(ids.astype(np.int64)), _as_tensor(table))
+    scale = positional.SCALE_RULES[rule]
+    if ids is None and not scale["given"]:
+        return x
+    if scale["rounding"] == "buffer":
+        return x * torch.tensor(value, dtype=torch.float32).to(x.dtype)
+    return x * float(value)
+
+
 class ScaledWordEmbedding(nn.Embedding):
     """Gemma's token lookup (transformers ``GemmaTextScaledWordEmbedding``): an nn.Embedding
     whose rows are multiplied by a float32 ``embed_scale`` buffer cast to the weights' dtype."""

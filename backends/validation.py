@@ -625,6 +625,33 @@ def check_packed_position_ids(position_ids) -> np.ndarray:
     return position_ids.astype(np.int64)
 
 
+def check_scaled_inputs(token_table, token_ids, inputs_embeds, rule, value):
+    """Arguments of scaled_inputs: a rule of positional.SCALE_RULES (``rules``) and its
+    finite value, and exactly one of token_ids (checked against the table) and inputs_embeds
+    (..., T, dim) of the table's dtype. Returns (token_ids or None, inputs_embeds or None)."""
+    check_float_dtype(token_table.dtype.name, "token_table")
+    if (token_ids is None) == (inputs_embeds is None):
+        raise ValueError(
+            "give exactly one of token_ids and inputs_embeds, as a model's forward takes them"
+        )
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value):
+        raise ValueError(f"the {rule} scale must be a finite number, got {value!r}")
+    if token_ids is not None:
+        return check_token_ids(as_host(token_ids), token_table.shape[0]), None
+    embeds = native(as_host(inputs_embeds))
+    if embeds.ndim < 2 or embeds.shape[-1] != token_table.shape[1]:
+        raise ValueError(
+            f"inputs_embeds has shape {embeds.shape}, but rows of this table are "
+            f"{token_table.shape[1]} wide: pass (..., T, {token_table.shape[1]})"
+        )
+    if embeds.dtype != token_table.dtype:
+        raise ValueError(
+            f"inputs_embeds is {embeds.dtype} but the token table is {token_table.dtype}: cast "
+            "them to the table's dtype, as the model's embeddings are"
+        )
+    return None, embeds
+
+
 def check_bert_tables(word_table, type_table, position_table) -> np.dtype:
     """Three (rows, hidden) tables of one floating dtype; returns the dtype."""
     tables = {"word_table": word_table, "type_table": type_table, "position_table": position_table}

@@ -64,6 +64,7 @@ def shared(capsys, monkeypatch, workers):
         ("torch_targets.py:lookup", "lookup"),
         ("torch_targets.py:gradient", "gradient"),
         ("jax_targets.py:rope", "rope"),
+        ("quantized_ports.py:correct", "quantized_lookup"),
     ],
 )
 def test_a_correct_implementation_conforms(shared, target, kind):
@@ -182,6 +183,32 @@ def test_a_line_within_tolerance_says_its_error_is_inside_its_bound(
             "gradient",
             ["--only", "gradient, bad id"],
             ["drops it: its upstream row is lost"],
+        ),
+        *(
+            ("quantized_ports.py:" + port, "quantized_lookup", [], named)
+            for port, named in (
+                (
+                    "bytes_as_floats",
+                    [f"NO   {k} rows" for k in ("Q8_0", "Q4_0", "Q5_1", "Q4_K", "Q6_K")]
+                    + ["quantized bytes read as floats, each byte a value (uint8)"],
+                ),
+                ("scale_as_bfloat16", ["NO   Q6_K rows", "the float16 scale read as bfloat16"]),
+                (
+                    "offset_in_elements",
+                    ["NO   Q4_0 rows", "NO   Q4_K rows"]
+                    + ["the row offset counted in elements (id * dim), not blocks"],
+                ),
+                (
+                    "nibbles_swapped",
+                    ["ok   Q8_0 rows", "NO   Q4_1 rows", "NO   Q5_0 rows", "NO   Q6_K rows"]
+                    + ["the nibbles in the wrong order (high before low)"],
+                ),
+                (
+                    "k_scales_ignored",
+                    ["ok   Q5_1 rows", "NO   Q4_K rows", "NO   Q6_K rows"]
+                    + ["the sub-block scales ignored (the super-block's d and dmin alone)"],
+                ),
+            )
         ),
     ],
 )

@@ -35,7 +35,9 @@ PINNED = {
     "llama-cpp-python": "0.3.36",
     "sglang": "0.5.23",
     "executorch": "1.5.1",
+    "gguf": "0.19.0",
 }
+
 
 def _native_bfloat16() -> bool:
     """Whether this CPU computes bfloat16 natively (AVX-512 BF16 or AMX), where OpenVINO's CPU
@@ -483,6 +485,39 @@ FINDINGS = {
         "bad id: -1": "GGML_ASSERT(i01 >= 0 && i01 < ne01) failed",
         "bad id: vocab_size": "llama.cpp/ggml/src/ggml-cpu/ops.cpp",
     },
+    # transformers' own models scale their input embeddings as the kit's rules say, bit for
+    # bit, in every dtype: in the module (Gemma, MiniCPM: given embeddings passed on) or in
+    # forward (Granite: given embeddings too; Falcon-H1: the looked-up rows only)
+    **{
+        f"transformers {model} input embeddings": {
+            "ids bfloat16": "bit-identical",
+            "given bfloat16": "bit-identical",
+            "ids float16": "bit-identical",
+            "given float32": "bit-identical",
+            "bad id: -1": "raises",
+        }
+        for model in ("GraniteModel", "FalconH1Model", "MiniCPM3Model", "Gemma3TextModel")
+    },
+    # the formats as gguf.quants reads them, bit for bit; the whole table dequantized, then
+    # NumPy's indexing, which wraps -1 to the last row
+    "gguf.quants dequantize, then [ids]": {
+        **{f"{k} rows": "bit-identical" for k in ("Q8_0", "Q4_0", "Q5_1", "Q4_K", "Q6_K")},
+        "bad id: -1": "wraps to row 63",
+        "bad id: vocab_size": "raises",
+    },
+    # ggml decodes only the rows it gathers, bit for bit gguf.quants' values; a bad id aborts
+    "llama.cpp ggml_get_rows on a quantized table": {
+        **{f"{k} rows": "bit-identical" for k in ("Q8_0", "Q4_1", "Q5_0", "Q4_K", "Q6_K")},
+        "bad id: -1": "GGML_ASSERT(i01 >= 0 && i01 < ne01) failed",
+    },
+    # transformers 5.24's GGUF reader keeps a GGUF model's table packed and unpacks the ids'
+    # rows in torch: bit for bit where it reads the format; it has no Q5_0 or Q5_1
+    "transformers GgufEmbedding": {
+        **{f"{k} rows": "bit-identical" for k in ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")},
+        "Q5_0 rows": "transformers' GGUF reader has no Q5_0",
+        "Q5_1 rows": "transformers' GGUF reader has no Q5_1",
+        "bad id: -1": "raises",
+    },
     "llama.cpp ggml_rope_ext: invariances": {
         "batch = row by row, T = 1 (decode)": "bit-identical",
         "chunked prefill = one call": "bit-identical",
@@ -502,7 +537,7 @@ FINDINGS = {
 CONTROLS = [
     *(
         f"embedding-parity numpy ({kind})"
-        for kind in ("lookup", "sinusoidal", "rope", "alibi", "t5", "gradient")
+        for kind in ("lookup", "quantized_lookup", "sinusoidal", "rope", "alibi", "t5", "gradient")
     ),
     *(
         f"embedding-parity numpy ({kind} at {preset})"
@@ -515,6 +550,10 @@ CONTROLS = [
         )
     ),
     *(f"embedding-parity numpy ({kind}): invariances" for kind in ("lookup", "rope")),
+    *(
+        f"embedding-parity numpy (scaled_inputs, {model})"
+        for model in ("GraniteModel", "FalconH1Model", "MiniCPM3Model", "Gemma3TextModel")
+    ),
     "embedding-parity (packed_positions)",
 ]
 

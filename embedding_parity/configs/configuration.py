@@ -94,6 +94,8 @@ class Configuration:
     scaling: dict | None = None  # normalised, as backends.positional takes it
     max_position_embeddings: int | None = None
     embed_scale: bool = False  # Gemma: rows times sqrt(hidden_size), rounded first
+    # (rule, value): how the model scales its input embeddings (positional.SCALE_RULES), or None
+    embedding_scale: tuple | None = None
     position_rule: str = "arange"
     pad_token_id: int | None = None
     type_vocab_size: int | None = None
@@ -177,6 +179,20 @@ class Configuration:
                     "plain --kind lookup, without a config"
                 )
             return {"embed_scale": self.hidden_size}
+        if kind == "scaled_inputs":
+            if self.owner == "llama.cpp":
+                raise UsageError(
+                    f"{flag}: a GGUF file is read by llama.cpp's rules, which scale after the "
+                    "lookup in float32; the kit's scaled_inputs holds transformers' rules: "
+                    "check it at the model's config.json"
+                )
+            if self.embedding_scale is None:
+                raise UsageError(
+                    f"{flag}: {self.name} does not scale its input embeddings (the models that "
+                    "do: Gemma, MiniCPM, Granite, Falcon-H1)"
+                )
+            rule, value = self.embedding_scale
+            return {"embedding_scale": {"rule": rule, "value": value}}
         if kind == "position_ids":
             return {"position_rule": self.position_rule, "pad_token_id": self.pad_token_id}
         if kind == "bert":

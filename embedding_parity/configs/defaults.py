@@ -35,6 +35,8 @@ PLAIN = (
     "floor_scale",
     "attn_scale",
     "sliding_window",  # Cohere2 rotates its sliding-window layers: none where it is null
+    "embedding_multiplier",  # Granite, Falcon-H1: the input embeddings' scale
+    "scale_emb",  # MiniCPM: the token rows' scale
 )
 
 GPT2_NAMES = {  # GPT2Config's and GPTJConfig's attribute_map

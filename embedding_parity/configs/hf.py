@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import math
 
 import numpy as np
 
@@ -316,6 +317,7 @@ def build(reading: dict, name: str, where: str) -> Configuration:
         checks.refuse(
             where, f"{model_type} scales its token rows by sqrt(hidden_size): no hidden_size"
         )
+    config["embedding_scale"] = _embedding_scale(reading, model_type, hidden, where)
     if config["position_rule"] == "roberta" and config["pad_token_id"] is None:
         checks.refuse(
             where,
@@ -324,6 +326,29 @@ def build(reading: dict, name: str, where: str) -> Configuration:
     if model_type in LEARNED:
         return Configuration(**config)
     return Configuration(**config, **_rotation(reading, model_type, where))
+
+
+# The model types whose input embeddings are scaled, by rule (backends.positional.SCALE_RULES),
+# and the config field that holds the number (Gemma's is sqrt(hidden_size)).
+SCALED = {
+    "granite": ("granite", "embedding_multiplier"),
+    "granitemoe": ("granite", "embedding_multiplier"),
+    "granitemoeshared": ("granite", "embedding_multiplier"),
+    "granitemoehybrid": ("granite", "embedding_multiplier"),
+    "falcon_h1": ("falcon_h1", "embedding_multiplier"),
+    "minicpm3": ("minicpm", "scale_emb"),
+}
+
+
+def _embedding_scale(reading: dict, model_type, hidden, where: str) -> tuple | None:
+    """(rule, value) of a model that scales its input embeddings, or None."""
+    if model_type and model_type.startswith("gemma"):
+        return ("gemma", math.sqrt(hidden))
+    if model_type not in SCALED:
+        return None
+    rule, field = SCALED[model_type]
+    value = checks.positive(reading[field], field, where)
+    return (rule, float(value))
 
 
 def _optional(check, value, field: str, where: str):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from embedding_parity import configs, outputs
 from embedding_parity.conformance import runner
+from embedding_parity.conformance.kinds.scaled_inputs import MODELS
 from embedding_parity.conformance.paths import PATHS
 from embedding_parity.conformance.process import Worker
 from embedding_parity.conformance.versions import versions
@@ -31,6 +32,7 @@ class Row:
     through: str | None = None  # the production path it runs along (paths.PATHS); None: eager
     only: tuple[str, ...] = ()  # the checks it runs, by name or prefix; () for all
     layer: str | None = None  # the preset's layer type it rotates as (rope); None: every type
+    options: dict | None = None  # the kind's options where no preset gives them
 
 
 def _keras(backend: str) -> dict:
@@ -42,6 +44,19 @@ def _keras(backend: str) -> dict:
 
 def _suite(backend: str) -> dict:
     return {"EMBEDDING_PARITY_BACKEND": backend}
+
+
+# The models whose input scaling the matrix checks, by rule (kinds.scaled_inputs.MODELS)
+SCALED_MODELS = {
+    "granite": "GraniteModel",
+    "falcon_h1": "FalconH1Model",
+    "minicpm": "MiniCPM3Model",
+    "gemma": "Gemma3TextModel",
+}
+
+
+def _scaled(rule: str) -> dict:
+    return {"embedding_scale": {"rule": rule, "value": MODELS[rule]["value"]}}
 
 
 def _configured(name: str, target: str, kind: str, preset: str, packages=("transformers", "torch")):
@@ -369,6 +384,14 @@ ENGINES = [
         GGML,
     ),
     Row(
+        "llama.cpp ggml_get_rows on a quantized table",
+        ("llama-cpp-python",),
+        "ggml_layers:get_quantized_rows",
+        "quantized_lookup",
+        "numpy",
+        GGML,
+    ),
+    Row(
         "llama.cpp ggml_rope_ext: invariances",
         ("llama-cpp-python",),
         "ggml_layers:rope",
@@ -400,6 +423,31 @@ ROWS = [
     Row("torch F.embedding", ("torch",), "torch_idioms:f_embedding", "lookup", "torch"),
     Row("JAX x[ids]", ("jax",), "jax_idioms:indexing", "lookup", "jax"),
     Row("JAX jnp.take", ("jax",), "jax_idioms:take", "lookup", "jax"),
+    *(
+        Row(
+            f"transformers {model} input embeddings",
+            ("transformers", "torch"),
+            f"transformers_layers:{rule}_inputs",
+            "scaled_inputs",
+            "torch",
+            options=_scaled(rule),
+        )
+        for rule, model in SCALED_MODELS.items()
+    ),
+    Row(
+        "gguf.quants dequantize, then [ids]",
+        ("gguf",),
+        "gguf_layers:dequantize_then_gather",
+        "quantized_lookup",
+        "numpy",
+    ),
+    Row(
+        "transformers GgufEmbedding",
+        ("transformers", "torch"),
+        "transformers_layers:gguf_embedding",
+        "quantized_lookup",
+        "torch",
+    ),
     Row(
         "transformers GPT-2 wte + wpe",
         ("transformers", "torch"),
@@ -570,11 +618,24 @@ ROWS = [
             b,
             _suite(b),
         )
-        for kind in ("lookup", "sinusoidal", "rope", "alibi", "t5", "gradient")
+        for kind in ("lookup", "quantized_lookup", "sinusoidal", "rope", "alibi", "t5", "gradient")
         for b in ("numpy", "torch", "jax")
     ),
     *CONFIGURED,
     *ENGINES,
+    *(
+        Row(
+            f"embedding-parity {b} (scaled_inputs, {model})",
+            ("embedding-parity", b),
+            f"suite:{rule}_inputs",
+            "scaled_inputs",
+            b,
+            _suite(b),
+            options=_scaled(rule),
+        )
+        for rule, model in SCALED_MODELS.items()
+        for b in ("numpy", "torch", "jax")
+    ),
     *(
         Row(
             f"embedding-parity {b} ({kind} at {preset})",
@@ -757,6 +818,8 @@ def _target(row: Row) -> str:
 
 def _options(row: Row) -> dict:
     """The kind's options at the row's preset (none without one); UsageError if refused."""
+    if row.options is not None:
+        return row.options
     if not row.preset:
         return {}
     return configs.preset(row.preset).options(row.kind, "--model", layer=row.layer)

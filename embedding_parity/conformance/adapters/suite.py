@@ -7,6 +7,7 @@ import numpy as np
 import backends
 from backends import positional, quantized
 from embedding_parity import configs
+from embedding_parity.conformance.kinds.scaled_inputs import MODELS
 
 _BACKEND = backends.get(os.environ["EMBEDDING_PARITY_BACKEND"])
 
@@ -87,3 +88,22 @@ def opt_positions(input_ids, attention_mask, past_length):
 def bert(word_table, type_table, position_table, input_ids, token_type_ids, start):
     tables = [_BACKEND.to_numpy(t) for t in (word_table, type_table, position_table)]
     return _BACKEND.BertEmbeddings(*tables)(input_ids, token_type_ids, start)
+
+
+def scaled_inputs(rule: str):
+    """The backend's scaled_inputs at one of the matrix's models (kinds.scaled_inputs.MODELS)."""
+    value = MODELS[rule]["value"]
+
+    def f(token_table, token_ids, inputs_embeds):
+        embeds = None if inputs_embeds is None else _BACKEND.to_numpy(inputs_embeds)
+        return _BACKEND.scaled_inputs(
+            _BACKEND.to_numpy(token_table), token_ids, embeds, rule=rule, value=value
+        )
+
+    return f
+
+
+granite_inputs = scaled_inputs("granite")
+falcon_h1_inputs = scaled_inputs("falcon_h1")
+minicpm_inputs = scaled_inputs("minicpm")
+gemma_inputs = scaled_inputs("gemma")

@@ -88,3 +88,65 @@ def gguf_embedding(blocks, format, token_ids):
     layer = GgufEmbedding(blocks.shape[0], dim, types[format], dtype=torch.float32)
     layer.weight.data = blocks
     return layer(token_ids)
+
+
+def _model_inputs(rule: str):
+    """f(token_table, token_ids, inputs_embeds) by transformers' own model of ``rule``'s family
+    (kinds.scaled_inputs.MODELS: its scale), built with no decoder layers and its final norm
+    replaced by the identity, so that its last_hidden_state is the input embeddings as its
+    forward scales them."""
+    from torch import nn
+    from transformers import (
+        FalconH1Config,
+        FalconH1Model,
+        Gemma3TextConfig,
+        Gemma3TextModel,
+        GraniteConfig,
+        GraniteModel,
+        MiniCPM3Config,
+        MiniCPM3Model,
+    )
+
+    from embedding_parity.conformance.kinds.scaled_inputs import MODELS
+
+    value = MODELS[rule]["value"]
+    classes = {
+        "granite": (GraniteConfig, GraniteModel, {"embedding_multiplier": value}),
+        "falcon_h1": (FalconH1Config, FalconH1Model, {"embedding_multiplier": value}),
+        "minicpm": (MiniCPM3Config, MiniCPM3Model, {"scale_emb": value}),
+        "gemma": (Gemma3TextConfig, Gemma3TextModel, {"head_dim": 16}),
+    }
+    config_class, model_class, fields = classes[rule]
+
+    def f(token_table, token_ids, inputs_embeds):
+        vocab, hidden = token_table.shape  # Gemma scales by sqrt(hidden_size): the width
+        config = config_class(
+            vocab_size=vocab,
+            hidden_size=hidden,
+            num_hidden_layers=0,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            intermediate_size=hidden,
+            **fields,
+        )
+        module = model_class(config).to(token_table.dtype).eval()
+        module.embed_tokens.weight.data = token_table
+        for norm in ("norm", "final_layernorm"):
+            if hasattr(module, norm):
+                setattr(module, norm, nn.Identity())
+        with torch.no_grad():
+            if inputs_embeds is None:
+                return module(
+                    input_ids=token_ids.reshape(-1, token_ids.shape[-1])
+                ).last_hidden_state.reshape(*token_ids.shape, hidden)
+            return module(
+                inputs_embeds=inputs_embeds.reshape(-1, *inputs_embeds.shape[-2:])
+            ).last_hidden_state.reshape(inputs_embeds.shape)
+
+    return f
+
+
+granite_inputs = _model_inputs("granite")
+falcon_h1_inputs = _model_inputs("falcon_h1")
+minicpm_inputs = _model_inputs("minicpm")
+gemma_inputs = _model_inputs("gemma")

@@ -25,6 +25,7 @@ from embedding_parity.conformance.kinds.mrope_positions import MropePositions
 from embedding_parity.conformance.kinds.packed_positions import PackedPositions
 from embedding_parity.conformance.kinds.position_ids import PositionIds
 from embedding_parity.conformance.kinds.quantized_lookup import QuantizedLookup
+from embedding_parity.conformance.kinds.scaled_inputs import ScaledInputs
 from embedding_parity.conformance.kinds.rope import Rope
 from embedding_parity.conformance.kinds.sinusoidal import Sinusoidal
 from embedding_parity.conformance.kinds.t5 import T5
@@ -34,6 +35,7 @@ KINDS = {
     for kind in (
         Lookup(),
         QuantizedLookup(),
+        ScaledInputs(),
         Sinusoidal(),
         Rope(),
         Alibi(),
