@@ -436,3 +436,32 @@ def test_the_kit_knows_the_classes_that_rotate_by_layer_type():
                 keyed.add(model_type)
     assert keyed and keyed <= set(layers.KEYED_ROPE), sorted(keyed - set(layers.KEYED_ROPE))
     assert widened == set(layers.LAYER_HEAD_DIM)
+
+
+@pytest.mark.parametrize(
+    "fields, scale",
+    [
+        ({"model_type": "granite", "embedding_multiplier": 12.0}, ("granite", 12.0)),
+        ({"model_type": "granitemoehybrid", "embedding_multiplier": 12.0}, ("granite", 12.0)),
+        ({"model_type": "granite"}, ("granite", 1.0)),  # GraniteConfig's default
+        ({"model_type": "falcon_h1", "embedding_multiplier": 32**0.5}, ("falcon_h1", 32**0.5)),
+        ({"model_type": "minicpm3"}, ("minicpm", 12.0)),  # MiniCPM3Config's scale_emb
+        ({"model_type": "gemma3_text", "hidden_size": 2304}, ("gemma", 48.0)),
+        ({"model_type": "llama"}, None),
+    ],
+)
+def test_the_input_scale_is_read_as_transformers_reads_it(fields, scale):
+    """The number a model scales its input embeddings by (embedding_multiplier, scale_emb,
+    sqrt(hidden_size)) from transformers' config object, its class's default where the file
+    leaves it out; the rule (backends.positional.SCALE_RULES) by the model type."""
+    config = read(fields, "transformers")
+    assert config.embedding_scale == scale
+    if scale:
+        rule, value = scale
+        expected = {"embedding_scale": {"rule": rule, "value": value}}
+        assert config.options("scaled_inputs") == expected
+
+
+def test_a_scale_that_is_not_a_positive_number_is_refused():
+    with pytest.raises(UsageError, match="embedding_multiplier -2.0 must be positive"):
+        read({"model_type": "granite", "embedding_multiplier": -2.0}, "transformers")

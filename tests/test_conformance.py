@@ -397,3 +397,63 @@ def test_workers_begun_at_once_answer_as_one_loaded_alone():
         third.begin(broken, "alibi", None)
         third.load(good, "lookup", None)  # another target: a fresh worker, not "died" for it
         assert third.framework == "numpy"
+
+
+SCALED_CONFIGS = {
+    "granite": {"model_type": "granite", "hidden_size": 64, "num_attention_heads": 4},
+    "falcon_h1": {"model_type": "falcon_h1", "hidden_size": 64, "num_attention_heads": 4},
+}
+
+
+@pytest.mark.parametrize(
+    "model, port, named",
+    [
+        ("granite", "granite_twice", ["NO   ids bfloat16", "the scale applied twice"]),
+        (
+            "granite",
+            "granite_given_unscaled",
+            ["ok   ids float16", "NO   given float16", "no scale on given embeddings"],
+        ),
+        (
+            "falcon_h1",
+            "falcon_h1_given_scaled",
+            ["ok   ids float32", "NO   given bfloat16", "the scale applied to given embeddings"],
+        ),
+        ("falcon_h1", "falcon_h1_missing", ["NO   ids float32", "no scale (the rows as stored)"]),
+        (
+            "falcon_h1",
+            "falcon_h1_in_the_rows_dtype",
+            ["ok   ids float32", "NO   ids bfloat16", "the multiplier rounded to bfloat16 first"],
+        ),
+    ],
+)
+def test_each_scale_mistake_is_caught_and_named(tmp_path, shared, model, port, named):
+    """A model's config.json sets the rule and its number (Granite's and Falcon-H1's
+    embedding_multiplier): each port gets one thing wrong, and the report names it."""
+    from embedding_parity.conformance.kinds.scaled_inputs import MODELS
+
+    config = tmp_path / "config.json"
+    fields = {**SCALED_CONFIGS[model], "embedding_multiplier": MODELS[model]["value"]}
+    config.write_text(json.dumps(fields))
+    code, report = shared(f"scaled_ports.py:{port}", "scaled_inputs", "--config", str(config))
+    assert code == 1 and "DIFFERS" in report, report
+    for words in named:
+        assert words in report, report
+
+
+def test_a_correct_scaling_conforms_and_the_rule_needs_a_model(tmp_path, shared):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**SCALED_CONFIGS["falcon_h1"], "embedding_multiplier": 32**0.5}))
+    code, report = shared(
+        "scaled_ports.py:numpy_falcon_h1", "scaled_inputs", "--config", str(config)
+    )
+    assert code == 0 and "CONFORMS" in report, report
+    assert "falcon_h1: embedding_multiplier = 5.65685425 on the token rows only" in report
+    code, report = shared("scaled_ports.py:numpy_falcon_h1", "scaled_inputs")
+    assert code == 2 and "needs the model's rule: --config CONFIG.json or --model NAME" in report
+    llama = tmp_path / "llama.json"
+    llama.write_text(json.dumps({"model_type": "llama"}))
+    code, report = shared(
+        "scaled_ports.py:numpy_falcon_h1", "scaled_inputs", "--config", str(llama)
+    )
+    assert code == 2 and "does not scale its input embeddings" in report

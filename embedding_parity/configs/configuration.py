@@ -315,6 +315,10 @@ class Configuration:
             said.append(f"learned positions ({self.position_rule} rule)")
         if self.embed_scale:
             said.append(f"token rows times sqrt({self.hidden_size}) rounded to the dtype first")
+        elif self.embedding_scale:
+            rule, value = self.embedding_scale
+            given = " (given embeddings too)" if rule == "granite" else ""
+            said.append(f"input embeddings times {value:.9g} ({rule}'s rule{given})")
         if self.max_position_embeddings:
             said.append(f"max_position_embeddings {self.max_position_embeddings}")
         if self.pad_token_id is not None:
