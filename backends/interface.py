@@ -7,11 +7,17 @@ A backend is a module (``backends.numpy_backend``, ``backends.torch_backend``,
     The framework's import name: ``"numpy"``, ``"torch"`` or ``"jax"``.
 ``TokenPositionEmbedding(token_table, position_table=None, *, positions="learned",
 max_seq_len=None, base=10000.0, layout="interleaved", padding_idx=None,
-scale_grad_by_freq=False)``
+scale_grad_by_freq=False, tokenizer_size=None)``
     The input layer of a transformer. ``token_table`` is (vocab_size, dim) and
     ``position_table`` (max_seq_len, dim): NumPy arrays of one dtype out of
     float64, float32, float16 and bfloat16 (``ml_dtypes.bfloat16``). The layer
-    holds copies as the framework's own parameters. ``positions="sinusoidal"``
+    holds copies as the framework's own parameters. ``token_table`` may instead be a
+    ``quantized.QuantizedTable``, a GGUF file's blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+    Q6_K): a call decodes only the rows it reads, bit-identical on every backend to
+    ``gguf.quants.dequantize(table)[ids]`` rounded to the table's dtype; it is not trained.
+    ``tokenizer_size``: the tokenizer's id count where the table has padding rows past it
+    (Qwen's 151936 rows for 151665 ids): those ids are rows, and an id past the table is
+    refused naming the table's bound. ``positions="sinusoidal"``
     builds the table natively instead (max_seq_len rows, ``base``, ``layout``);
     ``positions="none"`` adds no position at all (RoPE applies it later).
     ``padding_idx`` and ``scale_grad_by_freq`` mean what they mean for
@@ -42,6 +48,11 @@ scale_grad_by_freq=False)``
     ``apply_rope`` options ({"base", "layout", "scaling", "rotary_dim"}), or None for a type
     that is not rotated, whose x comes back as it is. torch's ``LayerTypesRotaryEmbedding``
     keeps a rotary module, with its ``inv_freq`` buffer, per type.
+``scaled_inputs(token_table, token_ids=None, inputs_embeds=None, *, rule, value)``
+    A model's input embeddings: the rows of token_ids, or inputs_embeds given instead, times
+    the model's scale where its rule applies (``positional.SCALE_RULES``: Gemma's and
+    MiniCPM's module scale, Granite's and Falcon-H1's multiplier in forward), rounded as
+    transformers rounds it; bit-identical on every backend.
 ``alibi_slopes(num_heads, *, dtype)``
     ALiBi's (num_heads,) slopes 2**(-8i/n) (Press et al. 2022), with BLOOM's rule for a
     head count that is not a power of two.

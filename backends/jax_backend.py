@@ -224,6 +224,7 @@ class TokenPositionEmbedding:
         layout: str = "interleaved",
         padding_idx: int | None = None,
         scale_grad_by_freq: bool = False,
+        tokenizer_size: int | None = None,
     ):
         given = token_table
         token_table, position_table, self.max_seq_len = quantized.layer_tables(
@@ -236,6 +237,7 @@ class TokenPositionEmbedding:
             padding_idx, scale_grad_by_freq, self.vocab_size
         )
         self.scale_grad_by_freq = bool(scale_grad_by_freq)
+        self.tokenizer_size = validation.check_tokenizer_size(tokenizer_size, self.vocab_size)
         self.quantized = given.kind if isinstance(given, quantized.QuantizedTable) else None
         # Most calls need neither x64 mode nor a choice of function (see __call__).
         self._plain = positions != "none" and self.dtype != np.float64 and not self.quantized
@@ -258,7 +260,9 @@ class TokenPositionEmbedding:
         the result is written into its memory and returned, and ``out`` itself becomes
         invalid. Write ``y = layer(ids, out=y)``.
         """
-        host_ids, start = validation.check_call(token_ids, start, self.vocab_size, self.max_seq_len)
+        host_ids, start = validation.check_call(
+            token_ids, start, self.vocab_size, self.max_seq_len, self.tokenizer_size
+        )
         ids = _device_ids(token_ids, host_ids)
         if out is None and self._plain:
             tables = self.tables
@@ -288,7 +292,9 @@ class TokenPositionEmbedding:
 
     def token_embeddings(self, token_ids) -> jax.Array:
         """(..., T) ids -> (..., T, dim) rows of the token table."""
-        host_ids = validation.check_token_ids(validation.as_host(token_ids), self.vocab_size)
+        host_ids = validation.check_token_ids(
+            validation.as_host(token_ids), self.vocab_size, self.tokenizer_size
+        )
         ids = _device_ids(token_ids, host_ids)
         with _precision(self.dtype):
             if self.quantized:

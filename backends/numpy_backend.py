@@ -33,6 +33,7 @@ class TokenPositionEmbedding:
         layout: str = "interleaved",
         padding_idx: int | None = None,
         scale_grad_by_freq: bool = False,
+        tokenizer_size: int | None = None,
     ):
         given = token_table
         token_table, position_table, self.max_seq_len = quantized.layer_tables(
@@ -45,6 +46,7 @@ class TokenPositionEmbedding:
             padding_idx, scale_grad_by_freq, self.vocab_size
         )
         self.scale_grad_by_freq = bool(scale_grad_by_freq)
+        self.tokenizer_size = validation.check_tokenizer_size(tokenizer_size, self.vocab_size)
         self._chunk_rows = max(1, _CHUNK_BYTES // max(self.dim * self.dtype.itemsize, 1))
         # Copies the layer owns, as the torch and JAX layers own theirs; a quantized table's
         # bytes as they are (it is frozen and its bytes are never written).
@@ -65,7 +67,7 @@ class TokenPositionEmbedding:
         that repeated calls allocate nothing.
         """
         token_ids, start = validation.check_call(
-            token_ids, start, self.vocab_size, self.max_seq_len
+            token_ids, start, self.vocab_size, self.max_seq_len, self.tokenizer_size
         )
         if out is None and self.position_table is not None and token_ids.size <= _FEW_ROWS:
             # A decode step's few rows: the gather allocates the result, the add is in place.
@@ -106,7 +108,9 @@ class TokenPositionEmbedding:
     def token_embeddings(self, token_ids) -> np.ndarray:
         """(..., T) ids -> (..., T, dim) rows of token_table."""
         return self._gather(
-            validation.check_token_ids(validation.as_host(token_ids), self.vocab_size)
+            validation.check_token_ids(
+                validation.as_host(token_ids), self.vocab_size, self.tokenizer_size
+            )
         )
 
     def position_embeddings(self, start: int, length: int) -> np.ndarray:

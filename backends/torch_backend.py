@@ -57,6 +57,7 @@ class TokenPositionEmbedding(nn.Module):
         layout: str = "interleaved",
         padding_idx: int | None = None,
         scale_grad_by_freq: bool = False,
+        tokenizer_size: int | None = None,
     ):
         super().__init__()
         given = token_table
@@ -68,6 +69,7 @@ class TokenPositionEmbedding(nn.Module):
         padding_idx = validation.check_embedding_options(
             padding_idx, scale_grad_by_freq, self.vocab_size
         )
+        self.tokenizer_size = validation.check_tokenizer_size(tokenizer_size, self.vocab_size)
         self.quantized = None
         if isinstance(given, quantized.QuantizedTable):
             self.quantized = given.kind
@@ -133,13 +135,15 @@ class TokenPositionEmbedding(nn.Module):
             ids = token_ids
             if _readable_on_host(ids):
                 _, start = validation.check_call(
-                    ids.numpy(), start, self.vocab_size, self.max_seq_len
+                    ids.numpy(), start, self.vocab_size, self.max_seq_len, self.tokenizer_size
                 )
             else:
-                start = _check_on_device(ids, start, self.vocab_size, self.max_seq_len)
+                start = _check_on_device(
+                    ids, start, self.vocab_size, self.max_seq_len, self.tokenizer_size
+                )
         else:
             host_ids, start = validation.check_call(
-                _host_ints(token_ids), start, self.vocab_size, self.max_seq_len
+                _host_ints(token_ids), start, self.vocab_size, self.max_seq_len, self.tokenizer_size
             )
             ids = self._to_device(token_ids, host_ids)
         length = ids.shape[-1]
@@ -179,7 +183,7 @@ class TokenPositionEmbedding(nn.Module):
         (learned positions by their nn.Embedding, so that they still train); ``out`` is
         filled with a copy (the decode allocates its rows)."""
         host_ids, start = validation.check_call(
-            _host_ints(token_ids), start, self.vocab_size, self.max_seq_len
+            _host_ints(token_ids), start, self.vocab_size, self.max_seq_len, self.tokenizer_size
         )
         x = self.token(self._to_device(token_ids, host_ids))  # (..., T, dim)
         if self.positions != "none":
@@ -193,7 +197,9 @@ class TokenPositionEmbedding(nn.Module):
 
     def token_embeddings(self, token_ids) -> torch.Tensor:
         """(..., T) ids -> (..., T, dim) rows of the token table."""
-        host_ids = validation.check_token_ids(_host_ints(token_ids), self.vocab_size)
+        host_ids = validation.check_token_ids(
+            _host_ints(token_ids), self.vocab_size, self.tokenizer_size
+        )
         return self.token(self._to_device(token_ids, host_ids))
 
     def position_embeddings(self, start: int, length: int) -> torch.Tensor:
@@ -701,7 +707,7 @@ def _readable_on_host(tensor: torch.Tensor) -> bool:
     return tensor.is_cpu
 
 
-def _check_on_device(ids: torch.Tensor, start, vocab_size: int, max_seq_len) -> int:
+def _check_on_device(ids: torch.Tensor, start, vocab_size: int, max_seq_len, tokenizer_size) -> int:
     """validation.check_call for int32/int64 ids on an accelerator, without copying them.
 
     Shape and start are metadata, checked on the host. The range is one reduction on the
@@ -711,7 +717,7 @@ def _check_on_device(ids: torch.Tensor, start, vocab_size: int, max_seq_len) -> 
     """
     validation.check_ids_shape(ids.shape)
     if ids.numel() and bool(((ids < 0) | (ids >= vocab_size)).any()):
-        validation.check_token_ids(ids.cpu().numpy(), vocab_size)  # raises the IndexError
+        validation.check_token_ids(ids.cpu().numpy(), vocab_size, tokenizer_size)  # raises
     return validation.check_positions(start, ids.shape[-1], max_seq_len)
 
 

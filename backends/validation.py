@@ -81,26 +81,38 @@ def ids_dtype_error(dtype, what: str = "token_ids") -> TypeError:
     )
 
 
-def check_token_ids(token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
+def check_token_ids(
+    token_ids: np.ndarray, vocab_size: int, tokenizer_size: int | None = None
+) -> np.ndarray:
     """Check host-side token_ids: integer dtype, 1-D or 2-D, every id in [0, vocab_size).
 
-    Raises TypeError, ValueError or IndexError; returns token_ids unchanged.
-    Cost: one max over the ids, nothing per embedding element.
+    Raises TypeError, ValueError or IndexError; returns token_ids unchanged. tokenizer_size:
+    the tokenizer's, where the table has padding rows past it (those ids are rows; the error
+    for an id past the table says so). Cost: one max over the ids, nothing per element.
     """
     if token_ids.dtype.kind not in "iu":  # signed or unsigned integers; not bool, float, ...
-        _refuse_python_ints(token_ids, vocab_size)
+        _refuse_python_ints(token_ids, vocab_size, tokenizer_size)
         raise ids_dtype_error(token_ids.dtype)
     check_ids_shape(token_ids.shape)
     if token_ids.size and not _ids_in_range(token_ids, vocab_size):
         bad = (token_ids < 0) | (token_ids >= vocab_size)
         where = np.unravel_index(int(np.flatnonzero(bad)[0]), token_ids.shape)
         index = ", ".join(str(int(i)) for i in where)
-        raise id_out_of_range(int(token_ids[where]), index, vocab_size)
+        raise id_out_of_range(int(token_ids[where]), index, vocab_size, tokenizer_size)
     return token_ids
 
 
-def id_out_of_range(value, index: str, vocab_size: int) -> IndexError:
-    """The error for token id ``value`` at token_ids[index] (also a template, with "{}")."""
+def id_out_of_range(value, index: str, vocab_size: int, tokenizer_size=None) -> IndexError:
+    """The error for token id ``value`` at token_ids[index] (also a template, with "{}"); with
+    a tokenizer smaller than the table (padding rows), the bound it crossed is named."""
+    if tokenizer_size is not None and tokenizer_size < vocab_size and value >= vocab_size:
+        return IndexError(
+            f"token id {value} at token_ids[{index}] is past the token table's {vocab_size} "
+            f"rows (vocab_size): ids must be in [0, {vocab_size - 1}]. The tokenizer's "
+            f"{tokenizer_size} ids end before the table does (rows {tokenizer_size} to "
+            f"{vocab_size - 1} are padding, legal rows no text makes), so no tokenizer made "
+            "this id: check where the ids come from"
+        )
     return IndexError(
         f"token id {value} at token_ids[{index}] is out of range for "
         f"vocab_size {vocab_size}: ids must be in [0, {vocab_size - 1}]; "
@@ -157,7 +169,7 @@ def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
 
-def _refuse_python_ints(token_ids: np.ndarray, vocab_size: int) -> None:
+def _refuse_python_ints(token_ids: np.ndarray, vocab_size: int, tokenizer_size=None) -> None:
     """Ids held as Python ints (``as_host`` keeps ints beyond int64 so): the IndexError for
     the first one out of range. In range, they are still not an integer dtype: the caller
     raises the TypeError."""
@@ -165,7 +177,8 @@ def _refuse_python_ints(token_ids: np.ndarray, vocab_size: int) -> None:
         return
     for where, value in np.ndenumerate(token_ids):
         if not 0 <= value < vocab_size:
-            raise id_out_of_range(value, ", ".join(map(str, where)), vocab_size)
+            where = ", ".join(map(str, where))
+            raise id_out_of_range(value, where, vocab_size, tokenizer_size)
 
 
 def integer(value, what: str) -> int:
@@ -255,7 +268,9 @@ def out_overlaps_error() -> ValueError:
     )
 
 
-def check_call(token_ids, start, vocab_size: int, max_seq_len: int) -> tuple[np.ndarray, int]:
+def check_call(
+    token_ids, start, vocab_size: int, max_seq_len: int, tokenizer_size: int | None = None
+) -> tuple[np.ndarray, int]:
     """Everything a layer call checks, ids first: returns (token_ids as a NumPy array,
     start as int). token_ids: a NumPy array or anything np.asarray takes.
 
@@ -277,7 +292,7 @@ def check_call(token_ids, start, vocab_size: int, max_seq_len: int) -> tuple[np.
         ids = token_ids.ravel().tolist()
         if min(ids) >= 0 and max(ids) < vocab_size:
             return token_ids, start
-    token_ids = check_token_ids(token_ids, vocab_size)
+    token_ids = check_token_ids(token_ids, vocab_size, tokenizer_size)
     return token_ids, check_positions(start, token_ids.shape[-1], max_seq_len)
 
 
@@ -836,6 +851,21 @@ def check_has_positions(positions: str) -> None:
 
 
 # --- gradients ----------------------------------------------------------------------
+
+
+def check_tokenizer_size(tokenizer_size, vocab_size: int) -> int | None:
+    """A layer's tokenizer_size: None, or the tokenizer's id count, at most the table's rows
+    (a table padded past its tokenizer, as Qwen's 151936 rows for 151665 ids)."""
+    if tokenizer_size is None:
+        return None
+    tokenizer_size = integer(tokenizer_size, "tokenizer_size")
+    if not 1 <= tokenizer_size <= vocab_size:
+        raise ValueError(
+            f"tokenizer_size {tokenizer_size} is not in [1, {vocab_size}], the token table's "
+            "rows: a tokenizer with more ids than the table has rows makes ids with no row; "
+            "give the tokenizer that goes with this table"
+        )
+    return tokenizer_size
 
 
 def check_embedding_options(padding_idx, scale_grad_by_freq, vocab_size: int) -> int | None:

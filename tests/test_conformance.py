@@ -457,3 +457,31 @@ def test_a_correct_scaling_conforms_and_the_rule_needs_a_model(tmp_path, shared)
         "scaled_ports.py:numpy_falcon_h1", "scaled_inputs", "--config", str(llama)
     )
     assert code == 2 and "does not scale its input embeddings" in report
+
+
+@pytest.fixture
+def padded_model(tmp_path):
+    """A config.json of vocab_size 12 beside a tokenizer.json of 10 ids: rows 10 and 11 are
+    padding (as Qwen's 151936 rows for 151665 ids)."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+
+    vocabulary = {f"w{i}": i for i in range(10)}
+    Tokenizer(WordLevel(vocabulary, unk_token="w0")).save(str(tmp_path / "tokenizer.json"))
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "vocab_size": 12}))
+    return str(config)
+
+
+def test_padding_rows_are_rows_and_a_port_bounded_by_the_tokenizer_is_named(shared, padded_model):
+    code, report = shared("padded_ports.py:lookup", "lookup", "--config", padded_model)
+    assert code == 0, report
+    assert "vocab_size 12 beside the tokenizer's 10 ids: rows 10 to 11 are padding" in report
+    assert "ok   padding rows" in report
+    code, report = shared(
+        "padded_ports.py:bounded_by_the_tokenizer", "lookup", "--config", padded_model
+    )
+    assert code == 1 and "NO   padding rows" in report, report
+    assert (
+        "padding rows are rows (the ids bounded by the tokenizer's size, not the table's)" in report
+    )

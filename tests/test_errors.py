@@ -530,3 +530,24 @@ def test_a_comma_list_given_as_words_is_refused_with_the_list_to_type(capsys, ar
 def test_a_word_the_comma_list_would_not_take_gets_no_such_hint(capsys):
     assert compare.main(["check", "x.py:f", "--kind", "rope", "--dtypes", "float32", "y"]) == 2
     assert capsys.readouterr().err == "compare.py check: error: unrecognized arguments: y\n"
+
+
+def test_padding_rows_past_the_tokenizer_are_rows(backend):
+    """A table padded past its tokenizer (Qwen's 151936 rows for 151665 ids): the ids in
+    between are rows, and an id past the table is refused naming the table's bound."""
+    token_table, position_table = backends.shared_weights(12, 4, 8)
+    layer = backend.TokenPositionEmbedding(token_table, position_table, tokenizer_size=10)
+    ids = np.array([9, 10, 11])  # the last id the tokenizer makes, then two padding rows
+    np.testing.assert_array_equal(
+        backend.to_numpy(layer(ids)), token_table[ids] + position_table[:3]
+    )
+    with pytest.raises(
+        IndexError,
+        match=r"token id 12 at token_ids\[1\] is past the token "
+        r"table's 12 rows \(vocab_size\).*tokenizer's 10 ids.*rows 10 to 11 are padding",
+    ):
+        layer(np.array([1, 12]))
+    with pytest.raises(IndexError, match=r"token id -1 .* out of range for vocab_size 12"):
+        layer.token_embeddings(np.array([-1]))
+    with pytest.raises(ValueError, match=r"tokenizer_size 13 is not in \[1, 12\]"):
+        backend.TokenPositionEmbedding(token_table, position_table, tokenizer_size=13)

@@ -175,3 +175,4 @@ def test_position_table_checked_against_the_quantized_shape(backend):
         backend.TokenPositionEmbedding(table, np.zeros((4, dim + 1), np.float16))
     with pytest.raises(ValueError, match="dtype"):
         backend.TokenPositionEmbedding(table, np.zeros((4, dim), np.float32))
+

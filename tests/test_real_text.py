@@ -118,6 +118,28 @@ def test_compare_on_your_own_file(tmp_path, capsys, minilm, monkeypatch):
     assert code == 0 and "bit-identical" in printed
 
 
+def test_a_table_padded_past_its_tokenizer_is_read(tmp_path, capsys, minilm, monkeypatch):
+    """A table with rows past the tokenizer's ids (Qwen's 151936 rows for 151665 ids): its
+    padding rows are legal rows, said in a line; a table smaller than its tokenizer is not."""
+    from safetensors.numpy import save_file
+
+    unrendered(monkeypatch)
+    path = tmp_path / "padded.safetensors"
+    padded = np.concatenate([minilm.token_table, np.zeros((78, 384), np.float32)])  # 30600
+    save_file(
+        {
+            "embeddings.word_embeddings.weight": padded,
+            "embeddings.position_embeddings.weight": minilm.position_table[:64],
+        },
+        path,
+    )
+    png = str(tmp_path / "o.png")
+    words = ["text", "dog bites man", "--weights", str(path), "--tokenizer", "bert", "--out", png]
+    code, printed, _ = run_cli(capsys, *words)
+    assert code == 0 and "bit-identical" in printed
+    assert "the table has 30600 rows for a tokenizer of 30522 ids: rows 30522 to 30599" in printed
+
+
 def test_compare_text_errors_and_truncation(tmp_path, capsys, minilm, monkeypatch):
     unrendered(monkeypatch)
     png = str(tmp_path / "t.png")

@@ -16,7 +16,10 @@ front reads a path (a regular file of at most a few MB) or a preset name.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+from dataclasses import replace
 
 from embedding_parity import outputs
 from embedding_parity.configs.configuration import Configuration
@@ -41,7 +44,23 @@ def read(path: str) -> Configuration:
         raise UsageError(
             f"--config {path}: a config.json holds one object, got {type(fields).__name__}"
         )
-    return from_fields(fields, _model_name(fields, path), f"--config {path}")
+    config = from_fields(fields, _model_name(fields, path), f"--config {path}")
+    return replace(config, tokenizer_size=tokenizer_size(os.path.dirname(path)))
+
+
+def tokenizer_size(folder: str) -> int | None:
+    """The ids of the tokenizer.json in ``folder`` (its vocabulary and added tokens, as
+    the ``tokenizers`` library counts them), or None where there is none to read."""
+    path = os.path.join(folder or ".", "tokenizer.json")
+    if not os.path.isfile(path) or importlib.util.find_spec("tokenizers") is None:
+        return None
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(path).get_vocab_size(with_added_tokens=True)
+    except Exception as error:  # noqa: BLE001 - the library's own error, said in one line
+        said = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        raise UsageError(f"{path}: not a tokenizer the tokenizers library reads: {said}") from None
 
 
 def _model_name(fields: dict, path: str) -> str:

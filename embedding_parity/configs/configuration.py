@@ -82,6 +82,20 @@ def scaling_words(scaling: dict | None) -> str:
     return f"{scaling['rope_type']} ({said})" if said else scaling["rope_type"]
 
 
+def _vocabulary_words(vocab_size: int, tokenizer_size: int) -> str:
+    if tokenizer_size == vocab_size:
+        return f"vocab_size {vocab_size}, as many as the tokenizer's ids"
+    if tokenizer_size < vocab_size:
+        return (
+            f"vocab_size {vocab_size} beside the tokenizer's {tokenizer_size} ids: rows "
+            f"{tokenizer_size} to {vocab_size - 1} are padding, legal rows no text makes"
+        )
+    return (
+        f"vocab_size {vocab_size} but the tokenizer has {tokenizer_size} ids: ids "
+        f"{vocab_size} and up have no row (is the tokenizer this model's?)"
+    )
+
+
 @dataclass(frozen=True)
 class Configuration:
     name: str
@@ -96,6 +110,8 @@ class Configuration:
     embed_scale: bool = False  # Gemma: rows times sqrt(hidden_size), rounded first
     # (rule, value): how the model scales its input embeddings (positional.SCALE_RULES), or None
     embedding_scale: tuple | None = None
+    vocab_size: int | None = None  # the token table's rows, where the file states them
+    tokenizer_size: int | None = None  # the ids of the tokenizer.json beside it, where there is one
     position_rule: str = "arange"
     pad_token_id: int | None = None
     type_vocab_size: int | None = None
@@ -118,6 +134,12 @@ class Configuration:
     @property
     def rope(self) -> bool:
         return self.head_dim is not None
+
+    def padding_rows(self) -> int:
+        """Rows of the token table past its tokenizer's ids (0 where either is unknown)."""
+        if self.vocab_size is None or self.tokenizer_size is None:
+            return 0
+        return max(self.vocab_size - self.tokenizer_size, 0)
 
     def rope_options(self) -> dict:
         """What ``apply_rope`` and the rope kind take."""
@@ -173,10 +195,14 @@ class Configuration:
                     "the kit's lookup contract is transformers' (the scale rounded to the "
                     "table's dtype first): check the lookup at the model's config.json"
                 )
+            if not self.embed_scale and self.padding_rows():
+                # the model's own vocabulary: its padding rows must be rows, ids past it errors
+                return {"table": [self.vocab_size, 8, 16], "tokenizer_size": self.tokenizer_size}
             if not self.embed_scale:
                 raise UsageError(
-                    f"{flag}: {self.name} does not scale its token rows: its lookup is the "
-                    "plain --kind lookup, without a config"
+                    f"{flag}: {self.name} does not scale its token rows and its table has no "
+                    "padding rows past a tokenizer.json beside it: its lookup is the plain "
+                    "--kind lookup, without a config"
                 )
             return {"embed_scale": self.hidden_size}
         if kind == "scaled_inputs":
@@ -319,6 +345,10 @@ class Configuration:
             rule, value = self.embedding_scale
             given = " (given embeddings too)" if rule == "granite" else ""
             said.append(f"input embeddings times {value:.9g} ({rule}'s rule{given})")
+        if self.vocab_size and self.tokenizer_size:
+            said.append(_vocabulary_words(self.vocab_size, self.tokenizer_size))
+        elif self.vocab_size:
+            said.append(f"vocab_size {self.vocab_size}")
         if self.max_position_embeddings:
             said.append(f"max_position_embeddings {self.max_position_embeddings}")
         if self.pad_token_id is not None:

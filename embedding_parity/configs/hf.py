@@ -74,6 +74,7 @@ def from_fields(fields: dict, name: str, where: str, reader: str | None = None) 
     else:
         reading = kit_reading(text, model_type, where)
     reading["vision"] = _vision(fields, where)
+    reading["vocab_size"] = text.get("vocab_size")  # the table's rows, where the file says
     return build(reading, name, where)
 
 
@@ -318,6 +319,9 @@ def build(reading: dict, name: str, where: str) -> Configuration:
             where, f"{model_type} scales its token rows by sqrt(hidden_size): no hidden_size"
         )
     config["embedding_scale"] = _embedding_scale(reading, model_type, hidden, where)
+    config["vocab_size"] = checks.optional_integer(
+        reading.get("vocab_size"), "vocab_size", where, 1, checks.MOST_TOKEN_ID
+    )
     if config["position_rule"] == "roberta" and config["pad_token_id"] is None:
         checks.refuse(
             where,

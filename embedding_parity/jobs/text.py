@@ -44,10 +44,11 @@ def load_model(
     if tokenizer is None:
         raise ValueError("--weights PATH needs --tokenizer bert or gpt2 to turn the text into ids")
     loaded = pretrained.load_tokenizer(tokenizer)
-    if loaded.vocab_size != len(token_table):
+    if loaded.vocab_size > len(token_table):
         raise ValueError(
             f"tokenizer {tokenizer} has {loaded.vocab_size} tokens but the token table has "
-            f"{len(token_table)} rows: use the tokenizer the model was trained with"
+            f"{len(token_table)} rows: ids {len(token_table)} and up would have no row; use "
+            "the tokenizer the model was trained with"
         )
     max_seq_len = len(position_table) if position_table is not None else 2**31
     return pretrained.Pretrained(
@@ -105,12 +106,23 @@ def run(names, text: str, model: pretrained.Pretrained, *, dtype="float32", trun
         else:
             notes.append(f"{model.name} has no position table: token rows only")
     labels = [f"{label} @ {i}" for i, label in enumerate(model.tokenizer.labels(token_ids))]
+    notes += padding_note(model.tokenizer.vocab_size, len(token_table))
     source = model.metadata.get("source", model.name)
     notes += cast_note(source, (model.token_table, model.position_table), dtype)
     setting = (
         f"{source}: vocab_size {token_table.shape[0]}, dim {token_table.shape[1]}, {dtype.name}"
     )
     return Run(results, heading, setting, labels, token_ids, notes)
+
+
+def padding_note(tokenizer_size: int, vocab_size: int) -> list[str]:
+    """A line for a table padded past its tokenizer (Qwen's 151936 rows for 151665 ids)."""
+    if tokenizer_size >= vocab_size:
+        return []
+    return [
+        f"the table has {vocab_size} rows for a tokenizer of {tokenizer_size} ids: rows "
+        f"{tokenizer_size} to {vocab_size - 1} are padding, legal rows no text makes"
+    ]
 
 
 def quote(text: str, tokens: int, *, embedded: int | None = None, limit: int = 60) -> str:

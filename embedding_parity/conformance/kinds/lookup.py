@@ -49,6 +49,8 @@ def neighbours(vocab: int) -> tuple[int, int]:
 
 
 def battery_ids(params: dict) -> np.ndarray:
+    if params.get("ids") is not None:  # the ids a case names (padding rows)
+        return np.array(params["ids"], np.int64).reshape(params["shape"])
     vocab = table_of(params)[0]
     if params.get("bad") is not None:
         bad, (before, after) = params["bad"], neighbours(vocab)
@@ -102,6 +104,26 @@ def checked_table(options: dict) -> list[int] | None:
     return [vocab, dim, length]
 
 
+def checked_tokenizer(options: dict, table) -> int | None:
+    """The option ``tokenizer_size``, a table padded past its tokenizer: an integer in
+    [1, vocab_size) of the option ``table``; UsageError otherwise."""
+    tokenizer = options.get("tokenizer_size")
+    if tokenizer is None:
+        return None
+    if table is None:
+        raise UsageError("tokenizer_size goes with a table: the padding rows are the table's")
+    if (
+        isinstance(tokenizer, bool)
+        or not isinstance(tokenizer, int)
+        or not 1 <= tokenizer < table[0]
+    ):
+        raise UsageError(
+            f"tokenizer_size {tokenizer!r} is not in [1, {table[0] - 1}]: padding rows lie past "
+            f"the tokenizer's ids, inside the table's {table[0]} rows"
+        )
+    return tokenizer
+
+
 class Lookup(Kind):
     name = "lookup"
     contract = (
@@ -114,6 +136,7 @@ class Lookup(Kind):
         given = {"table": table} if table else {}
         if options.get("embed_scale"):
             return _scaled_cases(options["embed_scale"], given)
+        tokenizer = checked_tokenizer(options, table)
         vocab, _, length = table_of(given)
         found = []
         for dtype in FLOATS:
@@ -122,10 +145,26 @@ class Lookup(Kind):
                     params = {"dtype": dtype, "shape": shape, "start": start, "seed": len(found)}
                     label = f"{len(shape)}-D ids, start {start}"
                     found.append(Case(f"forward {dtype}", label, params | given))
+        if tokenizer is not None:  # the ids past the tokenizer, inside the table: rows
+            ids = [tokenizer - 1, tokenizer, vocab - 1]
+            params = {"dtype": "float32", "shape": (3,), "start": 0, "seed": len(found)}
+            params |= {"ids": ids, "tokenizer_size": tokenizer}
+            label = f"token_ids {ids}: past the tokenizer's {tokenizer} ids, in the table's {vocab}"
+            found.append(Case("padding rows", label, params | given))
         for label, bad in {**bad_ids(vocab), "non-integer (1.5)": "1.5"}.items():
             params = {"dtype": "float32", "shape": (3,), "start": 0, "seed": 0, "bad": bad}
             found.append(Case(f"bad id: {label}", _bad_label(vocab, bad), params | given))
         return found
+
+    def judge(self, case, outcome):
+        tokenizer = case.params.get("tokenizer_size")
+        if tokenizer is not None and outcome.raised:
+            return differs(
+                f"raises {outcome.raised} for ids past the tokenizer's {tokenizer} but inside "
+                "the table: padding rows are rows (the ids bounded by the tokenizer's size, "
+                "not the table's)"
+            )
+        return super().judge(case, outcome)
 
     def describe(self, options):
         table = checked_table(options)
@@ -137,9 +176,13 @@ class Lookup(Kind):
             return f"{said}; token_table ({table[0]}, {table[1]})" if table else said
         if table:
             vocab, dim, length = table
-            return (
+            said = (
                 f"{self.contract}; token_table ({vocab}, {dim}), position_table ({length}, {dim})"
             )
+            tokenizer = checked_tokenizer(options, table)
+            if tokenizer is not None:
+                said += f"; rows {tokenizer} to {vocab - 1} padding past the tokenizer's ids"
+            return said
         return self.contract
 
     def argument_names(self, params):
