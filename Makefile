@@ -8,7 +8,7 @@ REQUIRED_BACKENDS ?= numpy,torch,jax
 # Model packages whose absence fails the test run (see tests/test_pretrained.py).
 REQUIRED_MODELS ?= minilm,smollm2,gpt2
 
-.PHONY: install install-test install-conformance compare test conformance-test lint-imports bench bench-backward bench-decode bench-sharding bench-shard-memory \
+.PHONY: install install-test install-conformance compare test conformance-test lint-imports bench bench-backward bench-decode bench-quantized bench-sharding bench-shard-memory \
 	train extrapolate page \
 	conformance clean
 
@@ -75,6 +75,12 @@ bench-backward: install
 bench-decode: install
 	MPLBACKEND=Agg $(PY) -m benchmarks.decode --threads $(THREADS) --repeats 31 --profile \
 		--json docs/bench-decode.json --png docs/bench-decode.png
+
+# A quantized token table's lookup (Q8_0, Q4_K at the gpt2 and llama shapes) against the float32
+# gather and a copy of the bytes it reads, and each form's peak memory. One thread; about 50 s.
+bench-quantized: install
+	MPLBACKEND=Agg $(PY) -m benchmarks.quantized \
+		--json docs/bench-quantized.json --png docs/bench-quantized.png
 
 # The sharded lookup at the gpt2 shape for 1, 2 and 4 shards, and the memory and traffic model.
 bench-sharding: install
