@@ -19,10 +19,11 @@ from types import ModuleType
 
 import numpy as np
 
+from backends import quantized
 from backends.positional import rope_permutation
 from backends.validation import DTYPES, resolve_dtype
 
-__all__ = ["DTYPES", "get", "names", "rope_permutation", "shared_weights"]
+__all__ = ["DTYPES", "get", "names", "quantized", "rope_permutation", "shared_weights"]
 
 # Backend name (the framework's import name) -> module implementing backends.interface.
 _REGISTRY = {

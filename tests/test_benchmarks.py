@@ -294,3 +294,33 @@ def test_the_kit_benchmark_times_conforming_checks(monkeypatch):
             seconds, conforms = kit.check_seconds(name, kind, function)
             assert conforms and seconds > 0
     assert 0 < kit.plugin_import() < 5
+
+
+def test_the_quantized_benchmark_measures_checks_and_draws(tmp_path, monkeypatch):
+    """benchmarks.quantized at a small shape of its own: every backend held to gguf.quants
+    before it is timed, a record per variant, each form's peak memory in a fresh process, and
+    the picture."""
+    from benchmarks import lookup_add, quantized
+
+    monkeypatch.setitem(lookup_add.SHAPES, "tiny", lookup_add.Shape(300, 256, 2, 16))
+    records = quantized.measure("tiny", "Q4_K", ["numpy", "torch", "jax"], rounds=2)
+    assert {r["variant"] for r in records} == {"copy", "float32 gather", "numpy", "torch", "jax"}
+    copy = next(r for r in records if r["variant"] == "copy")
+    assert copy["copy_fraction"] == 1.0 and copy["bytes_read"] == 2 * 16 * 144
+    peak = quantized.probe("tiny", "Q8_0", "quantized", "numpy")
+    assert peak["table_mb"] == 300 * 8 * 34 / 1e6 and peak["peak_mb"] >= 0
+    peaks = [
+        {
+            "shape": "tiny",
+            "kind": "Q4_K",
+            "backend": b,
+            "form": form,
+            "peak_mb": 1.0,
+            "table_mb": 1.0,
+        }
+        for b in ("numpy", "torch", "jax")
+        for form in ("quantized", "float32")
+    ]
+    quantized.chart(records, peaks, str(tmp_path / "q.png"), "tiny")
+    assert (tmp_path / "q.png").stat().st_size > 10_000
+    assert "float32 gather" in quantized.format_tables(records, peaks)

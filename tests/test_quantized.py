@@ -45,13 +45,14 @@ def assert_bits(backend, actual, wanted):
 @given(
     kind=st.sampled_from(quantized.KINDS),
     dtype=st.sampled_from(list(backends.DTYPES)),
-    vocab=st.integers(1, 40),
-    blocks_per_row=st.integers(1, 3),
-    shape=st.sampled_from([(1,), (5,), (2, 3)]),
+    # a few table shapes: each new shape is a compilation under jax.jit
+    vocab=st.sampled_from([1, 40]),
+    blocks_per_row=st.sampled_from([1, 3]),
+    shape=st.sampled_from([(5,), (2, 3)]),
     start=st.integers(0, 8),
     seed=st.integers(0, 2**32 - 1),
 )
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 def test_bit_identical_to_dequantize_then_gather(
     backend, kind, dtype, vocab, blocks_per_row, shape, start, seed
 ):
@@ -175,4 +176,3 @@ def test_position_table_checked_against_the_quantized_shape(backend):
         backend.TokenPositionEmbedding(table, np.zeros((4, dim + 1), np.float16))
     with pytest.raises(ValueError, match="dtype"):
         backend.TokenPositionEmbedding(table, np.zeros((4, dim), np.float32))
-
