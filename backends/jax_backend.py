@@ -329,7 +329,8 @@ def embed_quantized(tables, token_ids, start, *, kind: str, dtype, with_position
     """Token rows decoded from a quantized table's bytes, tables["token_blocks"]
     (vocab_size, row_bytes) uint8: only the rows of token_ids are gathered and decoded
     (``quantized.decode`` in jax.numpy), float32 then ``dtype``; plus the position rows."""
-    rows = tables["token_blocks"][token_ids.reshape(-1)]  # (N, row_bytes)
+    # the ids were checked on the host: no clamping needed (as embed_tokens)
+    rows = tables["token_blocks"].at[token_ids.reshape(-1)].get(mode="promise_in_bounds")
     values = quantized.decode(JAX_OPS, kind, rows)  # (N, dim) float32
     x = values.astype(dtype).reshape(*token_ids.shape, values.shape[-1])
     if not with_positions:

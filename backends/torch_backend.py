@@ -180,7 +180,7 @@ class TokenPositionEmbedding(nn.Module):
 
     def _quantized_forward(self, token_ids, start, out) -> torch.Tensor:
         """forward for a quantized token table: the rows decoded, then the positions added
-        (learned positions by their nn.Embedding, so that they still train); ``out`` is
+        (learned positions by their nn.Embedding, as the float layer adds them); ``out`` is
         filled with a copy (the decode allocates its rows)."""
         host_ids, start = validation.check_call(
             _host_ints(token_ids), start, self.vocab_size, self.max_seq_len, self.tokenizer_size
@@ -190,6 +190,11 @@ class TokenPositionEmbedding(nn.Module):
             x = x + self._position_rows(start, x.shape[-2])
         if out is None:
             return x
+        if x.requires_grad:  # learned positions, recorded: as the float layer refuses it
+            raise ValueError(
+                "out= cannot record gradients: call under torch.no_grad() or "
+                "torch.inference_mode(), or leave out= unset"
+            )
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
         validation.check_out(out, out.dtype, out.is_contiguous(), tuple(x.shape), x.dtype)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import backends
 from backends import quantized
 from tests.conftest import native
+from tests.test_parity import _no_grad
 
 gguf = pytest.importorskip("gguf")  # the models extra; make test installs it
 
@@ -102,9 +103,13 @@ def test_every_backend_writes_into_out(backend):
     position_table = np.random.default_rng(0).standard_normal((8, dim)).astype(table.dtype)
     layer = backend.TokenPositionEmbedding(table, position_table)
     ids = np.array([[1, 29, 3], [0, 0, 7]])
-    y = layer(ids, 2)
-    y = layer(ids, 2, out=y)
+    with _no_grad(backend):  # torch fills out= only where no gradient is recorded
+        y = layer(ids, 2)
+        y = layer(ids, 2, out=y)
     assert_bits(backend, y, expected(blocks, "Q4_K", ids, "bfloat16", position_table[2:5]))
+    if backend.name == "torch":  # learned positions recorded for autograd: as the float layer
+        with pytest.raises(ValueError, match="out= cannot record gradients"):
+            layer(ids, 2, out=layer(ids, 2).detach())
 
 
 def test_sinusoidal_positions_and_the_seed_shape(backend):

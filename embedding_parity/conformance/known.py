@@ -906,7 +906,8 @@ def in_column(column: str, check: dict, kind: str | None = None) -> bool:
         return "layout" in check["detail"]
     if column == "bad ids":
         return "bad id" in name
-    return name.startswith(("slopes", "buckets", "table", "position ids"))  # values
+    # values: a table, slopes, buckets, position ids, a quantized format's rows
+    return name.startswith(("slopes", "buckets", "table", "position ids")) or name.endswith(" rows")
 
 
 def split_path(detail: str) -> tuple[str, str | None]:
@@ -924,6 +925,8 @@ def _cell(checks) -> str:
         return "—"
     for status, mark in (("differs", "✗"), ("failed", "✗ failed"), ("rejected", "rejected")):
         bad = [c for c in checks if c["status"] == status]
+        if bad and status == "rejected" and all(c["check"].endswith(" rows") for c in bad):
+            return "rejects " + ", ".join(c["check"].removesuffix(" rows") for c in bad)
         if bad:
             own, eager = split_path(bad[0]["detail"])
             said = f"{mark} {_short(own)}".strip()
