@@ -96,7 +96,7 @@ class ScaledInputs(Kind):
                 what = (
                     f"{len(shape)}-D token_ids"
                     if path == "ids"
-                    else f"inputs_embeds {(*shape, DIM)}"
+                    else f"inputs_embeds {(*shape, width(scale))}"
                 )
                 found.append(Case(f"{path} {dtype}", what, params))
         for label, bad in BAD_IDS.items():
