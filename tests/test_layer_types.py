@@ -172,6 +172,117 @@ def test_a_model_whose_layers_rotate_alike_has_no_table():
     assert both({"model_type": "olmo3", "num_hidden_layers": 4}).layer_types == ()
 
 
+SMALL_HEADS = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16}
+# Configs whose layers are all one type: the fields, the transformers module that rotates them,
+# the type they have not got (whose rule a port could mix up with theirs), and the kit's name
+# for that mistake where it has one.
+ONE_TYPE = {
+    "Gemma 3, every layer full_attention": (
+        {
+            "model_type": "gemma3_text",
+            **SMALL_HEADS,
+            "layer_types": ["full_attention"] * 2,
+            "rope_scaling": LINEAR_8,
+        },
+        ("gemma3", "Gemma3RotaryEmbedding"),
+        "sliding_attention",
+        None,  # two differences at once (base and scaling): the kit names neither alone
+    ),
+    "Gemma 3, sliding_window_pattern 1": (
+        {"model_type": "gemma3_text", **SMALL_HEADS, "sliding_window_pattern": 1},
+        ("gemma3", "Gemma3RotaryEmbedding"),
+        "sliding_attention",
+        "base 10000 instead of 1e+06",
+    ),
+    "Gemma 3, every layer sliding_attention": (
+        {
+            "model_type": "gemma3_text",
+            **SMALL_HEADS,
+            "layer_types": ["sliding_attention"] * 2,
+            "rope_scaling": LINEAR_8,
+        },
+        ("gemma3", "Gemma3RotaryEmbedding"),
+        "full_attention",
+        None,
+    ),
+    "OLMo 3, every layer full_attention": (
+        {
+            "model_type": "olmo3",
+            **SMALL_HEADS,
+            "layer_types": ["full_attention"] * 2,
+            "rope_scaling": LINEAR_8,
+        },
+        ("olmo3", "Olmo3RotaryEmbedding"),
+        "sliding_attention",
+        "linear scaling ignored",
+    ),
+    "ModernBERT, global_attn_every_n_layers 1": (
+        {"model_type": "modernbert", **SMALL_HEADS, "global_attn_every_n_layers": 1},
+        ("modernbert", "ModernBertRotaryEmbedding"),
+        "sliding_attention",
+        "base 10000 instead of 160000",
+    ),
+    "Gemma 4, every layer full_attention (its own head width)": (
+        {
+            "model_type": "gemma4_text",
+            **SMALL_HEADS,
+            "global_head_dim": 32,
+            "layer_types": ["full_attention"] * 2,
+        },
+        ("gemma4", "Gemma4TextRotaryEmbedding"),
+        "sliding_attention",
+        None,
+    ),
+}
+
+
+def transformers_rotary(fields: dict, modeling: tuple[str, str]):
+    """f(x, positions): transformers' own rotary module, built from ``fields`` by its config
+    class, at the one layer type every layer has, applied by its model's
+    apply_rotary_pos_emb (Gemma 4's takes one tensor)."""
+    import importlib
+
+    import torch
+    from transformers import CONFIG_MAPPING
+
+    module = importlib.import_module(f"transformers.models.{modeling[0]}.modeling_{modeling[0]}")
+    config = CONFIG_MAPPING[fields["model_type"]].from_dict(dict(fields))
+    (layer_type,) = set(config.layer_types)
+    rotary = getattr(module, modeling[1])(config)
+
+    def f(x, positions):
+        q = torch.from_numpy(x).reshape(-1, *x.shape[-2:])[None]  # (1, heads, T, d)
+        cos, sin = rotary(q, torch.from_numpy(positions)[None], layer_type)
+        apply = module.apply_rotary_pos_emb
+        rotated = apply(q, cos, sin) if modeling[0] == "gemma4" else apply(q, q, cos, sin)[0]
+        return rotated.reshape(x.shape).numpy()
+
+    return f, config
+
+
+@pytest.mark.parametrize("name", list(ONE_TYPE))
+def test_a_config_of_one_layer_type_keeps_that_types_rule(name):
+    """transformers' rotary built from the file conforms, and so does --against hf; a port of
+    the other type's rule (the one the class does not build for these layers) differs."""
+    import torch
+
+    from embedding_parity.conformance.adapters import sources
+
+    fields, modeling, other, named = ONE_TYPE[name]
+    options = both(fields).options("rope")
+    theirs, config = transformers_rotary(fields, modeling)
+    hf = sources.make("hf", "rope", options)
+    for right in (theirs, lambda x, positions: hf(*map(torch.from_numpy, (x, positions))).numpy()):
+        found = judged(right, options, ["float32"])  # both compute their angles in float32
+        assert all(status == "conforms" for status, _ in found.values()), found
+    other_rule = dict(config.rope_parameters[other])
+    base, kind = other_rule.pop("rope_theta"), other_rule["rope_type"]
+    wrong = {"base": base, "layout": "half", "scaling": None if kind == "default" else other_rule}
+    found = judged(port(lambda layer: wrong), options, ["float32"])
+    status, detail = found["rotation float32"]
+    assert status == "differs" and (named is None or named in detail), detail
+
+
 @pytest.mark.parametrize(
     "fields, message",
     [
@@ -270,10 +381,13 @@ def port(rule_of_layer):
     return f
 
 
-def judged(function, options) -> dict:
-    """{check: (status, detail)}: the first difference of each check, else its verdict."""
+def judged(function, options, dtypes=None) -> dict:
+    """{check: (status, detail)}: the first difference of each check, else its verdict (of
+    the cases in ``dtypes``, default every one)."""
     found = {}
     for case in ROPE.cases(options):
+        if dtypes is not None and case.params["dtype"] not in dtypes:
+            continue
         array = np.asarray(function(*ROPE.arguments(case.params)))
         verdict = ROPE.judge(case, Outcome(array=array))
         detail = f"{case.label}: {verdict.detail}"

@@ -429,8 +429,6 @@ def _rotation(reading: dict, model_type, where: str) -> dict:
         main = main or next((t for t in types if t.rotates), None)
         theta, scaling, rotary_dim = main.rope_theta, main.scaling, main.rotary_dim
         head_dim = main.head_dim or head_dim
-    elif nested:
-        theta, scaling, rotary_dim = rotation(next(iter(rope.values())))
     else:
         theta, scaling, rotary_dim = rotation(None)
     return {
@@ -439,7 +437,7 @@ def _rotation(reading: dict, model_type, where: str) -> dict:
         "layout": layout,
         "rope_theta": theta,
         "scaling": scaling,
-        "layer_types": types,
+        "layer_types": types if len(types) > 1 else (),  # one group: every layer alike
         "mrope": _mrope(rope, model_type, rotary_dim or head_dim, scaling, where),
         "attention": _attention(reading, model_type, head_dim, scaling, where),
     }

@@ -228,9 +228,12 @@ def kit_rope_by_type(fields: dict, model_type, layer_types: list | None) -> dict
 
 
 def table(reading: dict, model_type, rotation, where: str) -> tuple[LayerType, ...]:
-    """The layers grouped by their rotation, or () where every layer rotates alike.
-    ``rotation(rope_dict, head_dim)`` gives a rope dict's (rope_theta, scaling, rotary_dim) at a
-    head width (None: the config's), checked."""
+    """The layers grouped by their rotation: one group where every layer rotates alike (the
+    rule of the one layer type a file gives, Gemma 3 with every layer full_attention: the full
+    layers' rule, not the first entry of its rope dict), or () where the config has no rule per
+    layer (every layer rotates by the top-level rope dict). ``rotation(rope_dict, head_dim)``
+    gives a rope dict's (rope_theta, scaling, rotary_dim) at a head width (None: the
+    config's), checked."""
     layer_types, no_rope = reading["layer_types"], reading["no_rope_layers"]
     head_dims = reading.get("head_dims")
     rope = reading["rope"] or {}
@@ -261,14 +264,12 @@ def table(reading: dict, model_type, rotation, where: str) -> tuple[LayerType, .
         kinds.setdefault(key, []).append(kind)
         whys.setdefault(key, why)
         members.setdefault(key, []).append(i)
-    if len(rules) == 1:
-        key, rule = next(iter(rules.items()))
-        if rule[0] is None:
-            checks.refuse(
-                where,
-                f"no layer is rotated (every layer NoPE: {whys[key]}): nothing for RoPE to check",
-            )
-        return ()
+    if len(rules) == 1 and next(iter(rules.values()))[0] is None:
+        checks.refuse(
+            where,
+            f"no layer is rotated (every layer NoPE: {next(iter(whys.values()))}): nothing for "
+            "RoPE to check",
+        )
     names = _names(kinds, {key: rule[0] is None for key, rule in rules.items()})
     return tuple(
         LayerType(names[key], tuple(members[key]), *rule, why=whys[key])
