@@ -383,20 +383,28 @@ def mrope_positions_by(
     """mrope_position_ids by the choices a rule makes (MROPE_POSITION_RULES' keys, and
     ``frames``): the versions' and models' rules, and the mistakes ports make, are these
     choices."""
-    types = np.asarray(mm_token_type_ids)
+    types, images, videos, seconds, mask, spatial_merge_size, tokens_per_second = (
+        validation.check_mrope_positions(
+            mm_token_type_ids,
+            image_grid_thw,
+            video_grid_thw,
+            second_per_grid_ts,
+            attention_mask,
+            spatial_merge_size,
+            tokens_per_second,
+            split=frames == "split",
+        )
+    )
     batch, length = types.shape
-    mask = np.ones_like(types) if attention_mask is None else np.asarray(attention_mask)
-    videos = np.asarray(video_grid_thw, dtype=np.int64).reshape(-1, 3)
     if frames == "split":  # each frame its own grid (1, h, w)
         videos = np.repeat(videos, videos[:, 0], axis=0)
         videos[:, 0] = 1
-        second_per_grid_ts = None
-    grids = {1: iter(np.asarray(image_grid_thw).reshape(-1, 3)), 2: iter(videos)}
-    seconds = iter(np.ones(0) if second_per_grid_ts is None else np.asarray(second_per_grid_ts))
+    grids = {1: iter(images), 2: iter(videos)}
+    seconds = iter(() if seconds is None else seconds)  # None: a split video reads none
     position_ids = np.full((3, batch, length), padded, dtype=np.int64)
     deltas = np.zeros((batch, 1), dtype=np.int64)
     for row in range(batch):
-        kept = mask[row].astype(bool)
+        kept = mask[row]
         pieces, current = [], 0
         for kind, run in itertools.groupby(types[row][kept].tolist()):
             count = len(list(run))
@@ -413,9 +421,9 @@ def mrope_positions_by(
                     f"{spatial_merge_size} has {t * h * w}: one grid per run of its tokens "
                     "(a vision_start token between two grids)"
                 )
-            step = np.float32(1.0)  # an image's frames count by one
-            if kind == 2:
-                second = np.float32(next(seconds, 1.0))
+            step = np.float32(1.0)  # an image's frames count by one (a split video's frame too)
+            if kind == 2 and frames == "whole":
+                second = next(seconds)  # float32
                 second = np.float32(int(second)) if step_cast_first else second
                 step = np.float32(tokens_per_second) * second
             temporal = (np.arange(t, dtype=np.float32) * step).astype(np.int64)

@@ -571,6 +571,156 @@ def check_mrope_rope(shape, positions, base, layout, scaling, rotary_dim, mrope)
     return positions, rotary_dim, mrope["layout"], section
 
 
+# The position builder's vision settings (a vision_config's fields): counts of at least 1, at
+# most 2**16 (the models ship 2; a grid side or a step past that is a typo, not a model).
+MOST_VISION_SETTING = 1 << 16
+VISION_SETTINGS = {
+    "spatial_merge_size": "the side of the square of patches merged into one token (2 in "
+    "Qwen2-VL, Qwen2.5-VL, Qwen3-VL and GLM-4V)",
+    "tokens_per_second": "the temporal ids a second of video advances (Qwen2.5-VL's: 2)",
+}
+
+
+def check_vision_setting(value, name: str) -> int:
+    """A position builder's ``name`` (VISION_SETTINGS) as an int in [1, MOST_VISION_SETTING];
+    the --config reader refuses a vision_config field with this message too."""
+    span = f"in [1, {MOST_VISION_SETTING}]"
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer {span}, got {value!r}: {VISION_SETTINGS[name]}")
+    if not 1 <= value <= MOST_VISION_SETTING:
+        raise ValueError(f"{name} {value} must be an integer {span}: {VISION_SETTINGS[name]}")
+    return int(value)
+
+
+MM_TOKEN_TYPES = {0: "text", 1: "image", 2: "video"}
+
+
+def check_mrope_positions(types, images, videos, seconds, mask, merge, tokens_per_second, split):
+    """Arguments of mrope_position_ids: mm_token_type_ids (B, T) of MM_TOKEN_TYPES, a mask of
+    0s and 1s of its shape (None: every token real), a grid (t, h, w) per run of image and of
+    video tokens (``split``: one run per frame of a video grid), h and w multiples of the
+    merge, and for whole videos second_per_grid_ts (None: 1 s each), one per video grid, with
+    every frame's temporal id exact in float32. Returns (types, images, videos, seconds, mask,
+    merge, tokens_per_second): the grids (n, 3) int64, seconds (videos,) float32 (None when
+    ``split``), the mask bool."""
+    merge = check_vision_setting(merge, "spatial_merge_size")
+    tokens_per_second = check_vision_setting(tokens_per_second, "tokens_per_second")
+    types = _integer_array(types, "mm_token_type_ids")
+    if types.ndim != 2:
+        raise ValueError(
+            f"mm_token_type_ids must be (B, T), got shape {types.shape}: a single row is x[None]"
+        )
+    _check_in(types, MM_TOKEN_TYPES, "mm_token_type_ids", "0 (text), 1 (image) or 2 (video)")
+    mask = _checked_mask(mask, types.shape)
+    images = _checked_grids(images, "image_grid_thw", merge)
+    videos = _checked_grids(videos, "video_grid_thw", merge)
+    _check_runs(types, mask, 1, len(images), "grid(s) in image_grid_thw")
+    if split:  # each frame a grid of its own, numbered as an image: the seconds are not read
+        _check_runs(types, mask, 2, int(videos[:, 0].sum()), "frame(s) in video_grid_thw (t)")
+        return types, images, videos, None, mask, merge, tokens_per_second
+    _check_runs(types, mask, 2, len(videos), "grid(s) in video_grid_thw")
+    seconds = _checked_seconds(seconds, videos, tokens_per_second)
+    return types, images, videos, seconds, mask, merge, tokens_per_second
+
+
+def _integer_array(values, what: str) -> np.ndarray:
+    values = native(as_host(values))
+    if values.dtype.kind not in "iu":
+        raise ids_dtype_error(values.dtype, what)
+    return values.astype(np.int64)
+
+
+def _check_in(values: np.ndarray, valid, what: str, allowed: str) -> None:
+    """Every value one of ``valid``; else a ValueError naming the first that is not, and where."""
+    bad = ~np.isin(values, list(valid))
+    if bad.any():
+        where = np.unravel_index(int(np.flatnonzero(bad)[0]), values.shape)
+        index = ", ".join(str(int(i)) for i in where)
+        raise ValueError(f"{what}[{index}] is {values[where]}: each must be {allowed}")
+
+
+def _checked_mask(mask, shape: tuple) -> np.ndarray:
+    """attention_mask of ``shape``, 0s and 1s (bools too), as bool; None: every token real."""
+    if mask is None:
+        return np.ones(shape, dtype=bool)
+    mask = native(as_host(mask))
+    if mask.dtype.kind not in "iub":
+        raise ids_dtype_error(mask.dtype, "attention_mask")
+    if mask.shape != shape:
+        raise ValueError(
+            f"attention_mask has shape {mask.shape} where mm_token_type_ids has {shape}: one "
+            "entry per token"
+        )
+    _check_in(mask, (0, 1), "attention_mask", "1 (a token) or 0 (padding)")
+    return mask.astype(bool)
+
+
+def _checked_grids(grids, what: str, merge: int) -> np.ndarray:
+    """(n, 3) int64 grids (t, h, w) of patches, each at least 1, h and w whole merges; None or
+    an empty array of any dtype (NumPy's empty arrays are float64): no grid."""
+    if grids is None or np.size(grids) == 0:
+        return np.zeros((0, 3), np.int64)
+    grids = _integer_array(grids, what)
+    if grids.ndim != 2 or grids.shape[1] != 3:
+        raise ValueError(f"{what} must be (n, 3), one (t, h, w) per grid, got shape {grids.shape}")
+    for n, (t, h, w) in enumerate(grids.tolist()):
+        if min(t, h, w) < 1 or h % merge or w % merge:
+            raise ValueError(
+                f"{what}[{n}] is ({t}, {h}, {w}): t, h and w must be at least 1, and h and w "
+                f"multiples of spatial_merge_size {merge} (the patches merge {merge} x {merge} "
+                "into a token): give the grid the processor returned"
+            )
+    return grids
+
+
+def _check_runs(types, mask, kind: int, grids: int, what: str) -> None:
+    """As many runs of ``kind``'s tokens (padding left out) as there are grids for them."""
+    runs = 0
+    for row, kept in zip(types, mask):
+        tokens = row[kept] == kind
+        runs += int(np.count_nonzero(tokens[1:] & ~tokens[:-1]) + tokens[:1].sum())
+    if runs != grids:
+        name = MM_TOKEN_TYPES[kind]
+        raise ValueError(
+            f"mm_token_type_ids holds {runs} run(s) of {name} tokens (padding left out) for "
+            f"{grids} {what}: give one grid per run of {name} tokens, in order"
+        )
+
+
+def _checked_seconds(seconds, videos: np.ndarray, tokens_per_second: int) -> np.ndarray:
+    """second_per_grid_ts, one positive finite number per video grid (None: 1 each), as the
+    float32 the builder multiplies; each grid's last temporal id at most MAX_POSITION."""
+    if seconds is None:
+        return np.ones(len(videos), np.float32)
+    given = native(np.asarray(seconds))
+    if given.dtype.kind not in "iuf":
+        raise TypeError(
+            f"second_per_grid_ts must be numbers, got dtype {given.dtype}: seconds per temporal "
+            "grid of each video, as the processor returns them"
+        )
+    if given.shape != (len(videos),):
+        raise ValueError(
+            f"second_per_grid_ts has shape {given.shape} where video_grid_thw has {len(videos)} "
+            f"grids: give one number per video grid, ({len(videos)},)"
+        )
+    seconds = given.astype(np.float32)
+    for n, (second, frames) in enumerate(zip(seconds.tolist(), videos[:, 0].tolist())):
+        if not (math.isfinite(second) and second > 0):
+            raise ValueError(
+                f"second_per_grid_ts[{n}] is {given[n]}: seconds per temporal grid must be "
+                "positive and finite (temporal_patch_size / fps)"
+            )
+        last = (frames - 1) * tokens_per_second * second
+        if last > MAX_POSITION:
+            raise ValueError(
+                f"video grid {n}'s last frame is at temporal id ({frames} - 1) x "
+                f"tokens_per_second {tokens_per_second} x second_per_grid_ts {given[n]} = "
+                f"{last:g}, past {MAX_POSITION}: positions must be exact in float32; check "
+                "the seconds per grid"
+            )
+    return seconds
+
+
 POSITION_ID_RULES = ("arange", "opt", "roberta", "bart")
 
 

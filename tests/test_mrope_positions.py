@@ -186,7 +186,7 @@ def test_the_frame_splitting_builder_holds_a_correct_port_and_names_its_mistakes
         assert "4.57.1" not in detail  # that version's notes are Qwen2.5-VL's
     # Qwen2.5-VL's builder on a video between timestamps looks for one grid of frames in one run
     case = KIND.cases(configs.preset("qwen3-vl-8b").options("mrope_positions"))[1]
-    with pytest.raises(ValueError, match=r"4 video tokens in a row where the grid \(3, 4, 4\)"):
+    with pytest.raises(ValueError, match=r"3 run\(s\) of video tokens .* for 1 grid\(s\) in video"):
         port()(*KIND.arguments(case.params))
 
 
@@ -291,3 +291,56 @@ def test_a_merge_the_battery_is_not_sized_for_is_refused():
     config = configs.from_fields(fields, "merge 4", "test", reader="kit")
     with pytest.raises(UsageError, match="spatial_merge_size 4"):
         config.options("mrope_positions")
+
+
+# --- the builder's arguments: each bad one refused in one line, as the --config reader does -----
+
+VIDEO_ROW = np.array([[0, *[2] * 8, 0]])  # text, a video grid (2, 4, 4) merged by 2, text
+BUILT = {
+    "mm_token_type_ids": VIDEO_ROW,
+    "image_grid_thw": None,
+    "video_grid_thw": [[2, 4, 4]],
+    "second_per_grid_ts": [0.5],
+}
+
+
+@pytest.mark.parametrize(
+    "changes, error, message",
+    [
+        ({"second_per_grid_ts": [float("nan")]}, ValueError, r"second_per_grid_ts\[0\] is nan"),
+        ({"second_per_grid_ts": [-1.0]}, ValueError, r"_ts\[0\] is -1.0: .*positive"),
+        ({"second_per_grid_ts": [1e30]}, ValueError, "1e\\+30, past 16777216"),
+        ({"second_per_grid_ts": [0.5, 0.5]}, ValueError, r"shape \(2,\) where video_grid_thw"),
+        ({"second_per_grid_ts": ["1"]}, TypeError, "second_per_grid_ts must be numbers"),
+        ({"spatial_merge_size": 0}, ValueError, r"spatial_merge_size 0 must be .* \[1, 65536\]"),
+        ({"spatial_merge_size": 2.0}, TypeError, "spatial_merge_size must be an integer"),
+        ({"tokens_per_second": 2**17}, ValueError, "tokens_per_second 131072 must be"),
+        ({"video_grid_thw": []}, ValueError, r"1 run\(s\) of video tokens .* for 0 grid\(s\)"),
+        ({"image_grid_thw": [[1, 4, 4]]}, ValueError, r"0 run\(s\) of image tokens .* for 1"),
+        ({"video_grid_thw": [[2, 5, 4]]}, ValueError, r"\(2, 5, 4\): .* multiples of spatial"),
+        ({"video_grid_thw": [[0, 4, 4]]}, ValueError, r"\(0, 4, 4\): t, h and w must be at least"),
+        ({"video_grid_thw": [2, 4, 4]}, ValueError, r"video_grid_thw must be \(n, 3\)"),
+        ({"mm_token_type_ids": VIDEO_ROW + 1}, ValueError, r"mm_token_type_ids\[0, 1\] is 3"),
+        ({"mm_token_type_ids": VIDEO_ROW[0]}, ValueError, r"must be \(B, T\)"),
+        ({"mm_token_type_ids": VIDEO_ROW * 1.0}, TypeError, "must be integers, got dtype float64"),
+        ({"attention_mask": 2 * np.ones((1, 10))}, TypeError, "attention_mask must be integers"),
+        ({"attention_mask": np.full((1, 10), 2)}, ValueError, r"attention_mask\[0, 0\] is 2"),
+        ({"attention_mask": np.ones((1, 9), int)}, ValueError, r"shape \(1, 9\) where"),
+    ],
+)
+def test_each_bad_argument_of_the_builder_is_refused_in_one_line(changes, error, message):
+    """NaN seconds gave positions of -9.2e18, a merge of 0 ZeroDivisionError, a missing grid an
+    empty StopIteration: every argument is checked before the positions are built."""
+    arguments = {**BUILT, **changes}
+    with pytest.raises(error, match=message) as raised:
+        positional.mrope_position_ids(**arguments)
+    assert "\n" not in str(raised.value)
+
+
+def test_the_builder_and_the_config_reader_refuse_a_setting_in_the_same_words():
+    with pytest.raises(ValueError) as library:
+        positional.mrope_position_ids(**BUILT, spatial_merge_size=0)
+    fields = {"model_type": "qwen2_5_vl", "vision_config": {"spatial_merge_size": 0}}
+    with pytest.raises(configs.UsageError) as cli:
+        configs.from_fields(fields, "merge 0", "config.json", reader="kit")
+    assert str(cli.value) == f"config.json: vision_config {library.value}"

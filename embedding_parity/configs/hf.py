@@ -98,7 +98,10 @@ def _vision(fields: dict, where: str) -> dict | None:
     given = checks.mapping(fields.get("vision_config"), "vision_config", where) or {}
     vision = {key: given.get(key, default) for key, default in known.items()}
     for key, value in vision.items():
-        checks.integer(value, f"vision_config {key}", where, 1, 1 << 16)
+        try:  # the builder's own check (positional.mrope_position_ids), in its words
+            validation.check_vision_setting(value, key)
+        except (TypeError, ValueError) as error:
+            checks.refuse(where, f"vision_config {error}")
     return {**vision, "frames": frames}
 
 
