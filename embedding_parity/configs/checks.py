@@ -6,6 +6,10 @@ from __future__ import annotations
 import math
 import numbers
 
+import ml_dtypes
+import numpy as np
+
+from backends import positional, validation
 from embedding_parity.usage import UsageError
 
 MOST_HEAD_DIM = 1 << 16  # the rope kind's cap (kinds/rope.py MOST_HEAD_DIM, as --head-dim)
@@ -16,6 +20,9 @@ MOST_TOKEN_ID = 1 << 24
 MOST_LAYERS = 4096  # decoder layers; the deepest models have about 128
 MOST_INT = 2**31 - 1  # widths, lengths and token ids fit an int32 in every backend
 SHOWN = 60  # characters of a refused value quoted in the message
+# The last position of each of the rope kind's checks (kinds/rope.py: "rotation" at 0..15,
+# "long positions" to 131071, kinds/base.py LONG; tests/test_config_bounds.py holds them equal).
+CHECKED_POSITIONS = (15, (1 << 17) - 1)
 
 
 def shown(value) -> str:
@@ -113,3 +120,101 @@ def flag(value, field: str, where: str) -> bool | None:
     if value is not None and not isinstance(value, bool):
         refuse(where, f"{field} must be true or false, got {shown(value)}")
     return value
+
+
+def multiplier(value, field: str, where: str) -> float:
+    """An input embedding multiplier whose scaled rows the scaled_inputs check can judge: rows
+    of magnitude 1 times it must stay normal numbers in every dtype the check runs (its bound is
+    exactness, half an ulp). Past the narrowest dtype's largest finite number the rows are
+    infinite, and an infinite answer equals them (a Granite embedding_multiplier of 1e308 passed
+    a target that returns infinities); below its smallest normal number their ulp outgrows the
+    rows themselves, down to 0, and zeros pass."""
+    number = positive(value, field, where)
+    least = max(float(ml_dtypes.finfo(d).tiny) for d in validation.DTYPES.values())
+    most = min(float(ml_dtypes.finfo(d).max) for d in validation.DTYPES.values())
+    if not least <= number <= most:
+        refuse(
+            where,
+            f"{field} {value!r} must be in [{least:.3g}, {most:g}] (float16's normal numbers): "
+            "the scaled rows leave the range the check runs them in, where an infinite or zero "
+            "answer equals them; models' are about 1 to 100",
+        )
+    return number
+
+
+def checkable_scaling(theta: float, scaling: dict | None, rotary_dim: int, where: str) -> None:
+    """A scaling rule whose rope check can tell a rotation from none; else refused, naming the
+    factor, the smallest that keeps the check's teeth, and why.
+
+    The rope kind's bound (``positional.rope_bound``, float32's: the compute dtype of every
+    check but float64's) on a pair (1, 0) turned to position p is s (dt + d/2 + 2c + d), its
+    angle error dt = p w (e(w) + c/2) growing with the pair's frequency w; the values it bounds
+    are the turned pair, of size s. A factor that divides w by a tiny number (linear factor
+    1e-300: w = 1e300) makes the bound larger than those values at the positions the kind
+    checks, and any answer of their size, the pair not turned at all, is within it. So at the
+    last position of each check the bound must stay below the values, for every pair; the
+    smallest factor that keeps it there comes from bisecting the same formula."""
+    ratios = _ratios(theta, scaling, rotary_dim)
+    at, pair = np.unravel_index(np.argmax(ratios), ratios.shape)
+    if ratios[at, pair] < 1:
+        return
+    position = CHECKED_POSITIONS[at]
+    field, index = _divisor(scaling, position, int(pair))
+    given = scaling[field] if index is None else scaling[field][index]
+
+    def ratio_at(factor) -> float:
+        """The largest ratio with the factor changed (a listed one: its own pair's)."""
+        if index is None:
+            return float(_ratios(theta, {**scaling, field: factor}, rotary_dim).max())
+        changed = list(scaling[field])
+        changed[index] = factor
+        found = _ratios(theta, {**scaling, field: tuple(changed)}, rotary_dim)
+        return float(found[:, index].max())
+
+    which = "" if index is None else f"[{index}]"
+    refuse(
+        where,
+        f"{scaling['rope_type']} scaling {field}{which} {given:g} turns pair {pair} so fast that "
+        f"at position {position} the rope check's bound is {ratios[at, pair]:.2g} times the "
+        "values it bounds, and a target that does not rotate would conform: give a factor of "
+        f"at least {_least(ratio_at, given):.3g} (models' are 1 and up)",
+    )
+
+
+def _ratios(theta: float, scaling, rotary_dim: int) -> np.ndarray:
+    """(positions, pairs): the ratio of the rope check's float32 bound to the values it bounds,
+    a pair (1, 0) turned (half layout) to each of CHECKED_POSITIONS."""
+    x = np.zeros((1, rotary_dim))
+    x[:, : rotary_dim // 2] = 1.0
+    found = []
+    with np.errstate(over="ignore", invalid="ignore"):  # a frequency of 1e300 times 131071
+        for position in CHECKED_POSITIONS:
+            at = np.array([position])
+            bound = positional.rope_bound(
+                x, at, base=theta, scaling=scaling, rotary_dim=rotary_dim, dtype="float32"
+            )[0, : rotary_dim // 2]
+            _, attention = positional.rope_parameters(rotary_dim, theta, scaling, position + 1)
+            found.append(np.nan_to_num(bound / attention, nan=math.inf, posinf=math.inf))
+    return np.array(found)
+
+
+def _divisor(scaling: dict, position: int, pair: int) -> tuple[str, int | None]:
+    """(field, index): the factor that divides ``pair``'s frequency at ``position``: LongRoPE's
+    short_factor or long_factor (each pair's own), else the rule's factor."""
+    if scaling["rope_type"] != "longrope":
+        return "factor", None
+    longer = position + 1 > scaling["original_max_position_embeddings"]
+    return ("long_factor" if longer else "short_factor"), pair
+
+
+def _least(ratio_at, given: float) -> float:
+    """The smallest factor at which ``ratio_at`` falls below 1, from ``given`` (above it) and 1
+    (below it: no factor of 1 turns a pair faster than 1 radian a position), bisected in log
+    space and rounded up to three digits."""
+    low, high = math.log(given), 0.0
+    for _ in range(64):
+        middle = (low + high) / 2
+        low, high = (middle, high) if ratio_at(math.exp(middle)) >= 1 else (low, middle)
+    least = math.exp(high)
+    step = 10 ** (math.floor(math.log10(least)) - 2)
+    return math.ceil(least / step) * step

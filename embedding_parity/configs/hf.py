@@ -354,8 +354,7 @@ def _embedding_scale(reading: dict, model_type, hidden, where: str) -> tuple | N
     if model_type not in SCALED:
         return None
     rule, field = SCALED[model_type]
-    value = checks.positive(reading[field], field, where)
-    return (rule, float(value))
+    return (rule, checks.multiplier(reading[field], field, where))
 
 
 def _optional(check, value, field: str, where: str):
@@ -424,6 +423,7 @@ def _rotation(reading: dict, model_type, where: str) -> dict:
             )
         except (TypeError, ValueError) as error:
             checks.refuse(where, str(error))
+        checks.checkable_scaling(theta, scaling, rotary_dim, where)
         return theta, scaling, None if rotary_dim == width else rotary_dim
 
     types = layers.table(reading, model_type, rotation, where)
