@@ -231,8 +231,11 @@ def precision(framework: str, arguments):
 
 
 def to_numpy(result) -> np.ndarray:
-    """Any framework's array (or a list of numbers) as NumPy, same dtype. TensorFlow's tensors
-    and variables give theirs through np.asarray, bfloat16 included (ml_dtypes')."""
+    """Any framework's array (or a list of numbers) as NumPy, same dtype: a view of its memory
+    where the framework shares it (NumPy's own, torch's on the CPU, a broadcast view of a few
+    bytes among them), so that its size can be looked at before anything is materialized;
+    what is kept past the target's next call is copied (``worker.call``). TensorFlow's
+    tensors and variables give theirs through np.asarray, bfloat16 included (ml_dtypes')."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(result, torch.Tensor):
         result = result.detach().cpu()

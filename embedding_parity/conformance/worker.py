@@ -8,10 +8,17 @@ params} where the framework is to be told by calling the target on that case, th
 per case, {"id", "case": its params, "elements": the most a
 result of it may hold, "through": a production path to call it along (``paths``) or none};
 another target later switches to it, so a matrix's rows can share
-one process. Answers one JSON line per request, with the request's id, on the file
+one process. Answers one line per request, its JSON with the request's id, on the file
 descriptor that was stdout; the target's own printing goes to stderr, so that it cannot
 garble the answers. Results are written as .npy files into FOLDER (never pickled; bfloat16
-as its uint16 bits).
+as its uint16 bits), each answer naming the SHA-256 of its file's bytes.
+
+The target runs in this process and could write on any descriptor it holds, the answers'
+included, and into FOLDER: so every answer line is signed, an HMAC of its JSON under a key
+the parent sends as stdin's first line, read before any target is imported (never in the
+environment or the arguments, which the target can read). The parent believes only a line
+signed for the request it asked; a target that reads the worker's memory is beyond what
+any channel in its process can stop.
 
 What the target did and what the kit did are kept apart: only an exception from the call
 (or from the computation it dispatched, for JAX) is the target's raising; a result the kit
@@ -20,8 +27,11 @@ cannot read as an array of numbers is answered as what it is ("returned": "NoneT
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import importlib
 import importlib.util
+import io
 import json
 import os
 import sys
@@ -80,32 +90,29 @@ def load(target: str):
     return module, shown, function
 
 
-def _load_answer(request: dict, answer):
-    """Load the request's target and answer ready (with the framework) or why not; returns
-    (function, framework, kind), or None when the target cannot be had."""
+def _loaded(request: dict) -> tuple[dict, tuple | None]:
+    """(the answer, (function, framework, kind, module, shown)) of loading the request's
+    target: ready, with its framework; or why it cannot be had, and None."""
     if request["target"] in sources.SOURCES:  # a source the kit ships (--against hf)
         try:
             function = sources.make(request["target"], request["kind"], request["options"])
         except Exception as error:
-            answer(usage=str(error))
-            return None
-        answer(ready=True, framework="torch", why=sources.SOURCES[request["target"]])
-        return function, "torch", KINDS[request["kind"]], None, request["target"]
+            return {"usage": str(error)}, None
+        ready = {"ready": True, "framework": "torch", "why": sources.SOURCES[request["target"]]}
+        return ready, (function, "torch", KINDS[request["kind"]], None, request["target"])
     try:
         module, shown, function = load(request["target"])
     except Unusable as error:
-        answer(usage=str(error))
-        return None
+        return {"usage": str(error)}, None
     except Exception as error:
         first = (str(error).splitlines() or [""])[0]
-        target = request["target"]
-        answer(usage=f"TARGET {target!r}: importing it raised {type(error).__name__}: {first}")
-        return None
+        said = f"TARGET {request['target']!r}: importing it raised {type(error).__name__}"
+        return {"usage": f"{said}: {first}"}, None
     framework, why = request["framework"], request.get("why") or "given with --framework"
     if framework is None:
         framework, why = frameworks.detect(module, function, shown)
-    answer(ready=True, framework=framework, why=why)
-    return function, framework, KINDS[request["kind"]], module, shown
+    ready = {"ready": True, "framework": framework, "why": why}
+    return ready, (function, framework, KINDS[request["kind"]], module, shown)
 
 
 def _probed(request: dict, function, kind, module, shown: str) -> dict:
@@ -177,15 +184,22 @@ def _numbers(returned):
     return None, f"an array of {array.dtype} (not numbers)"
 
 
+def sign(key: bytes, text: bytes) -> str:
+    """The signature of an answer's JSON ``text``: its HMAC-SHA256 under the session's key."""
+    return hmac.new(key, text, hashlib.sha256).hexdigest()
+
+
 def main(folder: str, parent: int) -> None:
     die_with_parent(parent)
+    key = bytes.fromhex(sys.stdin.readline())  # before any target runs: see the docstring
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # the target's prints go to the log, not into the answers
     sys.stdout = sys.stderr
     me = os.getpid()
 
     def answer(**reply):
-        answers.write(json.dumps({"id": request["id"], **reply}) + "\n")
+        text = json.dumps({"id": request["id"], **reply})
+        answers.write(f"{sign(key, text.encode())} {text}\n")
 
     function = framework = kind = module = shown = None
     along = {}  # path -> the target as production calls it along that path
@@ -199,9 +213,10 @@ def main(folder: str, parent: int) -> None:
             answer(**reply)
             continue
         if "target" in request:  # a (new) target: later rows of a matrix reuse this process
-            found = _load_answer(request, answer)
+            reply, found = _loaded(request)
             if os.getpid() != me:  # the import forked a copy of the worker: it stops here
                 os._exit(0)
+            answer(**reply)
             if found is None:
                 return
             function, framework, kind, module, shown = found
@@ -222,8 +237,10 @@ def main(folder: str, parent: int) -> None:
 def ask(kind, params: dict, function, framework, elements: int, *, log: bool = True) -> dict:
     """What the target did with the case: one call (``call``), or, for a kind that asks one
     question two ways (``kinds.invariance``), each call of its plan, the answers composed
-    and stacked (2, ...): the one call's first. A required call that does not answer with an
-    array is the case's answer, said as which call it was."""
+    and stacked (2, ...): the one call's first. Each answer is composed from the copy taken
+    as its call returned (``call``): a target that answers every call in one buffer cannot
+    change an earlier answer. A required call that does not answer with an array is the
+    case's answer, said as which call it was."""
     plan = getattr(kind, "plan", None)
     if plan is None:
         return call(function, framework, kind.arguments(params), elements, log=log)
@@ -256,17 +273,22 @@ def ask(kind, params: dict, function, framework, elements: int, *, log: bool = T
 
 def call(function, framework, arguments, elements: int, *, log: bool = True) -> dict:
     """What the target did with ``arguments``: {"raised"}, {"returned": what}, {"array",
-    "changed"}, or {"refused"}: the production path could not make it; a result of more than ``elements`` elements is only described (a broadcast
-    view of a few bytes can stand for gigabytes). The worker's and ``process.InProcess``'s
-    (``log``: print a raising target's traceback, into the worker's log)."""
+    "changed"}, or {"refused"}: the production path could not make it. The array is a copy
+    taken as the call returned, never a view of the target's memory, which its next call may
+    write again (a kernel's workspace, a port writing with out=); a result of more than
+    ``elements`` elements is only described, never copied (a broadcast view of a few bytes can
+    stand for gigabytes). The worker's and ``process.InProcess``'s (``log``: print a raising
+    target's traceback, into the worker's log)."""
     reply = _call(function, framework, arguments, log)
-    if "array" in reply and reply["array"].size > elements:
-        shape, size = reply["array"].shape, reply["array"].size
+    if "array" not in reply:
+        return reply
+    array = reply["array"]
+    if array.size > elements:
         return {
-            "returned": f"an array of shape {shape} ({size} elements, "
+            "returned": f"an array of shape {array.shape} ({array.size} elements, "
             f"where a result of this case has at most {elements})"
         }
-    return reply
+    return reply | {"array": array.copy()}
 
 
 def _call(function, framework, arguments, log: bool) -> dict:
@@ -298,12 +320,17 @@ def _call(function, framework, arguments, log: bool) -> dict:
 
 
 def _save(result: np.ndarray, request: dict, folder: str) -> dict:
-    """Write the result for the parent (never pickled; bfloat16 as its uint16 bits)."""
-    path = os.path.join(folder, f"result{request['id']}.npy")
+    """Write the result for the parent (never pickled; bfloat16 as its uint16 bits), and
+    answer the SHA-256 of the bytes written: the parent reads them from a folder the target
+    can write too."""
+    written = io.BytesIO()
     with np.errstate(**KIT_ERRORS):
         bits = result.view(np.uint16) if result.dtype == ml_dtypes.bfloat16 else result
-        np.save(path, bits, allow_pickle=False)
-    return {"path": path, "dtype": result.dtype.name}
+        np.save(written, bits, allow_pickle=False)
+    data = written.getvalue()
+    with open(os.path.join(folder, f"result{request['id']}.npy"), "wb") as file:
+        file.write(data)
+    return {"sha256": hashlib.sha256(data).hexdigest(), "dtype": result.dtype.name}
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ twice (mlx-node PR #33), a strided input read as contiguous (llama.cpp PR #14580
 cache that a call in another dtype recasts for later calls (vLLM's get_rope).
 
 Each case is a plan: the calls to make (``plan``) and how their results compose into the one
-call's shape (``compose``). The worker makes the calls and returns the two answers stacked,
-(2, ...): the one call's first. They conform bit-identical, or within the kind's bound (a
+call's shape (``compose``). The worker makes the calls, copying each answer as its call
+returns (a target that answers in one reused buffer would otherwise give every call the last
+one's answer), and returns the two answers stacked, (2, ...): the one call's first. They conform bit-identical, or within the kind's bound (a
 rotation's per-element bound, ``positional.rope_bound``; a lookup's is 0: a gather and an add
 are exact); else the verdict names the batch rows and positions where they differ.
 
