@@ -2,14 +2,22 @@
 a time limit, restarted after a case that hangs or kills it) or ``InProcess`` (this one, as
 the worker would call it). Both answer ``ask(case, ...)`` with the case's ``Outcome``.
 
-Results travel as .npy files in the worker's private folder, removed on every exit path."""
+Results travel as .npy files in the worker's private folder, removed on every exit path. The
+target runs in the worker's process, where it can write on the worker's descriptors and into
+that folder: so a Worker believes only answer lines signed with the key it gave the worker
+at its start, and only result files whose bytes have the digest such an answer names
+(``worker``'s docstring); anything else on its answer channel is named a forged answer."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import inspect
+import io
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -35,6 +43,7 @@ IMPORT_SECONDS = 180  # the target's own import (transformers takes seconds) and
 POLL_SECONDS = 0.1  # where no pidfd tells that the worker exited, how often to look
 LOG_BYTES = 1 << 16  # the tail of a worker's printing kept for its last line
 LARGEST_ITEM, NPY_HEADER = 16, 4096  # bytes of a complex128 element, of a .npy header at most
+KEY_BYTES = 32  # of the key each worker signs its answers with (HMAC-SHA256's block is 64)
 
 
 class InProcess:
@@ -189,6 +198,12 @@ class Worker:
         )
         self.exited = _exit_watch(self.process.pid)
         self.buffer = b""
+        # stdin's first line, which the worker reads before it imports a target; a fresh key
+        # for each worker process (a restarted one included)
+        self.key = secrets.token_bytes(KEY_BYTES)
+        with contextlib.suppress(BrokenPipeError):  # died at once: the next request says why
+            self.process.stdin.write(self.key.hex().encode() + b"\n")
+            self.process.stdin.flush()
 
     def _send_request(self, sent: bool = False) -> None:
         """Ask the worker to import the request's target (``sent``: begin() has asked) and
@@ -205,7 +220,7 @@ class Worker:
             last = self.log.last_line()
             self.close(kill=True)
             raise UsageError(
-                f"TARGET {self.request['target']!r}: the worker {why} while importing it{last}"
+                f"TARGET {self.request['target']!r}: while importing it, the worker {why}{last}"
             )
         if "usage" in reply:
             self.close()
@@ -228,23 +243,23 @@ class Worker:
             return Outcome(raised=shown(PRIVATE.sub("<private folder>", str(reply["raised"]))))
         if "returned" in reply:
             return Outcome(returned=shown(reply["returned"]))
-        # the file of this request's id in the kit's folder, whatever the answer names: no
-        # answer can make the kit read, or remove, another file
+        # the file of this request's id in the kit's folder: no answer can make the kit read,
+        # or remove, another file; its bytes read once, believed only with the signed digest
         path = os.path.join(self.folder, f"result{self.asked}.npy")
         try:
-            written = os.path.getsize(path)
-            if written > LARGEST_ITEM * elements + NPY_HEADER:
-                return Outcome(failed=f"the worker wrote {written} bytes for {elements} elements")
-            array = np.load(path, allow_pickle=False)
-            changed = [dict(c, argument=int(c["argument"])) for c in reply.get("changed", [])]
-        except (OSError, ValueError, TypeError, KeyError) as error:  # a forged or cut answer
-            return Outcome(failed=shown(f"the worker's answer could not be read ({error})"))
+            with open(path, "rb") as file:  # the worker writes no more than this
+                data = file.read(LARGEST_ITEM * elements + NPY_HEADER + 1)
+            if hashlib.sha256(data).hexdigest() != reply["sha256"]:
+                return Outcome(failed=FORGED_FILE)
+            array = np.load(io.BytesIO(data), allow_pickle=False)
+        except OSError as error:  # removed, or made unreadable, since the worker wrote it
+            return Outcome(failed=shown(f"{FORGED_FILE} ({error})"))
         finally:
             with contextlib.suppress(OSError):
                 os.remove(path)
-        if reply.get("dtype") == "bfloat16":
+        if reply["dtype"] == "bfloat16":
             array = array.view(ml_dtypes.bfloat16)
-        return Outcome(array=array, changed=changed)
+        return Outcome(array=array, changed=reply["changed"])
 
     def _exchange(self, message: dict, timeout: float):
         """(reply, None), or (None, why): the worker died or did not answer in time. Its
@@ -264,11 +279,10 @@ class Worker:
             line, newline, rest = self.buffer.partition(b"\n")
             if newline:
                 self.buffer = rest
-                with contextlib.suppress(ValueError):  # not JSON: no answer (a target's write)
-                    reply = json.loads(line)
-                    if isinstance(reply, dict) and reply.get("id") == self.asked:
-                        return reply, None
-                continue  # else stale: an answer to an earlier request (one that timed out)
+                reply = self._signed(line)
+                if reply is None:
+                    return None, forged(line)
+                return reply, None
             left = deadline - time.monotonic()
             if left <= 0:
                 return None, f"timed out after {timeout:g} s"
@@ -290,6 +304,16 @@ class Worker:
                 if not ready or b"\n" not in (chunk := os.read(out, 65536)):
                     return None, self._died(err)
                 self.buffer += chunk
+
+    def _signed(self, line: bytes) -> dict | None:
+        """The answer ``line`` carries where the worker signed it, for the request last sent;
+        else None. (A worker that timed out or died is restarted with a new key: no answer
+        to an earlier request arrives, and none can be replayed.)"""
+        signature, _, text = line.partition(b" ")
+        if not hmac.compare_digest(signature, worker.sign(self.key, text).encode()):
+            return None
+        reply = json.loads(text)
+        return reply if reply["id"] == self.asked else None
 
     def _send(self, message: dict) -> str | None:
         """Write ``message`` as the next request: None, or why not (the worker is gone)."""
@@ -359,6 +383,22 @@ class Worker:
         finally:
             if blocked:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+FORGED_FILE = (
+    "the result file was changed after the worker wrote it (its bytes are not those the "
+    "worker's signed answer names): a forged result, never believed"
+)
+
+
+def forged(line: bytes) -> str:
+    """Why ``line``, on the answer channel where the worker signed no answer to the request
+    with it, is refused (after "the call" or "the worker"): only the target can have
+    written it."""
+    return (
+        f"wrote a forged answer on the kit's answer channel, never believed: "
+        f"{shown(line.decode(errors='replace'))}"
+    )
 
 
 def _request(target: str, kind: str, framework: str | None, options: dict) -> dict:
