@@ -166,7 +166,7 @@ def test_a_partial_rotation_with_rope_freqs_is_judged(tmp_path):
     factors = np.linspace(1.0, 4.0, 8, dtype=np.float32)
     path = write(
         tmp_path / "m.gguf",
-        "stablelm",
+        "exaone",  # its loader creates rope_freqs, its graph passes it (stablelm's: neither)
         {"rope.dimension_count": 16},
         {"rope_freqs.weight": factors},
         base=shape,
@@ -370,7 +370,10 @@ def test_a_gemma_gguf_lookup_is_refused_as_llama_cpps_scale_is_not_transformers(
         ({"rope_freqs.weight": np.ones(32, np.int32)}, "ggml type 26: the kit reads factors"),
         ({"rope_freqs.weight": np.ones(31, np.float32)}, "has 31 factors; a rotated width of 64"),
         ({"rope_freqs.weight": -np.ones(32, np.float32)}, "not positive and finite"),
-        ({"rope_factors_long.weight": np.ones(32, np.float32)}, "without its pair"),
+        (
+            {"rope_factors_long.weight": np.ones(32, np.float32)},
+            "llama.cpp's llama loader creates rope_freqs.weight under rope.scaling.type linear",
+        ),
         ({"blk.0.rope_freqs.weight": np.ones(32, np.float32)}, "a RoPE tensor the kit does not"),
     ],
 )

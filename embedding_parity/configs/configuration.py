@@ -103,6 +103,7 @@ class Configuration:
     hidden_size: int | None = None
     head_dim: int | None = None
     rotary_dim: int | None = None  # None: the whole head
+    rotary_last: bool = False  # the head's last rotary_dim dims rotate (llama.cpp's MLA q_pe)
     layout: str = "half"
     rope_theta: float = 10000.0
     scaling: dict | None = None  # normalised, as backends.positional takes it
@@ -142,7 +143,18 @@ class Configuration:
         return max(self.vocab_size - self.tokenizer_size, 0)
 
     def rope_options(self) -> dict:
-        """What ``apply_rope`` and the rope kind take."""
+        """What ``apply_rope`` takes; UsageError for a rotation of the head's last dims, which
+        apply_rope does not make."""
+        if self.rotary_last:
+            raise UsageError(
+                f"{self.name}: llama.cpp rotates the last {self.rotary_dim} dims of each head "
+                "(MLA's q_pe), the backends' apply_rope the first: check the rotation with "
+                "--kind rope"
+            )
+        return self._rotation()
+
+    def _rotation(self) -> dict:
+        """The rotation's fields, as apply_rope and the rope kind name them."""
         options = {
             "base": self.rope_theta,
             "layout": self.layout,
@@ -159,6 +171,11 @@ class Configuration:
         index or a layer type's name, for a model whose layers rotate differently: the rope
         kind checks that type alone (else every type, the call told the layer)."""
         if kind.endswith("_invariance"):  # the base kind's question, asked two ways
+            if self.rotary_last:
+                raise UsageError(
+                    f"{flag}: {self.name} rotates the last {self.rotary_dim} dims of each head, "
+                    "whose invariances the kit does not build: try --kind rope"
+                )
             options = self.options(kind.removesuffix("_invariance"), flag, layer)
             if "embed_scale" in options:
                 raise UsageError(
@@ -174,7 +191,8 @@ class Configuration:
                     f"{flag}: {self.name} has learned positions, no RoPE: "
                     "try --kind position_ids or bert"
                 )
-            rope = {**self.rope_options(), "head_dim": self.head_dim}
+            rope = {**self._rotation(), "head_dim": self.head_dim}
+            rope |= {"rotary_last": True} if self.rotary_last else {}
             options = {"rope": {**rope, "max_position_embeddings": self.max_position_embeddings}}
             if not self.layer_types:
                 if layer is not None:
@@ -329,7 +347,8 @@ class Configuration:
             rotated = self.rotary_dim or self.head_dim
             said.append(
                 f"RoPE {rule}, rope_theta {self.rope_theta:g}, head_dim {self.head_dim}, "
-                f"rotating {rotated} dims ({self.layout} layout)"
+                f"rotating {'its last ' if self.rotary_last else ''}{rotated} dims "
+                f"({self.layout} layout)"
             )
             if self.mrope:
                 t, h, w = self.mrope[1]

@@ -7,28 +7,33 @@ The rules are llama.cpp's at ``LLAMA_CPP``, transcribed from ``src/llama-model.c
 
 - the pairs: by the architecture (``ROPE_TYPES``): NORM rotates (2i, 2i+1), the kit's
   "interleaved"; NEOX rotates (i, i + n_rot/2), "half";
-- the width: head_dim is ``attention.key_length``, else ``embedding_length`` over
-  ``attention.head_count`` (layer 0's where given per layer: ``hparams.n_head()``), and
-  ``rope.dimension_count`` of it rotate (all of it when absent);
+- the width: head_dim is ``attention.key_length`` (DeepSeek-V2's ``key_length_mla`` where
+  given), else ``embedding_length`` over ``attention.head_count`` (layer 0's where given per
+  layer: ``hparams.n_head()``), and ``rope.dimension_count`` of it rotate (all of it when
+  absent): the first dims, or the last for the MLA graphs (``MLA``);
 - the angle of pair i at position p: p * base**(-2i/n_rot) / freq_factors[i] (the
-  ``rope_freqs`` tensor, or Phi-3's ``rope_factors_long``/``_short``) times freq_scale =
+  ``rope_freqs`` tensor, or Phi-3's ``rope_factors_long``/``_short``, where the architecture's
+  loader creates it and its graph passes it: ``FACTOR_TENSORS_BY_ARCH``) times freq_scale =
   1 / ``rope.scaling.factor``; under YaRN (ext_factor 1) blended with the unscaled angle over
   the correction range (beta_fast 32, beta_slow 1, ``rope.scaling.original_context_length``);
 - cos and sin times mscale = ``rope.scaling.attn_factor`` (1), and times 1 + 0.1 ln(factor)
   under YaRN.
 
 Each is mapped onto one of the kit's rules (``backends.positional.ROPE_INIT_FUNCTIONS``)
-only where it is the same maths; every other ``rope.`` key, value or tensor is refused.
+only where it is the same maths; every other ``rope.`` key, value or tensor is refused, and so
+is a base or a factor that turns a pair too fast for the rope kind's bound to tell a rotation
+from none (``fastest_frequency``).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
 import numpy as np
 
-from backends import validation
+from backends import positional, validation
 from embedding_parity.configs import checks
 from embedding_parity.configs.configuration import Configuration
 from embedding_parity.usage import UsageError
@@ -105,6 +110,34 @@ REFUSED = {
 }
 # The tensors that change the angle: Llama 3.x's llama3 rule, Phi-3's LongRoPE lists.
 FACTOR_TENSORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
+FACTOR_SOURCE = "llama.cpp 0c1e57098, llama-cpp-python 0.3.36's"
+# The next two tables are llama.cpp 0c1e57098's, as llama-cpp-python 0.3.36 vendors it (the
+# conformance install's engine, conformance/engines.py): src/models/<arch>.cpp, each
+# architecture's load_arch_tensors and the freq_factors operand its graph hands ggml_rope_ext.
+# The factor tensors each loader creates, (under rope.scaling.type longrope, otherwise); a
+# factor tensor it does not create fails its load ("wrong number of tensors"). Every other
+# architecture of ROPE_TYPES creates none.
+_PAIR = ("rope_factors_long.weight", "rope_factors_short.weight")
+FACTOR_TENSORS_BY_ARCH = {
+    **dict.fromkeys(
+        ("llama", "deci", "granite", "granitemoe", "minicpm", "apertus"),
+        (_PAIR, ("rope_freqs.weight",)),
+    ),
+    **dict.fromkeys(
+        ("arcee", "exaone", "exaone4", "llama4", "falcon-h1", "llada"),
+        (("rope_freqs.weight",),) * 2,
+    ),
+    **dict.fromkeys(("phi3", "phimoe", "minicpm3"), (_PAIR,) * 2),
+}
+# Their graphs pass nullptr, not model.get_rope_factors(): the tensor is loaded, never applied.
+FACTORS_UNUSED = ("falcon-h1", "llada")
+# MLA: the graph splits each head of q (n_embd_head_k wide) into q_nope and q_pe, the view at
+# offset n_embd_head_k - n_rot, and rotates q_pe: each head's last n_rot dims (src/models/
+# deepseek2.cpp, minicpm3.cpp, plm.cpp; deepseek2's n_embd_head_k_mla(), key_length_mla).
+MLA = ("deepseek2", "minicpm3", "plm")
+# The longest position the rope kind turns (kinds.base.LONG's last): the configs sit below the
+# kit, so tests/test_gguf_reader.py holds the two equal.
+LONGEST = 131071
 FACTOR_TYPES = {0: "<f4", 1: "<f2"}  # GGML_TYPE_F32, GGML_TYPE_F16; GGUF is little-endian
 
 
@@ -150,8 +183,9 @@ def from_gguf(path: str) -> Configuration:
             "positions, a section each): the kit checks one position per token"
         )
     head_dim, rotary = _widths(reader, config["hidden_size"], refuse)
-    theta = reader.positive("rope.freq_base", 10000.0)
-    scaling, chosen = _scaling(reader, tensors, rotary, config["max_position_embeddings"], refuse)
+    theta = _base(reader)
+    context = config["max_position_embeddings"]
+    scaling, chosen = _scaling(reader, tensors, rotary, theta, context, refuse)
     _one_rotation(reader, theta, scaling, refuse)
     config["note"] = chosen  # said in the line the kit prints: config NAME [...]
     try:
@@ -162,6 +196,7 @@ def from_gguf(path: str) -> Configuration:
         **config,
         head_dim=head_dim,
         rotary_dim=None if rotary == head_dim else rotary,
+        rotary_last=arch in MLA and rotary < head_dim,
         layout=LAYOUTS[ROPE_TYPES[arch]],
         rope_theta=theta,
         scaling=scaling,
@@ -224,8 +259,11 @@ def _learned(reader: _Reader, tensors: dict, config: dict, refuse) -> Configurat
 
 
 def _widths(reader: _Reader, hidden: int | None, refuse) -> tuple[int, int]:
-    """(head_dim, rotated width), as load_hparams sets n_embd_head_k and n_rot."""
+    """(head_dim, rotated width), as load_hparams sets n_embd_head_k (DeepSeek-V2's graph:
+    n_embd_head_k_mla(), key_length_mla where the file gives it) and n_rot."""
     head_dim = reader.integer("attention.key_length", optional=True, high=checks.MOST_HEAD_DIM)
+    if reader.arch == "deepseek2" and reader.get("attention.key_length_mla") is not None:
+        head_dim = reader.integer("attention.key_length_mla", high=checks.MOST_HEAD_DIM)
     if head_dim is None:
         heads = _heads(reader, refuse)
         if hidden is None:
@@ -255,10 +293,11 @@ def _heads(reader: _Reader, refuse) -> int:
     """attention.head_count: one count, or one per layer of which llama.cpp's n_head() takes
     layer 0's."""
     key, counts = reader.key("attention.head_count"), reader.get("attention.head_count")
-    if isinstance(counts, list):
-        if not counts or any(type(c) is not int or c < 0 for c in counts):
+    if isinstance(counts, list | np.ndarray):  # read_gguf's arrays: numbers in an ndarray
+        counts = np.asarray(counts)
+        if not counts.size or counts.dtype.kind not in "iu" or counts.min() < 0:
             refuse(f"key {key} is {checks.shown(counts)}: one head count per layer (integers)")
-        counts = counts[0]
+        counts = int(counts[0])
     if type(counts) is not int or counts < 1:
         refuse(
             f"key {key} is {checks.shown(counts)}: layer 0 needs attention heads for llama.cpp to "
@@ -267,7 +306,19 @@ def _heads(reader: _Reader, refuse) -> int:
     return counts
 
 
-def _scaling(reader: _Reader, tensors: dict, rotary: int, context: int | None, refuse):
+def _base(reader: _Reader) -> float:
+    """rope.freq_base (10000 when absent): above 1, or no pair turns slower than the first."""
+    theta = reader.positive("rope.freq_base", 10000.0)
+    if theta <= 1.0:
+        reader.refuse(
+            f"key {reader.key('rope.freq_base')} is {theta:g}: RoPE's base must be above 1 (pair "
+            "i turns at base**(-2i/d), falling from 1; models' are 10000 to 1e6): convert the "
+            "model again"
+        )
+    return theta
+
+
+def _scaling(reader: _Reader, tensors: dict, rotary: int, theta, context: int | None, refuse):
     """(the scaling rule in backends.positional's terms (None: no scaling), which of Phi-3's
     factor tensors it takes and why, or None)."""
     kind = reader.get("rope.scaling.type")
@@ -285,8 +336,9 @@ def _scaling(reader: _Reader, tensors: dict, rotary: int, context: int | None, r
     if flag is not None and type(flag) is not bool:
         refuse(f"key {reader.key('rope.scaling.finetuned')} is {checks.shown(flag)}: true or false")
     _yarn_keys(reader, kind, refuse)
-    factors, source, chosen = _factors(reader, tensors, rotary, context, refuse)
+    factors, source, chosen = _factors(reader, tensors, kind, rotary, context, refuse)
     if factors is not None:
+        _within_bound(factors, rotary, theta, f"tensor {source}.weight", refuse)
         if factor != 1.0 or kind == "yarn":
             refuse(
                 f"tensor {source} with {kind} scaling by factor {factor:g}: llama.cpp applies "
@@ -295,7 +347,7 @@ def _scaling(reader: _Reader, tensors: dict, rotary: int, context: int | None, r
         scaling = {"rope_type": "freq_factors", "factors": factors}
         return scaling | ({"attention_factor": attention} if attention != 1.0 else {}), chosen
     if kind == "yarn":
-        return _yarn(reader, factor, attention, context, refuse), None
+        return _yarn(reader, factor, attention, context, refuse), chosen
     if kind == "longrope":
         refuse(
             f"{reader.key('rope.scaling.type')} is longrope without rope_factors_long and "
@@ -306,7 +358,11 @@ def _scaling(reader: _Reader, tensors: dict, rotary: int, context: int | None, r
             f"key {reader.key('rope.scaling.attn_factor')} {attention:g} on cos and sin with "
             f"{kind} scaling: the kit's {kind} rule has no attention factor"
         )
-    return (None if factor == 1.0 else {"rope_type": "linear", "factor": factor}), None
+    if factor == 1.0:
+        return None, chosen
+    named = "rope.scaling.factor" if reader.get("rope.scaling.factor") else "rope.scale_linear"
+    _within_bound((factor,) * (rotary // 2), rotary, theta, f"key {reader.key(named)}", refuse)
+    return {"rope_type": "linear", "factor": factor}, chosen
 
 
 def _yarn_keys(reader: _Reader, kind: str, refuse) -> None:
@@ -352,19 +408,33 @@ def _yarn(reader: _Reader, factor: float, attention: float, context: int | None,
     }
 
 
-def _factors(reader: _Reader, tensors: dict, rotary: int, context: int | None, refuse):
+def _factors(reader: _Reader, tensors: dict, kind: str, rotary: int, context, refuse):
     """(factors, the tensor, why that one or None): the per-pair divisors llama.cpp's
     get_rope_factors hands ggml_rope_ext. rope_freqs if the file has it; else Phi-3's
     rope_factors_long when the context llama.cpp runs at exceeds the original context,
     rope_factors_short otherwise. That context is a run's, not the file's: the kit takes
     n_ctx 0 (-c 0: the file's context_length, one sequence) and says so. (None, None, None)
-    without such a tensor."""
+    without such a tensor, or where the architecture's graph passes none. Refused where the
+    architecture's loader refuses the file: a factor tensor it does not create."""
     for name in tensors:
         if "rope" in name and name not in FACTOR_TENSORS:
             refuse(
                 f"tensor {checks.shown(name)}: a RoPE tensor the kit does not read (it reads "
                 f"{', '.join(FACTOR_TENSORS)})"
             )
+    longrope, other = FACTOR_TENSORS_BY_ARCH.get(reader.arch, ((), ()))
+    created = longrope if kind == "longrope" else other
+    for name in FACTOR_TENSORS:
+        if name in tensors and name not in created:
+            which = f"under rope.scaling.type {kind} " if longrope != other else ""
+            refuse(
+                f"tensor {name}: llama.cpp's {reader.arch} loader creates "
+                f"{' and '.join(created) or 'no factor tensor'} {which}and refuses a file with "
+                f"another (wrong number of tensors; {FACTOR_SOURCE})"
+            )
+    if reader.arch in FACTORS_UNUSED and any(n in tensors for n in created):
+        unused = f"{' and '.join(n for n in created if n in tensors)} not applied: llama.cpp's "
+        return None, None, f"{unused}{reader.arch} graph passes no factors"
     if "rope_freqs.weight" in tensors:
         return _factor_tensor(tensors, "rope_freqs.weight", rotary, refuse), "rope_freqs", None
     present = [n for n in FACTOR_TENSORS[1:] if n in tensors]
@@ -404,6 +474,46 @@ def _factor_tensor(tensors: dict, name: str, rotary: int, refuse) -> tuple[float
     if not (np.all(np.isfinite(values)) and np.all(values > 0)):
         refuse(f"tensor {name} holds factors that are not positive and finite")
     return tuple(values.tolist())
+
+
+def _within_bound(factors, rotary: int, theta: float, named: str, refuse) -> None:
+    """Refused where a factor turns its pair faster than ``fastest_frequency()``: there the
+    rope kind's bound is wider than the values it bounds, and a target that does not rotate
+    at all would conform."""
+    unscaled = positional.frequencies(rotary, theta)
+    fast = np.flatnonzero(unscaled / np.asarray(factors, np.float64) > fastest_frequency())
+    if not fast.size:
+        return
+    pair, fastest = int(fast[0]), fastest_frequency()
+    refuse(
+        f"{named}: factor {factors[pair]:.3g} turns pair {pair} "
+        f"{unscaled[pair] / factors[pair]:.3g} radians a position, over {fastest:.3g}, past "
+        f"which the rope kind's bound at position {LONGEST} exceeds the values it bounds (a "
+        f"target that does not rotate would conform): give pair {pair} a factor of at least "
+        f"{unscaled[pair] / fastest:.3g}"
+    )
+
+
+@functools.cache
+def fastest_frequency() -> float:
+    """The fastest a pair may turn (radians per position) for the rope kind to tell a
+    rotation from none: above it, positional.rope_bound (the kind's tolerance) on a unit
+    pair (1, 0) at position LONGEST in bfloat16, the loosest dtype the kit checks, reaches 1,
+    the size of the values it bounds. The bound grows with the frequency w, as LONGEST * w *
+    (|ln w| + 4) * eps(float32) for a scaled rule (the angle's error), so the point is found
+    by bisection on it: about 10."""
+    unit, at = np.array([[1.0, 0.0]]), np.array([LONGEST])
+
+    def bound(w: float) -> float:  # one pair turning at w: a factor 1/w on base**0 = 1
+        scaling = {"rope_type": "freq_factors", "factors": (1.0 / w,)}
+        found = positional.rope_bound(unit, at, scaling=scaling, rotary_dim=2, dtype="bfloat16")
+        return found[0, 0]
+
+    low, high = 1.0, 2.0**20  # the bound is below 1 at w = 1 and far above it at 2**20
+    for _ in range(60):
+        middle = math.sqrt(low * high)
+        low, high = (middle, high) if bound(middle) < 1.0 else (low, middle)
+    return low
 
 
 def _one_rotation(reader: _Reader, theta: float, scaling: dict | None, refuse) -> None:

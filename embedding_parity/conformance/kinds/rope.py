@@ -2,16 +2,18 @@
 
 Without a configuration the contract is the textbook's: the half layout, one base over the
 whole head of 16 dims. With one (``--config``, ``--model``) it is the model's rotation: its
-head_dim, the first rotary_dim dims rotated (the rest passed through, bit for bit), its
-layout, base and scaling rule with the rule's attention factor on cos and sin. The length
-rules (dynamic, longrope) take the length max(positions) + 1 of each call, Hugging Face's rule.
+head_dim, the first rotary_dim dims rotated (the last, ``rotary_last``, for llama.cpp's MLA
+graphs; the rest passed through, bit for bit), its layout, base and scaling rule with the
+rule's attention factor on cos and sin. The length rules (dynamic, longrope) take the length
+max(positions) + 1 of each call, Hugging Face's rule.
 
 Options shape the call as ports make it: ``head_dim`` (the textbook's head width, 16 unless
 given), ``batched`` (x (B, H, T, head_dim) at positions (B, T): packed and left-padded batches,
 Hugging Face's apply_rotary_pos_emb) and ``qk`` (f(q, k, positions) -> (q_rotated, k_rotated),
 read back stacked as (2, *q.shape)). The judge rotates a batch as its rows side by side, x
 (..., H, B*T, head_dim) at positions (B*T,): the rotation is per token, and the length rules
-see max(positions) + 1 of the whole batch, as Hugging Face's dynamic_rope_update does.
+see max(positions) + 1 of the whole batch, as Hugging Face's dynamic_rope_update does. Where
+the head's last dims rotate, the judge moves them to the front (``head_order``) and back.
 """
 
 from __future__ import annotations
@@ -179,7 +181,7 @@ class Rope(Kind):
         x, positions = self._inputs(params)
         if params["rope"].get("mrope"):
             return x, positions
-        return side_by_side(x, positions), positions.reshape(-1)
+        return side_by_side(x[..., head_order(params["rope"])], positions), positions.reshape(-1)
 
     def _rule(self, params):
         """(w, attention, rotary_dim) of the contract at this case's positions."""
@@ -246,7 +248,7 @@ class Rope(Kind):
         )
         w, attention, rotary = self._rule(params)
 
-        def turned(w=w, attention=attention, *, at=positions, layout=layout, scale_rest=1.0):
+        def turned(w=w, attention=attention, *, at=positions, layout=layout, scale_rest=1.0, x=x):
             return rotate(x, at, w, attention, layout=layout, scale_rest=scale_rest)
 
         other = "interleaved" if layout == "half" else "half"
@@ -277,13 +279,21 @@ class Rope(Kind):
             )
         found += _rule_mistakes(params, x, positions, turned, w, attention, rotary)
         if rotary < head:
+            order = head_order(rope)
+            as_called = x[..., np.argsort(order)]  # the head in the call's order
             whole = positional.frequencies(head, base, _for_whole_head(scaling))
             found.append(
                 (
-                    f"partial rotary ignored: the whole head rotated, not its first {rotary} dims",
-                    rotate(x, positions, whole, attention, layout=layout),
+                    f"partial rotary ignored: the whole head rotated, not its {_which(rope)} dims",
+                    rotate(as_called, positions, whole, attention, layout=layout)[..., order],
                 )
             )
+            if rope.get("rotary_last"):
+                said = (
+                    f"the first {rotary} dims rotated where llama.cpp's MLA graph rotates the "
+                    f"last {rotary} (its q_pe view at offset head_dim - n_rot = {head - rotary})"
+                )
+                found.append((said, turned(x=as_called)[..., order]))
             over_head = base ** -(np.arange(0, rotary, 2) / head)
             if scaling is None:
                 found.append(
@@ -338,9 +348,10 @@ class Rope(Kind):
         if actual.shape != x.shape or params["rope"].get("nope") or params["rope"].get("mrope"):
             return None
         w, _, _ = self._rule(params)
+        order = head_order(params["rope"])
         error = numerics.rotation_phase_error(
-            side_by_side(x, positions),
-            side_by_side(actual, positions),
+            side_by_side(x[..., order], positions),
+            side_by_side(actual[..., order], positions),
             positions.reshape(-1),
             w,
             layout=params["rope"]["layout"],
@@ -358,8 +369,9 @@ class Rope(Kind):
             return found or "changed where a NoPE layer returns x as it is"
         found = super().diagnose(params, actual, dtype, tolerance, error)
         x, _ = self._inputs(params)
-        rotary = params["rope"].get("rotary_dim") or params["rope"]["head_dim"]
-        rest, passed = x[..., rotary:], actual[..., rotary:]
+        rope = params["rope"]
+        rotary, order = rope.get("rotary_dim") or rope["head_dim"], head_order(rope)
+        rest, passed = x[..., order[rotary:]], actual[..., order[rotary:]]
         if rest.size and not numerics.same_bits(passed, rest.astype(passed.dtype)):
             rounded = rest.astype(np.float32).astype(rest.dtype)
             how = (
@@ -367,7 +379,8 @@ class Rope(Kind):
                 if numerics.same_bits(passed, rounded.astype(passed.dtype))
                 else "changed"
             )
-            changed = f"the dims past rotary_dim ({rotary}..{x.shape[-1] - 1}) {how}: they must pass through unchanged"
+            which = f"before the last {rotary}" if rope.get("rotary_last") else "past rotary_dim"
+            changed = f"the dims {which} ({order[rotary]}..{order[-1]}) {how}: they must pass through unchanged"
             return _with_phase(
                 f"{changed}; {found}" if found else changed, self.phase(params, actual)
             )
@@ -464,11 +477,27 @@ def side_by_side(x, positions) -> np.ndarray:
 
 
 def in_rows(y, params) -> np.ndarray:
-    """side_by_side undone: y (..., H, B*T, d) as (..., B, H, T, d) for a batched case."""
+    """The judge's arrangement undone: y (..., H, B*T, d) as (..., B, H, T, d) for a batched
+    case, the head's dims back in the call's order."""
+    y = y[..., np.argsort(head_order(params["rope"]))]
     if not params.get("batch"):
         return y
     *lead, h, bt, d = y.shape
     return np.moveaxis(y.reshape(*lead, h, BATCH, bt // BATCH, d), -3, -4)
+
+
+def head_order(rope) -> np.ndarray:
+    """The head's dims in the order the judge rotates them, the rotated ones first: the last
+    rotary_dim brought to the front where those turn (``rotary_last``), else as they are."""
+    head = rope["head_dim"]
+    rotary = rope.get("rotary_dim") or head
+    return np.roll(np.arange(head), rotary if rope.get("rotary_last") else 0)
+
+
+def _which(rope) -> str:
+    """The rotated dims in words: "first 16", "last 32"."""
+    rotary = rope.get("rotary_dim") or rope["head_dim"]
+    return f"{'last' if rope.get('rotary_last') else 'first'} {rotary}"
 
 
 def _signature(options, head) -> str:
@@ -510,9 +539,11 @@ def _rotation(rope) -> str:
     rotary = rope.get("rotary_dim") or rope["head_dim"]
     pairs = "(2i, 2i+1)" if rope["layout"] == "interleaved" else f"(i, i + {rotary // 2})"
     rule = "no scaling" if rope["scaling"] is None else f"the {rope['scaling']['rope_type']} rule"
-    rest = f", dims {rotary}.. passed through" if rotary < rope["head_dim"] else ""
+    head = rope["head_dim"]
+    passed = f"0..{head - rotary - 1}" if rope.get("rotary_last") else f"{rotary}.."
+    rest = f", dims {passed} passed through" if rotary < head else ""
     return (
-        f"the first {rotary} dims in pairs {pairs} turned by positions * w_i, w from base "
+        f"the {_which(rope)} dims in pairs {pairs} turned by positions * w_i, w from base "
         f"{rope['base']:g} and {rule} (cos and sin times its attention factor){rest}"
     )
 
