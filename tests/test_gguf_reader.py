@@ -14,6 +14,7 @@ from backends import numpy_backend, positional, pretrained
 from embedding_parity import configs
 from embedding_parity.cli import UsageError
 from embedding_parity.conformance import check
+from embedding_parity.conformance.adapters import sources
 from embedding_parity.conformance.kinds.base import LONG
 from embedding_parity.configs import gguf as gguf_config
 from tests.test_gguf_config import ARCH, LLAMA, kv, llama3_factors, raw_gguf, refused, text, write
@@ -74,6 +75,8 @@ def test_an_mla_rotation_is_refused_where_the_kit_would_rotate_the_first_dims(tm
         config.rope_options()  # the backends' apply_rope, which rotates the first
     with pytest.raises(UsageError, match="whose invariances the kit does not build"):
         config.options("rope_invariance")
+    with pytest.raises(UsageError, match="the sources' modules the first"):
+        sources.rotation(config.options("rope"))  # --against hf, torchtune
 
 
 # --- the factor tensors: where the loader creates them and the graph passes them -----------

@@ -47,6 +47,11 @@ def rotation(options: dict) -> dict:
             f"the {chosen} layers are not rotated (NoPE): there is no rotation to build; "
             "their contract is x returned as it is"
         )
+    if rope.get("rotary_last"):  # a GGUF's MLA graph (configs.gguf.MLA)
+        raise UsageError(
+            f"llama.cpp rotates the last {rope['rotary_dim']} dims of each head, the sources' "
+            "modules the first: check against the contract alone"
+        )
     return rope
 
 
