@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 import compare
 from backends import numpy_backend, positional, quantized
@@ -104,6 +105,41 @@ def test_a_correct_target_answering_in_one_buffer_conforms_in_process(kind):
         buffered.buffered(function), kind, config=config, checks=checks, framework="numpy"
     )
     assert report.conforms, [(c.check, c.detail) for c in report.checks]
+
+
+@pytest.mark.parametrize(
+    "kind, wrong",
+    [
+        ("lookup", numpy_targets.lookup_start_off_by_one),
+        ("sinusoidal", numpy_targets.sinusoidal_concat),
+        ("rope", numpy_targets.rope_interleaved),
+        ("alibi", numpy_targets.alibi_paper),
+        ("t5", numpy_targets.t5_boundary_off_by_one),
+        ("gradient", numpy_targets.gradient_assigns),
+    ],
+)
+def test_a_wrong_target_answering_in_one_buffer_is_told_what_it_is_told_without(kind, wrong):
+    _, _, checks = CORRECT[kind]
+    plain = api.check(wrong, kind, checks=checks, framework="numpy")
+    reused = api.check(buffered.buffered(wrong), kind, checks=checks, framework="numpy")
+    assert not plain.conforms
+    assert [(c.status, c.detail) for c in reused.checks] == [
+        (c.status, c.detail) for c in plain.checks
+    ]
+
+
+def test_a_torch_port_writing_with_out_conforms():
+    """torch.add(..., out=) into one preallocated tensor: the kit reads torch's memory
+    through a view (Tensor.numpy), so each answer is copied before the next call."""
+    workspace = torch.empty(1 << 16)
+
+    def lookup(token_table, position_table, token_ids, start):
+        rows = token_table[token_ids]
+        out = workspace[: rows.numel()].view(rows.shape)
+        return torch.add(rows, position_table[start : start + token_ids.shape[-1]], out=out)
+
+    report = runner.run(lookup, "lookup_invariance", framework="torch")
+    assert report.conforms, [c.detail for c in report.checks]
 
 
 ROPE_CHECKS = [
