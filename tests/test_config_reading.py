@@ -395,6 +395,50 @@ def test_check_refuses_a_bad_field_with_exit_two(tmp_path, capsys, fields, field
     refused_in_one_line(done, f"--config {path}", field)
 
 
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        ({**LLAMA, "hidden_size": "DIGITS"}, "hidden_size"),
+        (
+            {**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": "DIGITS"}},
+            "rope_scaling factor",
+        ),
+        ({**LLAMA, "layer_types": ["full_attention", "-DIGITS"]}, "layer_types[1]"),
+    ],
+)
+def test_an_integer_longer_than_python_converts_is_named_with_its_field(
+    tmp_path, capsys, fields, field
+):
+    path = tmp_path / "config.json"
+    digits = "9" * (sys.get_int_max_str_digits() + 700)  # json.loads alone: a bare ValueError
+    text = json.dumps(fields).replace('"-DIGITS"', f"-{digits}").replace('"DIGITS"', digits)
+    path.write_text(text)
+    done = here(capsys, "check", TARGET, "--kind", "rope", "--config", str(path))
+    refused_in_one_line(done, f"--config {path}: {field} is an integer of {len(digits)} digits")
+
+
+@pytest.mark.parametrize("special", ["fifo", "folder"])
+def test_an_unreadable_tokenizer_beside_the_config_is_named_not_passed_over(
+    tmp_path, capsys, special
+):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LLAMA, "vocab_size": 12}))
+    tokenizer = tmp_path / "tokenizer.json"
+    os.mkfifo(tokenizer) if special == "fifo" else os.mkdir(tokenizer)
+    done = here(capsys, "check", TARGET, "--kind", "lookup", "--config", str(path))
+    refused_in_one_line(done, f"{tokenizer} is not a regular file", "tokenizer.json, read for")
+
+
+@pytest.mark.parametrize("base", ["500000", "10000"])  # 10000: the default, given
+@pytest.mark.parametrize("flag", ["--model", "--config"])
+def test_check_refuses_a_base_beside_a_config(tmp_path, capsys, flag, base):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA))
+    config = "llama-3.2-1b" if flag == "--model" else str(path)
+    done = here(capsys, "check", TARGET, "--kind", "rope", flag, config, "--base", base)
+    refused_in_one_line(done, "--base comes from the config (rope_theta)")
+
+
 def test_seed_refuses_a_base_that_overflows_the_frequencies(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**LLAMA, "rope_theta": 1e-300}))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 from dataclasses import replace
 
 from embedding_parity import outputs
@@ -32,6 +33,7 @@ __all__ = ["Configuration", "from_fields", "listing", "preset", "read"]
 
 
 MOST_CONFIG_BYTES = 4 << 20  # a config.json is a few KB (Phi-3's long-factor lists: 10 KB)
+FLOAT64_DIGITS = len(str(int(sys.float_info.max)))  # 309: every number the kit reads fits
 MOST_DEPTH = 32  # a config.json nests a few levels (text_config, rope_scaling, a factor list)
 
 
@@ -50,14 +52,24 @@ def read(path: str) -> Configuration:
 
 def tokenizer_size(folder: str) -> int | None:
     """The ids of the tokenizer.json in ``folder`` (its vocabulary and added tokens, as
-    the ``tokenizers`` library counts them), or None where there is none to read."""
+    the ``tokenizers`` library counts them), or None where there is none (or no library to
+    read it); one that is there but unreadable (a FIFO, a folder, no permission) is refused,
+    not passed over: the padding rows past its ids would go unchecked."""
     path = os.path.join(folder or ".", "tokenizer.json")
-    if not os.path.isfile(path) or importlib.util.find_spec("tokenizers") is None:
+    if not os.path.lexists(path) or importlib.util.find_spec("tokenizers") is None:
         return None
     from tokenizers import Tokenizer
 
     try:
-        return Tokenizer.from_file(path).get_vocab_size(with_added_tokens=True)
+        with outputs.open_regular(path) as file:
+            data = file.read()
+    except outputs.Unreadable as why:
+        raise UsageError(
+            f"{path} {why}: the config's folder holds a tokenizer.json, read for its ids; make "
+            "it a readable file, or move it away"
+        ) from None
+    try:
+        return Tokenizer.from_buffer(data).get_vocab_size(with_added_tokens=True)
     except Exception as error:  # noqa: BLE001 - the library's own error, said in one line
         said = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
         raise UsageError(f"{path}: not a tokenizer the tokenizers library reads: {said}") from None
@@ -87,7 +99,7 @@ def load_json(path: str, where: str):
     except outputs.Unreadable as why:
         raise UsageError(f"{where} {why}") from None
     try:
-        fields = json.loads(text)
+        fields = json.loads(text, parse_int=_integer)
     except json.JSONDecodeError as error:
         raise UsageError(f"{where}: not a JSON file ({error})") from None
     except RecursionError:
@@ -96,7 +108,45 @@ def load_json(path: str, where: str):
         raise UsageError(
             f"{where}: nested over {MOST_DEPTH} levels deep; a config.json nests a few"
         )
+    for field, value in _values(fields):
+        if isinstance(value, _Digits):
+            raise UsageError(
+                f"{where}: {field} is an integer of {value.count} digits, past the "
+                f"{sys.get_int_max_str_digits()} Python converts and the {FLOAT64_DIGITS} of "
+                "the largest number a field can hold (float64's); correct it"
+            )
     return fields
+
+
+class _Digits:
+    """An integer of more digits than Python converts, kept as its count for its field to be
+    named once the whole file is read (json.loads alone says neither file nor field)."""
+
+    def __init__(self, count: int):
+        self.count = count
+
+
+def _integer(digits: str):
+    try:
+        return int(digits)
+    except ValueError:  # past sys.get_int_max_str_digits()
+        return _Digits(len(digits.lstrip("-")))
+
+
+def _values(fields):
+    """(the field's name, its value) of every value in a config, nested ones named by their
+    path ("rope_scaling factor", "long_factor[3]"), without recursion."""
+    level = [("", fields)]
+    while level:
+        deeper = []
+        for name, held in level:
+            if isinstance(held, dict):
+                deeper += [(f"{name} {key}".strip(), value) for key, value in held.items()]
+            elif isinstance(held, list):
+                deeper += [(f"{name}[{i}]", value) for i, value in enumerate(held)]
+            else:
+                yield name, held
+        level = deeper
 
 
 def _depth(value) -> int:

@@ -61,7 +61,6 @@ from embedding_parity.jobs import command
 from embedding_parity.usage import UsageError
 
 COMMAND = "check"
-DEFAULT_BASE = 10000.0
 
 
 def add_arguments(parser) -> None:
@@ -72,8 +71,7 @@ def add_arguments(parser) -> None:
     add(
         "--base",
         type=command.base,
-        default=10000.0,
-        help="rope and sinusoidal base (default: %(default)g)",
+        help="rope and sinusoidal base (default: 10000)",
     )
     add("--padding-idx", type=command.at_least(0), help="gradient: the row that must not learn")
     add("--config", metavar="CONFIG", help="a model's config.json (or .gguf): the contract it sets")
@@ -211,7 +209,7 @@ def main(args) -> int:
 
     options = api.options_for(
         args.kind,
-        base=None if args.base == DEFAULT_BASE else args.base,
+        base=args.base,
         padding_idx=args.padding_idx,
         head_dim=args.head_dim,
         batched=args.batched,
@@ -335,7 +333,7 @@ def _results(args) -> int:
     given.update({"--padding-idx": args.padding_idx, "--batched": args.batched or None})
     given.update({"--qk": args.qk or None, "--against-framework": args.against_framework})
     given["--through"] = args.through
-    given["--base"] = None if args.base == DEFAULT_BASE else args.base
+    given["--base"] = args.base
     given.update({"--layer": args.layer, "--layer-type": args.layer_type})
     for flag, value in given.items():
         if value is not None:
@@ -353,7 +351,7 @@ def _configured(args) -> dict:
 
     if args.config is not None and args.model is not None:
         raise UsageError("give --config or --model, not both")
-    if args.base != DEFAULT_BASE:
+    if args.base is not None:  # even 10000, the default: the config's rope_theta decides
         raise UsageError(
             "--base comes from the config (rope_theta): leave it out with --config or --model"
         )
@@ -389,7 +387,7 @@ def _known(args) -> int:
     given["--qk"] = args.qk or None
     given["--against-framework"] = args.against_framework
     given["--through"] = args.through
-    given["--base"] = None if args.base == DEFAULT_BASE else args.base
+    given["--base"] = args.base
     given.update({"--layer": args.layer, "--layer-type": args.layer_type})
     for flag, value in given.items():
         if value is not None:
