@@ -219,3 +219,11 @@ def test_a_result_file_changed_after_the_worker_wrote_it_is_never_read(worker, m
     report = runner.run(f"{BUFFERED}:lookup", "lookup", worker=worker, only="forward float32")
     assert [c.status for c in report.checks] == ["failed"]
     assert "the result file was changed after the worker wrote it" in report.checks[0].detail
+
+
+def test_a_result_of_the_widest_elements_is_read_not_taken_for_a_forged_one(worker):
+    report = runner.run(
+        f"{FORGING}:rope_in_complex256", "rope", worker=worker, checks=["rotation float32"]
+    )
+    assert report.checks[0].status == "differs"
+    assert "returns complex256 for float32 (a silent change of dtype)" in report.checks[0].detail

@@ -42,7 +42,7 @@ ROOT = str(Path(__file__).resolve().parents[2])  # holds backends/ and embedding
 IMPORT_SECONDS = 180  # the target's own import (transformers takes seconds) and the frameworks'
 POLL_SECONDS = 0.1  # where no pidfd tells that the worker exited, how often to look
 LOG_BYTES = 1 << 16  # the tail of a worker's printing kept for its last line
-LARGEST_ITEM, NPY_HEADER = 16, 4096  # bytes of a complex128 element, of a .npy header at most
+LARGEST_ITEM, NPY_HEADER = 32, 4096  # bytes of a complex256 element, of a .npy header at most
 KEY_BYTES = 32  # of the key each worker signs its answers with (HMAC-SHA256's block is 64)
 
 

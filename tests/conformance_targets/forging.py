@@ -35,3 +35,9 @@ def wraps_and_forges(token_table, position_table, token_ids, start):
 def forges_every_answer(token_table, position_table, token_ids, start):
     _forge()
     return _lookup(token_table, position_table, token_ids, start)
+
+
+def rope_in_complex256(x, positions):
+    """No forger: a result of 32-byte elements, whose file is read whole and signed as any
+    other, never taken for a forged one."""
+    return x.astype(np.clongdouble)
