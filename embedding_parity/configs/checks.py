@@ -123,12 +123,12 @@ def flag(value, field: str, where: str) -> bool | None:
 
 
 def multiplier(value, field: str, where: str) -> float:
-    """An input embedding multiplier whose scaled rows the scaled_inputs check can judge: rows
-    of magnitude 1 times it must stay normal numbers in every dtype the check runs (its bound is
-    exactness, half an ulp). Past the narrowest dtype's largest finite number the rows are
-    infinite, and an infinite answer equals them (a Granite embedding_multiplier of 1e308 passed
-    a target that returns infinities); below its smallest normal number their ulp outgrows the
-    rows themselves, down to 0, and zeros pass."""
+    """An input embedding multiplier whose scaled rows the scaled_inputs check can judge (bit
+    for bit): rows of magnitude 1 times it must stay normal numbers in every dtype the check
+    runs. Past the narrowest dtype's largest finite number the rows are infinite, and an
+    infinite answer equals them (a Granite embedding_multiplier of 1e308 passed a target that
+    returns infinities); below its smallest normal number they lose their digits to the
+    subnormal spacing, down to 0, and zeros pass."""
     number = positive(value, field, where)
     least = max(float(ml_dtypes.finfo(d).tiny) for d in validation.DTYPES.values())
     most = min(float(ml_dtypes.finfo(d).max) for d in validation.DTYPES.values())
@@ -208,9 +208,9 @@ def _divisor(scaling: dict, position: int, pair: int) -> tuple[str, int | None]:
 
 
 def _least(ratio_at, given: float) -> float:
-    """The smallest factor at which ``ratio_at`` falls below 1, from ``given`` (above it) and 1
-    (below it: no factor of 1 turns a pair faster than 1 radian a position), bisected in log
-    space and rounded up to three digits."""
+    """The smallest factor at which ``ratio_at`` falls below 1, bisected in log space between
+    ``given`` (where it is 1 or more) and 1 (where it is below: a factor of 1 turns no pair
+    faster than 1 radian a position), rounded up to three digits."""
     low, high = math.log(given), 0.0
     for _ in range(64):
         middle = (low + high) / 2
