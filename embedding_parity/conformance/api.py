@@ -166,9 +166,9 @@ def failure_message(report: Report, implementation, kind: str, kwargs: dict) -> 
     failing = [c for c in report.checks if c.status not in ACCEPTED]
     if report.strict:
         failing += [c for c in report.checks if c.status == "fixed"]
-    if not failing:  # nothing conformed: every check's dtype refused
+    if not failing:  # no valid case answered: refusals alone
         refused = "; ".join(f"{c.check}: {c.detail}" for c in report.checks)
-        return f"{report.target} does not conform to {kind}: no check conforms ({refused})"
+        return f"{report.target} does not conform to {kind}: {report.unanswered()} ({refused})"
     lines = [
         (
             f"{report.target} does not conform to {kind}: {len(failing)} of "

@@ -52,8 +52,9 @@ RULES = {
     "raise: the call must raise (a bad id: any returned value is a silent wrong answer)",
     "result_dtype": "the dtype the result must have; 'any float': judged in the float dtype "
     "it has (expected and tolerance are given at float32); 'any integer': any integer dtype",
-    "raising": "a valid case that raises differs, but in a dtype other than float32, where it "
-    "is reported as rejected (the dtype is not supported)",
+    "raising": "a valid case that raises differs, but where its message names the case's "
+    "dtype, other than float32 (or, in quantized_lookup, its format): then it is reported as "
+    "rejected (not supported); a report with no valid case answered is NO VERDICT",
     "bfloat16": f'arrays whose dtype is bfloat16 are stored as their {BITS} ("stored")',
 }
 

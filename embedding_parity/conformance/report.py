@@ -37,6 +37,7 @@ class CheckResult:
     ulps: float | None = None  # the largest of its cases'
     mismatch: dict | None = None  # the first differing element of its first differing case
     reason: str | None = None  # why it is expected to differ (--expect), if it is
+    valid: bool = True  # its cases are valid inputs (a bad id's check: False; it must raise)
 
 
 @dataclass
@@ -56,17 +57,49 @@ class Report:
 
     @property
     def conforms(self) -> bool:
-        """Every check conforms, was rejected (a dtype refused is not a wrong answer) or
-        differs as expected; a fixed expectation too, unless strict. Never for a part of the
-        battery: results judged from a folder that leaves out a check (``left_out``)."""
-        return self.accepted and not self.left_out
+        """Every check conforms, was rejected (a dtype or format the target's error names is
+        not a wrong answer) or differs as expected; a fixed expectation too, unless strict; and
+        a valid case was answered and held to the contract (``answered``). Never for a part of
+        the battery: results judged from a folder that leaves out a check (``left_out``)."""
+        return self.verdict == "CONFORMS"
+
+    @property
+    def verdict(self) -> str:
+        """CONFORMS; DIFFERS (a check differs or failed); INCOMPLETE (a folder that leaves out
+        checks); NO VERDICT (every check accepted, but no valid case answered: refusals
+        alone, a bad id's or a dtype's, are no evidence)."""
+        if not self.accepted:
+            return "DIFFERS"
+        if self.left_out:
+            return "INCOMPLETE"
+        return "CONFORMS" if self.answered else "NO VERDICT"
 
     @property
     def accepted(self) -> bool:
-        """Every check that was run is accepted, as ``conforms`` says, whatever was left out."""
+        """Every check that was run is accepted, as ``conforms`` says, whatever was left out
+        and whatever was answered."""
         accepted = ACCEPTED if self.strict else (*ACCEPTED, "fixed")
-        return any(c.status in ("conforms", "expected", "fixed") for c in self.checks) and all(
-            c.status in accepted for c in self.checks
+        return all(c.status in accepted for c in self.checks)
+
+    @property
+    def answered(self) -> bool:
+        """Whether a valid case was answered and held to its contract: the evidence a verdict
+        of conformance needs (a bad id that raises, a refused dtype, a difference expected are
+        none)."""
+        return any(case["status"] == "conforms" for c in self.checks if c.valid for case in c.cases)
+
+    def unanswered(self) -> str:
+        """Why no valid case was answered, in one line: a report of NO VERDICT's."""
+        valid = ", ".join(f"{c.check}: {c.status}" for c in self.checks if c.valid)
+        why = (
+            f"no valid check conforms ({valid}): give it a dtype or format it reads (every "
+            "target must read float32)"
+            if valid
+            else "only bad ids were tried: choose a check of valid inputs too"
+        )
+        return (
+            f"no verdict: not one valid case was answered and held to {self.kind}'s contract, "
+            f"and a refusal is no evidence of conformance; {why}"
         )
 
     def lines(self) -> list[str]:
@@ -105,19 +138,20 @@ class Report:
             )
             if counts[s]
         )
-        verdict = "CONFORMS" if self.conforms else "DIFFERS"
         if self.left_out:
             lines.append(
                 f"left out: {len(self.left_out)} checks of {self.kind}'s battery are not in the "
                 f"folder ({', '.join(self.left_out)}): a part of the battery is no verdict of "
                 "conformance; export the whole battery"
             )
-            verdict = "INCOMPLETE" if self.accepted else verdict
-        return [*lines, f"{verdict}: {summary} ({self.seconds:.1f} s)"]
+        if self.verdict == "NO VERDICT":
+            lines.append(self.unanswered())
+        return [*lines, f"{self.verdict}: {summary} ({self.seconds:.1f} s)"]
 
     def record(self) -> dict:
         """Everything, JSON-ready: an infinite or NaN error as the string "inf" or "nan"."""
         record = {"schema_version": SCHEMA_VERSION, **asdict(self), "conforms": self.conforms}
+        record["verdict"] = self.verdict
         return _finite(record)
 
 
@@ -200,6 +234,7 @@ def check_results(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
         grouped.setdefault(case.check, []).append((case, verdict))
     results = []
     for check, pairs in grouped.items():
+        valid = all(c.params.get("bad") is None for c, _ in pairs)
         cases_ = [
             {
                 "label": c.label,
@@ -214,7 +249,7 @@ def check_results(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
         phases = [v.phase for _, v in pairs if v.phase]
         phase = max(phases, key=lambda p: max(p["positions"]), default=None)
         sizes = [v.ulps for _, v in pairs if v.ulps is not None]
-        more = {"ulps": max(sizes) if sizes else None}
+        more = {"ulps": max(sizes) if sizes else None, "valid": valid}
         statuses = {v.status for _, v in pairs}
         if statuses == {"conforms", "rejected"}:  # refused some cases of a dtype, not the dtype
             case, verdict = next((c, v) for c, v in pairs if v.status == "rejected")

@@ -109,8 +109,10 @@ class Check:
     """One check of a kind, called on an implementation: ``check(implementation)`` raises
     AssertionError with the first mismatch and a line that reproduces it (a difference,
     which an expected failure may name); fails the test outright where the check failed (a
-    hang, a crash: never an expected difference); skips where the implementation refuses
-    the check's dtype (rejected: not a wrong answer)."""
+    hang, a crash: never an expected difference), and where the battery answered no valid
+    case (its refusals, a bad id's or a dtype's, pass no test: no verdict); skips where the
+    implementation refuses the check's dtype or format, its error naming it (rejected: not a
+    wrong answer), in a battery that answered a valid case."""
 
     def __init__(self, battery: Battery, name: str):
         self.battery, self.name = battery, name
@@ -122,11 +124,13 @@ class Check:
         found = next(c for c in whole.checks if c.check == self.name)
         report = dataclasses.replace(whole, checks=[found], unmatched=[])
         kind, kwargs = self.battery.kind, {**self.battery.settings, "checks": [self.name]}
+        if not whole.answered and found.status in ("conforms", "rejected"):
+            pytest.fail(f"{self.name}: {found.detail}; {whole.unanswered()}", pytrace=False)
         if found.status == "rejected":
             pytest.skip(f"{self.name}: {found.detail}")
         if found.status == "failed":
             pytest.fail(api.failure_message(report, implementation, kind, kwargs), pytrace=False)
-        if not report.conforms:
+        if not report.accepted:
             raise AssertionError(api.failure_message(report, implementation, kind, kwargs))
         return report
 

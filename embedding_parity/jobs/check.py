@@ -43,7 +43,8 @@ Exit status: 0 every check conforms, or differs as --expect said (with --known: 
 own control rows conform), 1 one differs or fails (the report says which and how; with
 --strict, an expected difference that conforms too; with --results, a folder that leaves out
 checks of the battery), 2 bad usage (TARGET cannot be imported or is not callable, a flag
-that does not fit).
+that does not fit), 3 no verdict: not one valid case was answered (every one refused, its
+dtype or format named by the error, or only bad ids tried): a refusal is no evidence.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from embedding_parity.jobs import command
 from embedding_parity.usage import UsageError
 
 COMMAND = "check"
+EXIT_STATUS = {"CONFORMS": 0, "DIFFERS": 1, "INCOMPLETE": 1, "NO VERDICT": 3}
 
 
 def add_arguments(parser) -> None:
@@ -247,7 +249,7 @@ def _report(args, report) -> int:
     print("\n".join(report.lines()))
     if args.json:
         _write_json(args.json, report.record())
-    return 0 if report.conforms else 1
+    return EXIT_STATUS[report.verdict]
 
 
 def _expected(args) -> dict:

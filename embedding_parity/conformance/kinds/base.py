@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +36,15 @@ BAD_IDS = {"vocab_size": VOCAB, "-1": -1, "far out of range": 2**31 - 33}
 # overflow at position 65537, a reference's underflow in a cast to bfloat16, a NaN compared)
 # is a value of the contract, never an error to raise or warn about.
 KIT_ERRORS = {"all": "ignore"}
+# The names an error may give the dtype it refuses (torch's 'Half', 'BFloat16' and 'Double',
+# ONNX's tensor(double), ggml's f16 and bf16): a valid case's error that names none of its
+# dtype's is no refusal of the dtype, but a valid input refused (a target that raises on every
+# call refuses no dtype).
+DTYPE_NAMES = {
+    "float64": ("float64", "double", "f64", "fp64"),
+    "float16": ("float16", "half", "f16", "fp16"),
+    "bfloat16": ("bfloat16", "bf16"),
+}
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,13 @@ def conforms(detail, **more) -> Verdict:
 
 def differs(detail, **more) -> Verdict:
     return Verdict("differs", detail, **more)
+
+
+def names(text: str, words) -> bool:
+    """Whether ``text`` names one of ``words``, a whole word in any case: "BFloat16" names
+    bfloat16, and does not name float16."""
+    spelled = "|".join(re.escape(w) for w in words)
+    return re.search(rf"(?<![a-z0-9])(?:{spelled})(?![a-z0-9])", text, re.IGNORECASE) is not None
 
 
 def integer_mismatch(actual: np.ndarray, expected: np.ndarray, wrong: np.ndarray) -> dict:
@@ -197,9 +214,7 @@ class Kind:
         if outcome.raised:
             if params.get("bad"):
                 return conforms(f"raises {outcome.raised}")
-            if params.get("dtype", "float32") != "float32":  # a dtype it does not support
-                return Verdict("rejected", f"rejects {params['dtype']}: {outcome.raised}")
-            return differs(f"raises {outcome.raised} on a valid input")
+            return self.raised_on_valid(params, outcome.raised)
         if outcome.returned:
             if params.get("bad") is not None:
                 return differs(f"returns {outcome.returned} for a bad id: a silent answer")
@@ -209,6 +224,20 @@ class Kind:
         if params.get("bad"):
             return self.classify_bad(params, outcome.array)
         return self.compare(params, outcome.array)
+
+    def raised_on_valid(self, params: dict, raised: str) -> Verdict:
+        """The verdict on a valid case that raised: rejected where the error names the case's
+        dtype, other than float32 (a dtype the target does not support, said so); else a
+        valid input refused."""
+        dtype = params.get("dtype")
+        if dtype in DTYPE_NAMES and names(raised, DTYPE_NAMES[dtype]):
+            return Verdict("rejected", f"rejects {dtype}: {raised}")
+        if dtype in DTYPE_NAMES:
+            return differs(
+                f"raises {raised} on a valid input (an error that does not name {dtype} is no "
+                "refusal of the dtype)"
+            )
+        return differs(f"raises {raised} on a valid input")
 
     def argument_names(self, params: dict) -> list[str]:
         return self.contract.split("(", 1)[1].split(")", 1)[0].split(", ")
@@ -240,6 +269,8 @@ class Kind:
         if self.exact and numerics.same_bits(actual, expected):
             return conforms("bit-identical", ulps=size, phase=phase)
         tolerance = self.tolerance(params, dtype)
+        if not self.exact and (vacuous := _vacuous(tolerance, reference)):
+            return Verdict("failed", vacuous)
         error = numerics.max_error(actual, reference)
         if not self.exact:
             size = numerics.ulps_at_scale(error, reference, dtype)
@@ -297,6 +328,23 @@ class Kind:
 
 
 _guard_methods(Kind)
+
+
+def _vacuous(tolerance, reference) -> str:
+    """Why a bound cannot tell right from wrong, or "": a bound as wide as the largest value it
+    judges passes an answer of zeros, or a rotation left undone (a scaling factor of 1e-300
+    widens a rotation's bound to 1e290). Whatever numbers made it, the check says so rather
+    than conform."""
+    bound = float(np.max(tolerance))
+    magnitudes = np.abs(reference)
+    largest = float(np.max(magnitudes, initial=0.0, where=np.isfinite(magnitudes)))
+    if bound == 0 or bound < largest:
+        return ""
+    return (
+        f"the kit cannot judge it: its bound ({bound:.2g}) is as wide as the largest value it "
+        f"judges ({largest:.2g}), so an answer of zeros would pass; the contract's numbers (a "
+        "scaling factor, a multiplier) leave the check no teeth"
+    )
 
 
 def low_precision_angles(positions, frequencies, dtype):
