@@ -20,6 +20,8 @@ MOST_TOKEN_ID = 1 << 24
 MOST_LAYERS = 4096  # decoder layers; the deepest models have about 128
 MOST_INT = 2**31 - 1  # widths, lengths and token ids fit an int32 in every backend
 SHOWN = 60  # characters of a refused value quoted in the message
+# The dtype whose check's bound is the widest: the largest epsilon of those the kit checks.
+LOOSEST = max(validation.DTYPES, key=lambda name: ml_dtypes.finfo(validation.DTYPES[name]).eps)
 # The last position of each of the rope kind's checks (kinds/rope.py: "rotation" at 0..15,
 # "long positions" to 131071, kinds/base.py LONG; tests/test_config_bounds.py holds them equal).
 CHECKED_POSITIONS = (15, (1 << 17) - 1)
@@ -146,8 +148,8 @@ def checkable_scaling(theta: float, scaling: dict | None, rotary_dim: int, where
     """A scaling rule whose rope check can tell a rotation from none; else refused, naming the
     factor, the smallest that keeps the check's teeth, and why.
 
-    The rope kind's bound (``positional.rope_bound``, float32's: the compute dtype of every
-    check but float64's) on a pair (1, 0) turned to position p is s (dt + d/2 + 2c + d), its
+    The rope kind's bound (``positional.rope_bound``, in LOOSEST: the check must keep its teeth
+    in every dtype) on a pair (1, 0) turned to position p is s (dt + d/2 + 2c + d), its
     angle error dt = p w (e(w) + c/2) growing with the pair's frequency w; the values it bounds
     are the turned pair, of size s. A factor that divides w by a tiny number (linear factor
     1e-300: w = 1e300) makes the bound larger than those values at the positions the kind
@@ -182,8 +184,8 @@ def checkable_scaling(theta: float, scaling: dict | None, rotary_dim: int, where
 
 
 def _ratios(theta: float, scaling, rotary_dim: int) -> np.ndarray:
-    """(positions, pairs): the ratio of the rope check's float32 bound to the values it bounds,
-    a pair (1, 0) turned (half layout) to each of CHECKED_POSITIONS."""
+    """(positions, pairs): the ratio of the rope check's bound in LOOSEST to the values it
+    bounds, a pair (1, 0) turned (half layout) to each of CHECKED_POSITIONS."""
     x = np.zeros((1, rotary_dim))
     x[:, : rotary_dim // 2] = 1.0
     found = []
@@ -191,7 +193,7 @@ def _ratios(theta: float, scaling, rotary_dim: int) -> np.ndarray:
         for position in CHECKED_POSITIONS:
             at = np.array([position])
             bound = positional.rope_bound(
-                x, at, base=theta, scaling=scaling, rotary_dim=rotary_dim, dtype="float32"
+                x, at, base=theta, scaling=scaling, rotary_dim=rotary_dim, dtype=LOOSEST
             )[0, : rotary_dim // 2]
             _, attention = positional.rope_parameters(rotary_dim, theta, scaling, position + 1)
             found.append(np.nan_to_num(bound / attention, nan=math.inf, posinf=math.inf))
