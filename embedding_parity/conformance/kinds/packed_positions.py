@@ -5,6 +5,8 @@ Training packs documents into one row; their positions restart at each document,
 from padding_idx + 1 for RoBERTa-style models (``--model roberta-base``: every case at that
 start; otherwise the battery tries 0 and 2). A port that numbers the row as one sequence
 gives every document after the first the wrong rotation or position row (OLMo-core PR #591).
+Documents of 130 and 32770 tokens tell a port that holds its positions in int8 or int16, or
+sums the documents' offsets in int16, where the count wraps.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ PACKS = (
     ("one token each", (1, 1, 1, 1)),
     ("one document", (16,)),
     ("documents of 3, 1, 9, 2 and 1 tokens", (3, 1, 9, 2, 1)),
+    ("a document of 130 tokens, then 5", (130, 5)),  # past int8's 127
+    ("a document of 32770 tokens, then 3", (32770, 3)),  # past int16's 32767
 )
 
 
@@ -62,6 +66,17 @@ class PackedPositions(Kind):
                 (f"start ignored: each document from 0, not {start}", self.reference(params, 0))
             )
         found.append(("each document from start + 1", self.reference(params) + 1))
+        for small in (np.int8, np.int16):
+            name = f"positions held in {np.dtype(small).name}: they wrap past {np.iinfo(small).max}"
+            found.append((name, self.reference(params).astype(small)))
+        ends = np.cumsum(lengths.astype(np.int16), dtype=np.int16)  # wraps past 32767
+        offsets = np.repeat(np.concatenate([[0], ends[:-1]]).astype(np.int64), lengths)
+        found.append(
+            (
+                "the documents' offsets summed in int16: they wrap past 32767",
+                start + np.arange(whole) - offsets,
+            )
+        )
         return found
 
     def compare(self, params, actual):

@@ -5,10 +5,13 @@ fetched from its bytes; bit for bit ``gguf.quants.dequantize(blocks, format)[tok
 token; ``format`` its ggml type's name (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K:
 ``backends.quantized``); the result is float32, (..., T, dim). Every value is a float16 scale
 times a small integer (exact in float32), plus or minus a min (one rounding), so there is no
-tolerance. The battery's tables hold random bytes with finite scales, 64 rows of two blocks,
-and ids from the table's first half (so that a port which counts its row offset in elements
-stays inside the bytes and its answer can be named). A port may refuse a format it does not
-read (it raises): that row says so; it may never return another table's values.
+tolerance. The battery's tables hold random bytes with finite scales, 64 rows, and each
+format is asked three ways: ids from the table's first half, rows of two blocks (so that a port
+which counts its row offset in elements stays inside the bytes and its answer can be named);
+ids from both halves and the last row; and rows of three blocks (an odd count: a pairwise loop
+that forgets its tail drops the last). A port may refuse a format it does not read, its error
+naming the format: that row says so; any other error on a valid case is a valid input refused,
+and it may never return another table's values.
 
 The mistakes (vLLM PR #30424, llama.cpp #13839, defenseclaw PR #679): the bytes read as
 floats, the float16 scale read as another type, the row offset counted in elements instead of
@@ -22,10 +25,21 @@ import numpy as np
 
 from backends import quantized
 from embedding_parity.conformance import numerics
-from embedding_parity.conformance.kinds.base import BAD_IDS, VOCAB, Case, Kind, T, Verdict, differs
+from embedding_parity.conformance.kinds.base import (
+    BAD_IDS,
+    VOCAB,
+    Case,
+    Kind,
+    T,
+    Verdict,
+    differs,
+    names,
+)
 
-BLOCKS_PER_ROW = 2
 BAD_FORMATS = ("Q8_0", "Q4_K")  # one of each block size tries the bad ids
+# (shape of the ids, blocks per row, the rows they fetch): each format's cases
+FIRST_HALF, EVERYWHERE = "the first half", "both halves and the last row"
+ASKED = (((T,), 2, FIRST_HALF), ((3, T), 2, EVERYWHERE), ((T,), 3, EVERYWHERE))
 
 
 class QuantizedLookup(Kind):
@@ -39,12 +53,15 @@ class QuantizedLookup(Kind):
     def cases(self, options):
         found = []
         for kind in quantized.KINDS:
-            for shape in ((T,), (3, T)):
-                params = {"format": kind, "shape": shape, "seed": len(found), "dtype": "float32"}
-                found.append(Case(f"{kind} rows", f"{len(shape)}-D ids, {_width(kind)}", params))
+            for shape, blocks, rows in ASKED:
+                params = {"format": kind, "shape": shape, "blocks": blocks, "rows": rows}
+                params |= {"seed": len(found), "dtype": "float32"}
+                label = f"{len(shape)}-D ids from {rows}, {_width(kind, blocks)}"
+                found.append(Case(f"{kind} rows", label, params))
         for kind in BAD_FORMATS:
             for label, bad in BAD_IDS.items():
-                params = {"format": kind, "shape": (3,), "seed": 0, "dtype": "float32", "bad": bad}
+                params = {"format": kind, "shape": (3,), "blocks": 2, "seed": 0, "dtype": "float32"}
+                params["bad"] = bad
                 found.append(Case(f"bad id: {label}", f"{kind}, token_ids [3, {bad}, 5]", params))
         return found
 
@@ -53,17 +70,16 @@ class QuantizedLookup(Kind):
 
     def arguments(self, params):
         kind = params["format"]
-        blocks = quantized.random_blocks(kind, VOCAB, _dim(kind), seed=params["seed"])
+        blocks = quantized.random_blocks(kind, VOCAB, _dim(params), seed=params["seed"])
         if params.get("bad") is not None:
             ids = np.resize(np.array([3, params["bad"], 5], np.int64), params["shape"])
         else:
-            rng = np.random.default_rng(params["seed"] + 1)
-            ids = rng.integers(0, VOCAB // 2, params["shape"]).astype(np.int64)
+            ids = _ids(params)
         return [blocks, kind, ids]
 
     def reference(self, params):
         blocks, kind, ids = self.arguments(params)
-        table = quantized.QuantizedTable(kind, blocks, _dim(kind))
+        table = quantized.QuantizedTable(kind, blocks, _dim(params))
         return quantized.owner_rows(table, ids).astype(np.float64)
 
     def expected_dtype(self, params, actual):
@@ -71,7 +87,7 @@ class QuantizedLookup(Kind):
 
     def mistakes(self, params):
         blocks, kind, ids = self.arguments(params)
-        dim = _dim(kind)
+        dim = _dim(params)
 
         def read(rows, ops=quantized.NUMPY):
             values = quantized.decode(ops, kind, rows).astype(np.float64)
@@ -119,15 +135,20 @@ class QuantizedLookup(Kind):
                     )
         return super().compare(params, actual)
 
-    def judge(self, case, outcome):
-        if outcome.raised and case.params.get("bad") is None:
-            kind = case.params["format"]
-            return Verdict("rejected", f"rejects {kind}: {outcome.raised}")
-        return super().judge(case, outcome)
+    def raised_on_valid(self, params, raised):
+        """A format the target does not read, where its error names it (float32 is the only
+        dtype here); any other error on a valid case is a valid input refused."""
+        kind = params["format"]
+        if names(raised, (kind,)):
+            return Verdict("rejected", f"rejects {kind}: {raised}")
+        return differs(
+            f"raises {raised} on a valid input (an error that does not name {kind} is no "
+            "refusal of the format)"
+        )
 
     def classify_bad(self, params, actual):
         blocks, kind, ids = self.arguments(params)
-        dim = _dim(kind)
+        dim = _dim(params)
         if actual.shape != (*ids.shape, dim):
             return differs(f"returns {actual.dtype.name} {actual.shape} without raising")
         row = actual.reshape(-1, dim)[1].astype(np.float64)
@@ -144,13 +165,27 @@ class QuantizedLookup(Kind):
         return differs("a row that is no table row without raising: a silent wrong answer")
 
 
-def _dim(kind: str) -> int:
-    return quantized.BLOCKS[kind][0] * BLOCKS_PER_ROW
+def _dim(params: dict) -> int:
+    return quantized.BLOCKS[params["format"]][0] * params["blocks"]
 
 
-def _width(kind: str) -> str:
-    type_size = quantized.BLOCKS[kind][1]
-    return f"table ({VOCAB}, {_dim(kind)}), rows of {BLOCKS_PER_ROW} blocks of {type_size} bytes"
+def _ids(params: dict) -> np.ndarray:
+    """A valid case's ids: from the first half of the table, or as many from each half with the
+    last row last (a fetch wrong past half the table, or at its end, is seen)."""
+    rng = np.random.default_rng(params["seed"] + 1)
+    size = int(np.prod(params["shape"]))
+    if params["rows"] == FIRST_HALF:
+        ids = rng.integers(0, VOCAB // 2, size)
+    else:
+        lower = rng.integers(0, VOCAB // 2, size // 2)
+        upper = rng.integers(VOCAB // 2, VOCAB - 1, size - size // 2 - 1)
+        ids = np.concatenate([lower, upper, [VOCAB - 1]])
+    return ids.reshape(params["shape"]).astype(np.int64)
+
+
+def _width(kind: str, blocks: int) -> str:
+    dim, type_size = quantized.BLOCKS[kind][0] * blocks, quantized.BLOCKS[kind][1]
+    return f"table ({VOCAB}, {dim}), rows of {blocks} blocks of {type_size} bytes"
 
 
 def _blockwise(rows: np.ndarray, kind: str) -> np.ndarray:
