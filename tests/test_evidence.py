@@ -86,6 +86,16 @@ def test_bad_ids_alone_are_no_verdict():
     assert "only bad ids were tried" in report.unanswered()
 
 
+def test_differences_all_expected_are_no_verdict():
+    def zeros(token_table, position_table, token_ids, start):
+        rows = lookup(token_table, position_table, token_ids, start)  # a bad id raises
+        return np.zeros_like(rows)
+
+    report = check(zeros, "lookup", framework="numpy", expected={"forward *": "a stub"})
+    assert all(c.status == "expected" for c in report.checks if c.valid)
+    assert report.verdict == "NO VERDICT" and "forward float32: expected" in report.unanswered()
+
+
 def test_a_dtype_refused_by_name_is_rejected_and_the_rest_conforms():
     report = check(lookup_without_bfloat16, "lookup", framework="numpy")
     found = {c.check: c for c in report.checks}
