@@ -92,8 +92,7 @@ class Report:
         """Why no valid case was answered, in one line: a report of NO VERDICT's."""
         valid = ", ".join(f"{c.check}: {c.status}" for c in self.checks if c.valid)
         why = (
-            f"no valid check conforms ({valid}): give it a dtype or format it reads (every "
-            "target must read float32)"
+            f"no valid check conforms ({valid}): try a dtype or a format it reads"
             if valid
             else "only bad ids were tried: choose a check of valid inputs too"
         )
