@@ -347,7 +347,11 @@ def embed_quantized_into(out, tables, token_ids, start, *, kind, dtype, with_pos
 
 
 class _JaxOps:
-    """What quantized.decode needs beyond operators, in jax.numpy: lax's bit casts."""
+    """What quantized.decode needs beyond operators, in jax.numpy: lax's bit casts; a value
+    plus or minus a block's min as NumPy's (XLA on the CPU keeps the first operand's NaN too)."""
+
+    add = staticmethod(jnp.add)
+    subtract = staticmethod(jnp.subtract)
 
     @staticmethod
     def float16(pair: jax.Array) -> jax.Array:  # (n, 2) bytes -> (n, 1) float32

@@ -54,6 +54,8 @@ BLOCKS = {
     "Q6_K": (256, 210),
 }
 KINDS = tuple(BLOCKS)
+WRITTEN = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")  # the formats gguf.quants.quantize writes
+FLOAT16_MAX = 65504.0  # a block's scales and mins are float16: past this they are inf
 # Where a block keeps its float16 scales (and mins): (first byte, past the last)
 SCALES = {
     "Q8_0": ((0, 2),),
@@ -97,13 +99,8 @@ class QuantizedTable:
                 "dequantize the table with gguf.quants.dequantize and pass its float32 rows"
             )
         blocks = np.asarray(self.blocks)
-        dim = validation.integer(self.dim, "dim")
+        dim = check_width(kind, validation.integer(self.dim, "dim"))
         block_size, type_size = BLOCKS[kind]
-        if dim < block_size or dim % block_size:
-            raise ValueError(
-                f"dim {dim} is not a multiple of {kind}'s block of {block_size} values: a "
-                f"{kind} row is whole blocks; give a dim that {block_size} divides"
-            )
         row_bytes = dim // block_size * type_size
         if blocks.dtype != np.uint8 or blocks.ndim != 2 or blocks.shape[1] != row_bytes:
             raise ValueError(
@@ -138,18 +135,45 @@ class QuantizedTable:
         return QuantizedTable(self.kind, self.blocks, self.dim, dtype)
 
 
+def check_width(kind: str, dim: int) -> int:
+    """``dim``, if a ``kind`` row of that many values is whole blocks; else ValueError."""
+    block_size = BLOCKS[kind][0]
+    if dim < block_size or dim % block_size:
+        raise ValueError(
+            f"dim {dim} is not a multiple of {kind}'s block of {block_size} values: a "
+            f"{kind} row is whole blocks; give a dim that {block_size} divides"
+        )
+    return dim
+
+
 def quantize(table, kind: str, *, dtype=None) -> QuantizedTable:
-    """``table`` (vocab_size, dim) quantized to ``kind`` with ``gguf.quants.quantize`` (the
-    formats it writes: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; the K formats are only read)."""
+    """``table`` (vocab_size, dim) of floats quantized to ``kind`` with ``gguf.quants.quantize``
+    (the formats it writes, ``WRITTEN``; the K formats are only read). ValueError for another
+    format, a table that is not float rows of whole blocks, or a value that is not finite or
+    past float16's range, where the block's scale is kept (gguf would write an inf scale, and
+    a NaN's bytes are the machine's)."""
     import gguf
 
-    table = validation.native(np.asarray(table))
-    if kind.endswith("_K"):
+    if kind not in WRITTEN:
+        writes = f"give one of {', '.join(WRITTEN)}"
+        if kind in KINDS:
+            raise ValueError(
+                f"gguf.quants cannot write {kind} (it only reads the K formats): quantize with "
+                f"llama.cpp's llama-quantize, or {writes}"
+            )
+        raise ValueError(f"quantized format {kind!r} is not one gguf.quants writes: {writes}")
+    table, _ = validation.check_tables(table, table)
+    check_width(kind, table.shape[1])
+    values = table.astype(np.float32)
+    bad = ~(np.abs(values) <= FLOAT16_MAX)  # NaN too
+    if bad.any():
+        row, column = np.unravel_index(int(np.argmax(bad)), bad.shape)
         raise ValueError(
-            f"gguf.quants cannot write {kind} (it only reads the K formats): quantize with "
-            "llama.cpp's llama-quantize, or give one of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1"
+            f"token_table[{row}, {column}] is {table[row, column]}: every value must be finite "
+            f"and within +-{FLOAT16_MAX:g} (a {kind} block keeps its scale in float16); mend "
+            "or scale down the table, or keep it in float"
         )
-    blocks = gguf.quants.quantize(table.astype(np.float32), gguf.GGMLQuantizationType[kind])
+    blocks = gguf.quants.quantize(values, gguf.GGMLQuantizationType[kind])
     return QuantizedTable(kind, blocks, table.shape[1], dtype or np.float32)
 
 
@@ -165,6 +189,14 @@ def random_blocks(kind: str, vocab_size: int, dim: int, *, seed: int = 0) -> np.
         half &= np.uint16(0xBFFF)
         data[..., first:last] = half.view(np.uint8)
     return data.reshape(vocab_size, dim // block_size * type_size)
+
+
+def finite_scales(table: QuantizedTable) -> bool:
+    """Whether every float16 scale and min of ``table`` is finite, as in any table a model
+    ships: a float16 is NaN or infinite where its five exponent bits, 0x7c of its high (second,
+    little-endian) byte, are all set."""
+    blocks = table.blocks.reshape(len(table), -1, BLOCKS[table.kind][1])
+    return not any(((blocks[..., last - 1] & 0x7C) == 0x7C).any() for _, last in SCALES[table.kind])
 
 
 def dequantize(table: QuantizedTable) -> np.ndarray:
@@ -243,7 +275,8 @@ def _q4_0(ops, b):
 
 
 def _q4_1(ops, b):
-    return ops.float16(b[:, 0:2]) * ops.float32(_nibbles(ops, b[:, 4:20])) + ops.float16(b[:, 2:4])
+    values = ops.float16(b[:, 0:2]) * ops.float32(_nibbles(ops, b[:, 4:20]))
+    return ops.add(values, ops.float16(b[:, 2:4]))
 
 
 def _q5_0(ops, b):
@@ -253,7 +286,7 @@ def _q5_0(ops, b):
 
 def _q5_1(ops, b):
     q = _nibbles(ops, b[:, 8:24]) | (_bits(ops, b[:, 4:8]) << 4)
-    return ops.float16(b[:, 0:2]) * ops.float32(q) + ops.float16(b[:, 2:4])
+    return ops.add(ops.float16(b[:, 0:2]) * ops.float32(q), ops.float16(b[:, 2:4]))
 
 
 def _q4_k(ops, b):
@@ -268,7 +301,7 @@ def _q4_k(ops, b):
     q = ops.stack([qs & 15, qs >> 4], 2).reshape(n, 8, 32)  # sub-blocks 2g, 2g + 1: nibbles of g
     scale = (d * ops.float32(scales)).reshape(n, 8, 1)
     offset = (dmin * ops.float32(mins)).reshape(n, 8, 1)
-    return (scale * ops.float32(q) - offset).reshape(n, 256)
+    return ops.subtract(scale * ops.float32(q), offset).reshape(n, 256)
 
 
 def _q6_k(ops, b):
@@ -303,7 +336,12 @@ _FORMATS = {
 
 
 class _NumPyOps:
-    """What the formats need beyond operators, in NumPy: views for the bit casts."""
+    """What the formats need beyond operators, in NumPy: views for the bit casts, and the sum
+    and difference of a value and a block's min, whose NaN is the value's where both are NaN
+    (the first operand's, as NumPy's loops and gguf.quants give it: IEEE leaves it open)."""
+
+    add = staticmethod(np.add)
+    subtract = staticmethod(np.subtract)
 
     @staticmethod
     def float16(pair: np.ndarray) -> np.ndarray:  # (n, 2) bytes -> (n, 1) float32

@@ -583,17 +583,30 @@ class QuantizedEmbedding(nn.Module):
         super().__init__()
         self.kind, self.dim, self.dtype = table.kind, table.dim, table.dtype
         self._to = _torch_dtype(table.dtype)
+        # torch's own conversions where every scale is finite (as in any table a model ships);
+        # NumPy's NaN rules, at the cost of a few passes, for a table with a NaN or inf scale
+        self._ops = TORCH_OPS if quantized.finite_scales(table) else NAN_OPS
         # a copy (np.array): torch refuses to share a read-only, memory-mapped file's bytes
         self.register_buffer("blocks", torch.from_numpy(np.array(table.blocks)))
 
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
         rows = self.blocks.index_select(0, token_ids.reshape(-1))  # (N, row_bytes)
-        values = quantized.decode(TORCH_OPS, self.kind, rows)  # (N, dim) float32
-        return values.to(self._to).reshape(*token_ids.shape, self.dim)
+        values = quantized.decode(self._ops, self.kind, rows)  # (N, dim) float32
+        rounded = values.to(self._to)
+        if self._ops is NAN_OPS and self._to == torch.bfloat16:
+            # torch's CPU kernel rounds every NaN to 0xffff; NumPy (ml_dtypes, Eigen's rule) and
+            # XLA give the quiet NaN of its sign, 0xffc0 or 0x7fc0: the top half of the float32's
+            # bits (sign-extended), its low 6 bits cleared (& -64) and 0x7fc0 set
+            quiet = ((values.view(torch.int32) >> 16) & -64 | 0x7FC0).to(torch.int16)
+            rounded = torch.where(values.isnan(), quiet.view(torch.bfloat16), rounded)
+        return rounded.reshape(*token_ids.shape, self.dim)
 
 
 class _TorchOps:
     """What quantized.decode needs beyond operators, in torch: dtype views for the bit casts."""
+
+    add = staticmethod(torch.add)
+    subtract = staticmethod(torch.sub)
 
     @staticmethod
     def float16(pair: torch.Tensor) -> torch.Tensor:  # (n, 2) bytes -> (n, 1) float32
@@ -616,7 +629,33 @@ class _TorchOps:
         return torch.cat(tensors, -1)
 
 
+class _NaNOps(_TorchOps):
+    """_TorchOps for a table with a NaN scale, its NaNs decoded with NumPy's signs and payloads:
+    a float16 NaN converted as IEEE says (torch's scalar conversion, past its last vector, makes
+    each 0x7fffffff), and a value plus or minus a block's min keeping the value's NaN where both
+    are NaN, as NumPy's loops do (torch's add kernel, an fma of the second operand, keeps the
+    second's)."""
+
+    @staticmethod
+    def float16(pair: torch.Tensor) -> torch.Tensor:
+        bits = pair.contiguous().view(torch.int16)
+        value = bits.view(torch.float16).float()
+        # the half's bits sign-extended and shifted up by 13 put its sign, its exponent's ones
+        # and its payload in place; | 0x7fc00000 the rest, quieted
+        nan = (bits.int() << 13) | 0x7FC00000
+        return torch.where(value.isnan(), nan.view(torch.float32), value)
+
+    @staticmethod
+    def add(values: torch.Tensor, mins: torch.Tensor) -> torch.Tensor:
+        return torch.where(values.isnan(), values, values + mins)
+
+    @staticmethod
+    def subtract(values: torch.Tensor, mins: torch.Tensor) -> torch.Tensor:
+        return torch.where(values.isnan(), values, values - mins)
+
+
 TORCH_OPS = _TorchOps()
+NAN_OPS = _NaNOps()
 
 
 def scaled_inputs(token_table, token_ids=None, inputs_embeds=None, *, rule: str, value):

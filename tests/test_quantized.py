@@ -70,18 +70,39 @@ def test_bit_identical_to_dequantize_then_gather(
     assert_bits(backend, layer.token_embeddings(ids), expected(blocks, kind, ids, dtype))
 
 
+def nan_scales(kind: str, rows: int, seed: int) -> tuple[np.ndarray, int]:
+    """Random bytes as a ``kind`` table of one block a row, about half its float16 scales and
+    mins NaN of either sign, quiet or signalling, payload drawn; in the last three blocks the
+    min NaN alone, d alone, then both."""
+    blocks, dim = random_table(kind, rows, 1, seed, finite=False)
+    halves = np.arange(2**16, dtype=np.uint16)
+    nans = halves[np.isnan(halves.view(np.float16))]
+    rng = np.random.default_rng(seed)
+    for slot, (first, last) in enumerate(quantized.SCALES[kind]):
+        chosen = rng.random(rows) < 0.5
+        chosen[-3:] = (False, True, True) if slot == 0 else (True, False, True)
+        drawn = rng.choice(nans, rows)
+        blocks[chosen, first:last] = drawn[chosen, None].view(np.uint8)
+    return blocks, dim
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("kind", quantized.KINDS)
-def test_every_block_and_byte_decoded(backend, kind):
-    """Every row of a table, every block of a row: dequantize then gather, as the file's
-    owner does, with NaN and infinite scales left in (NaN where the reference has NaN)."""
-    blocks, dim = random_table(kind, 64, 2, seed=7, finite=False)
-    table = quantized.QuantizedTable(kind, blocks, dim)
+def test_every_block_and_byte_decoded(backend, kind, dtype):
+    """Every row of a table: dequantize then gather, as the file's owner does, bit for bit with
+    NaN and infinite scales left in: each NaN's sign and payload too (torch's conversion of the
+    scales past its last vector made every NaN 0x7fffffff, its add kept the min's NaN where
+    NumPy keeps the value's, and its bfloat16 cast made each 0xffff). 45 blocks: a count no
+    vector width divides, so the last scales take the scalar path."""
+    blocks, dim = nan_scales(kind, 45, seed=7)
+    table = quantized.QuantizedTable(kind, blocks, dim, dtype)
     layer = backend.TokenPositionEmbedding(table, positions="none")
-    ids = np.arange(64)
-    with np.errstate(invalid="ignore"):
-        wanted = expected(blocks, kind, ids, "float32")
-    np.testing.assert_array_equal(backend.to_numpy(layer(ids)), wanted)
-    assert np.isnan(wanted).any()  # the bytes did reach a NaN scale
+    ids = np.arange(45)
+    with np.errstate(invalid="ignore", over="ignore"):
+        wanted = expected(blocks, kind, ids, dtype)
+    bits = np.uint32 if dtype == "float32" else np.uint16
+    np.testing.assert_array_equal(backend.to_numpy(layer(ids)).view(bits), wanted.view(bits))
+    assert np.isnan(wanted[-1]).all()  # NaN scales in the last blocks, where the tail is
 
 
 @pytest.mark.parametrize("kind", ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"])
@@ -95,6 +116,38 @@ def test_quantize_round_trip(kind):
     )
     # 4 bits keep about one decimal digit of a standard normal value
     assert np.abs(quantized.dequantize(table) - token_table).max() < 0.5
+
+
+FLOATS = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "table, kind, message",
+    [
+        (FLOATS, "Q9_9", "quantized format 'Q9_9' is not one gguf.quants writes: give one of"),
+        (FLOATS, "q8_0", "format 'q8_0' is not one"),
+        (FLOATS, 8, "format 8 is not one"),
+        (FLOATS, "Q4_K", "gguf.quants cannot write Q4_K"),
+        (FLOATS[:, :48], "Q8_0", "dim 48 is not a multiple of Q8_0's block of 32"),
+        (FLOATS[:, :0], "Q4_0", "dim 0 is not a multiple of Q4_0's block of 32"),
+        (FLOATS[0], "Q8_0", r"must be 2-D \(rows, dim\), got shape \(64,\)"),
+        (FLOATS[None], "Q8_0", r"must be 2-D \(rows, dim\), got shape \(1, 4, 64\)"),
+        (None, "Q8_0", r"must be 2-D \(rows, dim\), got shape \(\)"),
+        (FLOATS.astype(np.int64), "Q8_0", "has dtype int64, but the tables must be floating"),
+        (FLOATS.astype(np.complex64), "Q8_0", "has dtype complex64"),
+        (FLOATS.astype(object), "Q8_0", "has dtype object"),
+        (np.where(FLOATS > 1, np.nan, FLOATS), "Q4_1", r"token_table\[0, 6\] is nan: every value"),
+        (np.where(FLOATS > 1, np.inf, FLOATS), "Q5_0", r"\[0, 6\] is inf: .* within \+-65504"),
+        (FLOATS * 1e30, "Q8_0", r"is 1.25\d*e\+29: .*a Q8_0 block keeps its scale in float16"),
+    ],
+)
+def test_quantize_refuses_what_gguf_cannot_write_in_one_line(table, kind, message):
+    """Where gguf raised its QuantError, a KeyError, an IndexError or a TypeError, or wrote an
+    inf scale for a value past float16's range (and a NaN's bytes as the machine casts it): the
+    ValueError the docs promise, naming the value and the fix."""
+    with pytest.raises(ValueError, match=message) as raised:
+        quantized.quantize(table, kind)
+    assert type(raised.value) is ValueError and "\n" not in str(raised.value)
 
 
 def test_every_backend_writes_into_out(backend):
