@@ -234,3 +234,17 @@ def test_position_table_checked_against_the_quantized_shape(backend):
         backend.TokenPositionEmbedding(table, np.zeros((4, dim + 1), np.float16))
     with pytest.raises(ValueError, match="dtype"):
         backend.TokenPositionEmbedding(table, np.zeros((4, dim), np.float32))
+
+
+def test_zeros_are_named_as_no_mistake_of_the_battery():
+    """Zeros are no quantized mistake: they were "nearest to the float16 scale read as bfloat16",
+    whose values (a float16 scale's bits read as bfloat16 are about 1e-30) are all near zero."""
+    from embedding_parity.conformance import api
+
+    def zeros(blocks, format, token_ids):
+        return np.zeros((*token_ids.shape, 2 * quantized.BLOCKS[format][0]), np.float32)
+
+    report = api.check(zeros, "quantized_lookup")
+    valid = [c for c in report.checks if "bad id" not in c.check]
+    assert valid and all(c.status == "differs" for c in valid), report.lines()
+    assert not any("nearest to" in c.detail for c in valid), report.lines()

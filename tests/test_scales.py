@@ -86,3 +86,29 @@ def test_bad_arguments_raise_the_same_error_on_every_backend(backend, arguments,
     table = np.zeros((3, 4), np.float32)
     with pytest.raises(error, match=message):
         backend.scaled_inputs(table, **options)
+
+
+def test_a_result_that_resembles_no_mistake_is_named_as_none():
+    """A target that returns zeros is no mistake of the kit's: it was "nearest to no scale (the
+    rows as stored)", the zeros a tenth as far from the rows as from the scaled contract; a
+    mistake a target does make is still named."""
+    from embedding_parity import configs
+    from embedding_parity.conformance import api
+
+    fields = {"model_type": "granite", "embedding_multiplier": 12.0, "hidden_size": 64}
+    granite = configs.from_fields({**fields, "num_attention_heads": 4}, "granite", "test")
+    checks = ["ids float32", "given float32"]
+
+    def zeros(token_table, token_ids, inputs_embeds):
+        rows = token_table[token_ids] if inputs_embeds is None else inputs_embeds
+        return np.zeros_like(rows)
+
+    def unscaled(token_table, token_ids, inputs_embeds):
+        return token_table[token_ids] if inputs_embeds is None else inputs_embeds
+
+    for config in ("gemma-7b", granite):
+        report = api.check(zeros, "scaled_inputs", config=config, checks=checks)
+        assert [c.status for c in report.checks] == ["differs"] * 2, report.lines()
+        assert not any("nearest to" in c.detail for c in report.checks), report.lines()
+    report = api.check(unscaled, "scaled_inputs", config=granite, checks=checks)
+    assert all("no scale" in c.detail for c in report.checks), report.lines()
