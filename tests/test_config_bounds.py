@@ -87,8 +87,12 @@ def test_a_factor_that_makes_the_rope_bound_vacuous_is_refused_and_its_limit_has
         scaling = {**scaling, "long_factor": [1.0] * 7 + [least]}
     else:
         scaling = {**scaling, "factor": least}
-    config = configs.read(written(tmp_path, {**SMALL, "rope_scaling": scaling}))
-    # the check at the position the refusal names: at the limit it tells no rotation apart
+    keeps_its_teeth(configs.read(written(tmp_path, {**SMALL, "rope_scaling": scaling})), said)
+
+
+def keeps_its_teeth(config, said: str) -> None:
+    """At the limit a refusal named, the check at the position it names (in the loosest dtype)
+    still tells no rotation from a rotation."""
     position = int(re.search(r"at position (\d+) ", said).group(1))
     only = {15: "rotation", 131071: "long positions"}[position] + f" {checks.LOOSEST}"
     assert api.check(rotating(config), "rope", config=config, checks=[only]).conforms

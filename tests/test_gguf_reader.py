@@ -10,13 +10,12 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from backends import numpy_backend, positional, pretrained
+from backends import numpy_backend, pretrained
 from embedding_parity import configs
 from embedding_parity.cli import UsageError
 from embedding_parity.conformance import check
 from embedding_parity.conformance.adapters import sources
-from embedding_parity.conformance.kinds.base import LONG
-from embedding_parity.configs import gguf as gguf_config
+from tests.test_config_bounds import LEAST, keeps_its_teeth
 from tests.test_gguf_config import ARCH, LLAMA, kv, llama3_factors, raw_gguf, refused, text, write
 
 # --- MLA: llama.cpp rotates q_pe, each head's last n_rot dims -----------------------------
@@ -140,31 +139,29 @@ def test_a_tiny_factor_is_refused_naming_the_tensor_the_value_and_the_limit(tmp_
     # Before: read, and a target that does not rotate conformed ("0.8 <= 2.2e+290").
     factors = llama3_factors()
     factors[0] = tiny
-    message = refused(write(tmp_path / "m.gguf", tensors={"rope_freqs.weight": factors}))
-    least = 1.0 / gguf_config.fastest_frequency()  # pair 0's frequency before its factor: 1
-    assert f"tensor rope_freqs.weight: factor {float(np.float32(tiny)):.3g} turns pair 0" in message
-    assert f"give pair 0 a factor of at least {least:.3g}" in message
+    said = refused(write(tmp_path / "m.gguf", tensors={"rope_freqs.weight": factors}))
+    value = float(np.float32(tiny))  # the tensor's float32, as the reader reads it
+    assert f"tensor rope_freqs.weight: freq_factors scaling factors[0] {value:g} turns pair 0 " in (
+        said
+    )
+    assert "the rope check's bound is" in said
+    # the smallest factor it names, rounded up to a float32 as the tensor stores it, is read
+    least = float(LEAST.search(said).group(1))
+    stored = np.float32(least)
+    factors[0] = np.nextafter(stored, np.float32(np.inf)) if stored < least else stored
+    path = write(tmp_path / "m.gguf", tensors={"rope_freqs.weight": factors})
+    keeps_its_teeth(configs.read(path), said)
+    # and it is the smallest: rounded up to 3 digits it is within 1 % of the bisected limit
+    factors[0] = least * 0.98
+    assert "turns pair 0 " in refused(write(path, tensors={"rope_freqs.weight": factors}))
 
 
 def test_a_tiny_linear_factor_is_refused_naming_the_key(tmp_path):
     path = write(tmp_path / "m.gguf", keys={"rope.scaling.factor": 1e-30})
-    assert "key llama.rope.scaling.factor: factor 1e-30 turns pair 0" in refused(path)
-
-
-def test_the_fastest_frequency_is_where_the_kinds_bound_reaches_the_values_it_bounds():
-    """At the rope kind's longest position the bound on a unit pair is below 1 up to
-    fastest_frequency(), and 1 or more just past it."""
-    assert gguf_config.LONGEST == LONG.max()
-
-    def bound(w):
-        scaling = {"rope_type": "freq_factors", "factors": (1.0 / w,)}
-        unit, at = np.array([[1.0, 0.0]]), np.array([gguf_config.LONGEST])
-        return positional.rope_bound(unit, at, scaling=scaling, rotary_dim=2, dtype="bfloat16")
-
-    fastest = gguf_config.fastest_frequency()
-    assert bound(fastest).max() < 1.0 <= bound(fastest * (1 + 1e-9)).max()
-    # Llama 3.x's factors (1 to 8) and Phi-3's stretch: far from it
-    assert 1.0 / llama3_factors().min() < fastest
+    said = refused(path)
+    assert "key llama.rope.scaling.factor: linear scaling factor 1e-30 turns pair 0 " in said
+    least = float(LEAST.search(said).group(1))
+    keeps_its_teeth(configs.read(write(path, keys={"rope.scaling.factor": least})), said)
 
 
 # --- the reader: a tensor of no dimensions, arrays of numbers ------------------------------

@@ -151,9 +151,10 @@ def checkable_scaling(theta: float, scaling: dict | None, rotary_dim: int, where
     The rope kind's bound (``positional.rope_bound``, in LOOSEST: the check must keep its teeth
     in every dtype) on a pair (1, 0) turned to position p is s (dt + d/2 + 2c + d), its
     angle error dt = p w (e(w) + c/2) growing with the pair's frequency w; the values it bounds
-    are the turned pair, of size s. A factor that divides w by a tiny number (linear factor
-    1e-300: w = 1e300) makes the bound larger than those values at the positions the kind
-    checks, and any answer of their size, the pair not turned at all, is within it. So at the
+    are the turned pair, of size s. A factor that divides w by a tiny number (a config.json's
+    linear factor 1e-300: w = 1e300; a GGUF's rope_freqs of 1e-30, read as freq_factors) makes
+    the bound larger than those values at the positions the kind checks, and any answer of
+    their size, the pair not turned at all, is within it. So at the
     last position of each check the bound must stay below the values, for every pair; the
     smallest factor that keeps it there comes from bisecting the same formula."""
     ratios = _ratios(theta, scaling, rotary_dim)
@@ -201,8 +202,11 @@ def _ratios(theta: float, scaling, rotary_dim: int) -> np.ndarray:
 
 
 def _divisor(scaling: dict, position: int, pair: int) -> tuple[str, int | None]:
-    """(field, index): the factor that divides ``pair``'s frequency at ``position``: LongRoPE's
-    short_factor or long_factor (each pair's own), else the rule's factor."""
+    """(field, index): the factor that divides ``pair``'s frequency at ``position``: each
+    pair's own in a GGUF's factor tensor (freq_factors' factors) and in LongRoPE's short_factor
+    or long_factor, else the rule's factor."""
+    if scaling["rope_type"] == "freq_factors":
+        return "factors", pair
     if scaling["rope_type"] != "longrope":
         return "factor", None
     longer = position + 1 > scaling["original_max_position_embeddings"]

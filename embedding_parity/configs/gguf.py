@@ -22,18 +22,17 @@ The rules are llama.cpp's at ``LLAMA_CPP``, transcribed from ``src/llama-model.c
 Each is mapped onto one of the kit's rules (``backends.positional.ROPE_INIT_FUNCTIONS``)
 only where it is the same maths; every other ``rope.`` key, value or tensor is refused, and so
 is a base or a factor that turns a pair too fast for the rope kind's bound to tell a rotation
-from none (``fastest_frequency``).
+from none (``checks.checkable_scaling``, as for a config.json).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 
 import numpy as np
 
-from backends import positional, validation
+from backends import validation
 from embedding_parity.configs import checks
 from embedding_parity.configs.configuration import Configuration
 from embedding_parity.usage import UsageError
@@ -135,9 +134,6 @@ FACTORS_UNUSED = ("falcon-h1", "llada")
 # offset n_embd_head_k - n_rot, and rotates q_pe: each head's last n_rot dims (src/models/
 # deepseek2.cpp, minicpm3.cpp, plm.cpp; deepseek2's n_embd_head_k_mla(), key_length_mla).
 MLA = ("deepseek2", "minicpm3", "plm")
-# The longest position the rope kind turns (kinds.base.LONG's last): the configs sit below the
-# kit, so tests/test_gguf_reader.py holds the two equal.
-LONGEST = 131071
 FACTOR_TYPES = {0: "<f4", 1: "<f2"}  # GGML_TYPE_F32, GGML_TYPE_F16; GGUF is little-endian
 
 
@@ -338,14 +334,15 @@ def _scaling(reader: _Reader, tensors: dict, rotary: int, theta, context: int | 
     _yarn_keys(reader, kind, refuse)
     factors, source, chosen = _factors(reader, tensors, kind, rotary, context, refuse)
     if factors is not None:
-        _within_bound(factors, rotary, theta, f"tensor {source}.weight", refuse)
         if factor != 1.0 or kind == "yarn":
             refuse(
                 f"tensor {source} with {kind} scaling by factor {factor:g}: llama.cpp applies "
                 "both, the kit checks one rule at a time"
             )
         scaling = {"rope_type": "freq_factors", "factors": factors}
-        return scaling | ({"attention_factor": attention} if attention != 1.0 else {}), chosen
+        scaling |= {"attention_factor": attention} if attention != 1.0 else {}
+        _checkable(theta, scaling, rotary, f"tensor {source}.weight", refuse)
+        return scaling, chosen
     if kind == "yarn":
         return _yarn(reader, factor, attention, context, refuse), chosen
     if kind == "longrope":
@@ -361,8 +358,9 @@ def _scaling(reader: _Reader, tensors: dict, rotary: int, theta, context: int | 
     if factor == 1.0:
         return None, chosen
     named = "rope.scaling.factor" if reader.get("rope.scaling.factor") else "rope.scale_linear"
-    _within_bound((factor,) * (rotary // 2), rotary, theta, f"key {reader.key(named)}", refuse)
-    return {"rope_type": "linear", "factor": factor}, chosen
+    scaling = {"rope_type": "linear", "factor": factor}
+    _checkable(theta, scaling, rotary, f"key {reader.key(named)}", refuse)
+    return scaling, chosen
 
 
 def _yarn_keys(reader: _Reader, kind: str, refuse) -> None:
@@ -476,44 +474,13 @@ def _factor_tensor(tensors: dict, name: str, rotary: int, refuse) -> tuple[float
     return tuple(values.tolist())
 
 
-def _within_bound(factors, rotary: int, theta: float, named: str, refuse) -> None:
-    """Refused where a factor turns its pair faster than ``fastest_frequency()``: there the
-    rope kind's bound is wider than the values it bounds, and a target that does not rotate
-    at all would conform."""
-    unscaled = positional.frequencies(rotary, theta)
-    fast = np.flatnonzero(unscaled / np.asarray(factors, np.float64) > fastest_frequency())
-    if not fast.size:
-        return
-    pair, fastest = int(fast[0]), fastest_frequency()
-    refuse(
-        f"{named}: factor {factors[pair]:.3g} turns pair {pair} "
-        f"{unscaled[pair] / factors[pair]:.3g} radians a position, over {fastest:.3g}, past "
-        f"which the rope kind's bound at position {LONGEST} exceeds the values it bounds (a "
-        f"target that does not rotate would conform): give pair {pair} a factor of at least "
-        f"{unscaled[pair] / fastest:.3g}"
-    )
-
-
-@functools.cache
-def fastest_frequency() -> float:
-    """The fastest a pair may turn (radians per position) for the rope kind to tell a
-    rotation from none: above it, positional.rope_bound (the kind's tolerance) on a unit
-    pair (1, 0) at position LONGEST in bfloat16, the loosest dtype the kit checks, reaches 1,
-    the size of the values it bounds. The bound grows with the frequency w, as LONGEST * w *
-    (|ln w| + 4) * eps(float32) for a scaled rule (the angle's error), so the point is found
-    by bisection on it: about 10."""
-    unit, at = np.array([[1.0, 0.0]]), np.array([LONGEST])
-
-    def bound(w: float) -> float:  # one pair turning at w: a factor 1/w on base**0 = 1
-        scaling = {"rope_type": "freq_factors", "factors": (1.0 / w,)}
-        found = positional.rope_bound(unit, at, scaling=scaling, rotary_dim=2, dtype="bfloat16")
-        return found[0, 0]
-
-    low, high = 1.0, 2.0**20  # the bound is below 1 at w = 1 and far above it at 2**20
-    for _ in range(60):
-        middle = math.sqrt(low * high)
-        low, high = (middle, high) if bound(middle) < 1.0 else (low, middle)
-    return low
+def _checkable(theta: float, scaling: dict, rotary: int, named: str, refuse) -> None:
+    """checks.checkable_scaling, the config.json reader's rule, its line naming the tensor or
+    key the factor came from."""
+    try:
+        checks.checkable_scaling(theta, scaling, rotary, named)
+    except UsageError as error:
+        refuse(str(error))
 
 
 def _one_rotation(reader: _Reader, theta: float, scaling: dict | None, refuse) -> None:
