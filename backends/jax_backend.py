@@ -324,25 +324,50 @@ class TokenPositionEmbedding:
         return {**self.params, **self.constants} if self.constants else self.params
 
 
-@partial(jax.jit, static_argnames=("kind", "dtype", "with_positions"))
 def embed_quantized(tables, token_ids, start, *, kind: str, dtype, with_positions: bool):
     """Token rows decoded from a quantized table's bytes, tables["token_blocks"]
     (vocab_size, row_bytes) uint8: only the rows of token_ids are gathered and decoded
     (``quantized.decode`` in jax.numpy), float32 then ``dtype``; plus the position rows."""
+    if with_positions and np.dtype(dtype).itemsize < 4:
+        # two programs: in one, XLA on the CPU keeps float32 across the cast to float16 or
+        # bfloat16 and the add after it, rounding the sum once where the contract rounds the
+        # row first (neither an optimization barrier nor its excess-precision flag stops it)
+        x = _decode_rows(tables, token_ids, kind=kind, dtype=dtype)
+        return _add_positions(x, tables["position_table"], start)
+    decoding = {"kind": kind, "dtype": dtype, "with_positions": with_positions}
+    return _embed_quantized(tables, token_ids, start, **decoding)
+
+
+@partial(jax.jit, static_argnames=("kind", "dtype"))
+def _decode_rows(tables, token_ids, *, kind: str, dtype) -> jax.Array:
+    """(..., T) ids -> (..., T, dim) rows decoded in float32, then ``dtype``."""
     # the ids were checked on the host: no clamping needed (as embed_tokens)
     rows = tables["token_blocks"].at[token_ids.reshape(-1)].get(mode="promise_in_bounds")
     values = quantized.decode(JAX_OPS, kind, rows)  # (N, dim) float32
-    x = values.astype(dtype).reshape(*token_ids.shape, values.shape[-1])
-    if not with_positions:
-        return x
-    return x + lax.dynamic_slice_in_dim(tables["position_table"], start, token_ids.shape[-1])
+    return values.astype(dtype).reshape(*token_ids.shape, values.shape[-1])
 
 
-@partial(jax.jit, donate_argnums=0, static_argnames=("kind", "dtype", "with_positions"))
+@jax.jit
+def _add_positions(x, position_table, start) -> jax.Array:
+    return x + lax.dynamic_slice_in_dim(position_table, start, x.shape[-2])
+
+
+@partial(jax.jit, static_argnames=("kind", "dtype", "with_positions"))
+def _embed_quantized(tables, token_ids, start, *, kind: str, dtype, with_positions: bool):
+    """embed_quantized in one program, where the cast cannot change the sum (float32 rows, or
+    no position rows)."""
+    x = _decode_rows(tables, token_ids, kind=kind, dtype=dtype)
+    return _add_positions(x, tables["position_table"], start) if with_positions else x
+
+
 def embed_quantized_into(out, tables, token_ids, start, *, kind, dtype, with_positions):
     """embed_quantized, written over a donated ``out`` (as embed_into)."""
     decoding = {"kind": kind, "dtype": dtype, "with_positions": with_positions}
-    x = embed_quantized(tables, token_ids, start, **decoding)
+    return _written_into(out, embed_quantized(tables, token_ids, start, **decoding))
+
+
+@partial(jax.jit, donate_argnums=0)
+def _written_into(out, x) -> jax.Array:
     return lax.dynamic_update_slice(out, x, (0,) * out.ndim)
 
 
