@@ -18,7 +18,7 @@ from embedding_parity.conformance.kinds import rope
 from embedding_parity.usage import UsageError
 
 SMALL = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4}  # head_dim 16
-LEAST = re.compile(r"give a factor of at least (\S+) ")
+LEAST = re.compile(r"give a factor of at least ([0-9.e+-]+)")
 
 
 def written(tmp_path, fields: dict) -> str:

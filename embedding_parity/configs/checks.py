@@ -177,10 +177,10 @@ def checkable_scaling(theta: float, scaling: dict | None, rotary_dim: int, where
     which = "" if index is None else f"[{index}]"
     refuse(
         where,
-        f"{scaling['rope_type']} scaling {field}{which} {given:g} turns pair {pair} so fast that "
-        f"at position {position} the rope check's bound is {ratios[at, pair]:.2g} times the "
-        "values it bounds, and a target that does not rotate would conform: give a factor of "
-        f"at least {_least(ratio_at, given):.3g} (models' are 1 and up)",
+        f"{scaling['rope_type']} scaling {field}{which} {given:g} turns pair {pair} too fast: at "
+        f"position {position} the rope check's bound is {ratios[at, pair]:.2g} times the values "
+        "it bounds, so a target that does not rotate would conform; give a factor of at least "
+        f"{_least(ratio_at, given):.3g}",
     )
 
 
