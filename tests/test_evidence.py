@@ -122,6 +122,48 @@ def test_bfloat16_is_not_float16():
     assert not names("bf16 only", DTYPE_NAMES["float16"])
 
 
+def rope(x, positions):
+    return positional.apply_rope(x, positions).astype(x.dtype)  # half layout, base 10000
+
+
+def rope_half_long(x, positions):
+    """Right, but raising in float16 past position 2048, naming the dtype: float16 answered
+    in one check and refused in another is a hard case refused, not the dtype."""
+    if x.dtype == np.float16 and np.max(positions) > 2048:
+        raise RuntimeError("positions past 2048 not implemented for 'Half'")
+    return rope(x, positions)
+
+
+def test_a_dtype_answered_in_one_check_and_refused_in_another_differs():
+    report = check(rope_half_long, "rope", framework="numpy", dtypes=["float16"])
+    found = {c.check: c for c in report.checks}
+    assert found["rotation float16"].status == "conforms", report.lines()
+    assert found["long positions float16"].status == "differs", report.lines()
+    assert (
+        "raises on a valid float16 input, where it answered float16 in 'rotation float16'"
+        in found["long positions float16"].detail
+    )
+    assert report.verdict == "DIFFERS"
+    assert check(rope, "rope", framework="numpy", dtypes=["float16"]).conforms
+
+
+def test_a_dtype_answered_in_one_check_fails_its_refused_test(pytester):
+    pytester.makepyfile(
+        test_port="""
+import numpy as np
+from embedding_parity.conformance import parametrize_with_checks
+from tests.test_evidence import rope_half_long
+
+@parametrize_with_checks([rope_half_long], kind="rope", framework="numpy", dtypes=["float16"])
+def test_rope(implementation, check):
+    check(implementation)
+"""
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*where it answered float16 in 'rotation float16'*"])
+
+
 # --- the same, from files: --results ------------------------------------------------------
 
 

@@ -227,7 +227,10 @@ def judged(chosen, case: Case, outcome: Outcome) -> Verdict:
 
 
 def check_results(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
-    """One result per check: the first difference or failure, else what every case shares."""
+    """One result per check: the first difference or failure, else what every case shares.
+    A refusal of a dtype (or a format) the target answered in a valid case of the battery is
+    a valid input refused (``answered_elsewhere``)."""
+    verdicts = answered_elsewhere(verdicts)
     grouped: dict[str, list[tuple[Case, Verdict]]] = {}
     for case, verdict in verdicts:
         grouped.setdefault(case.check, []).append((case, verdict))
@@ -250,11 +253,6 @@ def check_results(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
         sizes = [v.ulps for _, v in pairs if v.ulps is not None]
         more = {"ulps": max(sizes) if sizes else None, "valid": valid}
         statuses = {v.status for _, v in pairs}
-        if statuses == {"conforms", "rejected"}:  # refused some cases of a dtype, not the dtype
-            case, verdict = next((c, v) for c, v in pairs if v.status == "rejected")
-            detail = f"{case.label}: raises on a valid input ({verdict.detail})"
-            results.append(CheckResult(check, "differs", detail, cases_, phase, **more))
-            continue
         for status in ("differs", "failed"):
             first = next(((c, v) for c, v in pairs if v.status == status), None)
             if first:
@@ -271,6 +269,36 @@ def check_results(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
             count = f" ({len(pairs)} cases)" if len(pairs) > 1 else ""
             results.append(CheckResult(check, status, worst.detail + count, cases_, phase, **more))
     return results
+
+
+def answered_elsewhere(verdicts: list[tuple[Case, Verdict]]) -> list[tuple[Case, Verdict]]:
+    """The verdicts with each refusal of a dtype (quantized_lookup: a format) that a valid case
+    of the same battery answered and held to the contract made a difference: a target that
+    reads float16 and raises on float16 only at long positions refuses a hard case, not the
+    dtype."""
+    answered: dict[str, Case] = {}
+    for case, verdict in verdicts:
+        if verdict.status == "conforms" and case.params.get("bad") is None:
+            answered.setdefault(refusable(case), case)
+    found = []
+    for case, verdict in verdicts:
+        other = answered.get(refusable(case))
+        if verdict.status == "rejected" and other is not None:
+            what = refusable(case)
+            verdict = Verdict(
+                "differs",
+                shown(
+                    f"raises on a valid {what} input, where it answered {what} in "
+                    f"'{other.check}' ({verdict.detail}): a hard case refused, not {what}"
+                ),
+            )
+        found.append((case, verdict))
+    return found
+
+
+def refusable(case: Case) -> str:
+    """What a refusal of ``case`` may name: its format (quantized_lookup), else its dtype."""
+    return case.params.get("format") or case.params.get("dtype", "float32")
 
 
 def shown(text: str, limit: int = SHOWN_CHARACTERS) -> str:
