@@ -78,6 +78,18 @@ def test_an_mla_rotation_is_refused_where_the_kit_would_rotate_the_first_dims(tm
         sources.rotation(config.options("rope"))  # --against hf, torchtune
 
 
+def test_hf_at_an_interleaved_gguf_rotates_its_pairs_in_place_as_ggmls_norm_mode(tmp_path):
+    # Before: --against hf applied DeepSeek-V3's apply_rotary_pos_emb_interleave, which lays
+    # the pairs out half, so llama.cpp's port was told it differs. GLM's apply (transformers'
+    # own code) turns the pairs (2i, 2i+1) in place, as ggml's NORM mode does.
+    path = write(tmp_path / "llama.gguf")
+    config = configs.read(path)
+    assert config.layout == "interleaved"
+    hf = sources.make("hf", "rope", config.options("rope"))
+    report = check(hf, "rope", config=path, dtypes=["float32"])
+    assert report.conforms, "\n".join(report.lines())
+
+
 # --- the factor tensors: where the loader creates them and the graph passes them -----------
 
 

@@ -193,6 +193,7 @@ class Configuration:
                 )
             rope = {**self._rotation(), "head_dim": self.head_dim}
             rope |= {"rotary_last": True} if self.rotary_last else {}
+            rope |= {"owner": self.owner} if self.owner != "transformers" else {}
             options = {"rope": {**rope, "max_position_embeddings": self.max_position_embeddings}}
             if not self.layer_types:
                 if layer is not None:

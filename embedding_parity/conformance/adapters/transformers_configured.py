@@ -33,7 +33,8 @@ def rotary(rope: dict, *, qk: bool = False):
     sin for the whole head); a fresh module per call so that no call depends on the ones
     before it. Applied as GPT-NeoX does for the half layout, as DeepSeek-V3 does for
     interleaved pairs over the whole head, and as GLM does for a partial interleaved rotation
-    (GPT-J's, ChatGLM's).
+    (GPT-J's, ChatGLM's) or for a GGUF's (``owner`` llama.cpp: ggml's NORM mode turns the
+    pairs in place, where DeepSeek-V3's lays them out half).
 
     x (..., T, head_dim) with positions (T,), or x (B, H, T, head_dim) with positions (B, T)
     as the models call it."""
@@ -62,9 +63,9 @@ def rotary(rope: dict, *, qk: bool = False):
     module = GPTNeoXRotaryEmbedding if rotary_dim < head_dim else LlamaRotaryEmbedding
     if rope.get("layout", "half") == "half":  # GPT-NeoX's: the first cos.shape[-1] dims turned
         apply = apply_rotary_pos_emb
-    elif rotary_dim == head_dim:
+    elif rotary_dim == head_dim and rope.get("owner") != "llama.cpp":
         apply = apply_rotary_pos_emb_interleave
-    else:
+    else:  # pairs (2i, 2i+1) turned in place: GLM's, and ggml's NORM mode at a GGUF
         apply = apply_glm_rotary_pos_emb
 
     def rotated(q, k, positions):
