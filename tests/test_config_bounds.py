@@ -127,3 +127,15 @@ def test_at_the_largest_multiplier_an_infinite_answer_still_differs(tmp_path):
 
     report = api.check(infinite, "scaled_inputs", config=path, checks=["ids float16"])
     assert [c.status for c in report.checks] == ["differs"]
+
+
+@pytest.mark.parametrize("attention", [1e300, 1e6, 1e-6])
+def test_a_yarn_attention_factor_outside_float16s_normal_numbers_is_refused(tmp_path, attention):
+    # Before: 1e300 made every case "the kit failed to judge it: OverflowError"; at 1e6 and
+    # 1e-6 transformers' own rotary differed in float16 (NaN, or the subnormals' spacing).
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}
+    fields = {**SMALL, "rope_scaling": {**yarn, "attention_factor": attention}}
+    said = refusal(written(tmp_path, fields))
+    assert f"rope_scaling attention_factor {attention!r} must be in [6.1e-05, 65504]" in said
+    fields["rope_scaling"]["attention_factor"] = 1.2
+    assert configs.read(written(tmp_path, fields)).scaling["attention_factor"] == 1.2

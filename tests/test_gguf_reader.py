@@ -209,3 +209,16 @@ def test_an_array_of_numbers_is_read_without_a_python_object_per_element(tmp_pat
     assert peak < count  # less than the array's own bytes: nothing copied per element
     values = fields["llama.flags"]
     assert values.dtype == np.bool_ and values.shape == (count,) and not values.flags.writeable
+
+
+@pytest.mark.parametrize("attention", [3e38, 1e-6])
+def test_an_attention_factor_outside_float16s_normal_numbers_is_refused(tmp_path, attention):
+    # Before: read, and 3e38 made the float32 reference NaN.
+    yarn = {"rope.scaling.type": "yarn", "rope.scaling.factor": 4.0}
+    path = write(tmp_path / "m.gguf", keys={**yarn, "rope.scaling.attn_factor": attention})
+    shown = f"{float(np.float32(attention)):g}"  # the key's float32, as the reader reads it
+    assert f"key llama.rope.scaling.attn_factor is {shown}: it must be in [6.1e-05, 65504]" in (
+        refused(path)
+    )
+    path = write(path, keys={**yarn, "rope.scaling.attn_factor": 1.0})
+    assert configs.read(path).scaling["rope_type"] == "yarn"

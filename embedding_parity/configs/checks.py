@@ -124,22 +124,30 @@ def flag(value, field: str, where: str) -> bool | None:
     return value
 
 
-def multiplier(value, field: str, where: str) -> float:
+# float16's normal numbers (the narrowest of the dtypes the checks run): a value of magnitude 1
+# times a multiplier outside them is infinite, or loses its digits to the subnormal spacing
+NORMAL = (
+    max(float(ml_dtypes.finfo(d).tiny) for d in validation.DTYPES.values()),
+    min(float(ml_dtypes.finfo(d).max) for d in validation.DTYPES.values()),
+)
+
+
+def multiplier(value, field: str, where: str, usual: str = "about 1 to 100") -> float:
     """An input embedding multiplier whose scaled rows the scaled_inputs check can judge (bit
     for bit): rows of magnitude 1 times it must stay normal numbers in every dtype the check
     runs. Past the narrowest dtype's largest finite number the rows are infinite, and an
     infinite answer equals them (a Granite embedding_multiplier of 1e308 passed a target that
     returns infinities); below its smallest normal number they lose their digits to the
-    subnormal spacing, down to 0, and zeros pass."""
+    subnormal spacing, down to 0, and zeros pass. Also a rope rule's attention factor, which
+    scales cos and sin (``usual``: what models' are)."""
     number = positive(value, field, where)
-    least = max(float(ml_dtypes.finfo(d).tiny) for d in validation.DTYPES.values())
-    most = min(float(ml_dtypes.finfo(d).max) for d in validation.DTYPES.values())
+    least, most = NORMAL
     if not least <= number <= most:
         refuse(
             where,
             f"{field} {value!r} must be in [{least:.3g}, {most:g}] (float16's normal numbers): "
-            "the scaled rows leave the range the check runs them in, where an infinite or zero "
-            "answer equals them; models' are about 1 to 100",
+            "the scaled values leave the range the check runs them in, where an infinite or "
+            f"zero answer equals them; models' are {usual}",
         )
     return number
 

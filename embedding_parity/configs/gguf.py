@@ -328,6 +328,14 @@ def _scaling(reader: _Reader, tensors: dict, rotary: int, theta, context: int | 
     factor = reader.positive("rope.scaling.factor") or reader.positive("rope.scale_linear")
     factor = 1.0 if kind == "none" or factor is None else factor
     attention = reader.positive("rope.scaling.attn_factor", 1.0)
+    least, most = checks.NORMAL  # checks.multiplier's bound on a config.json's attention_factor
+    if not least <= attention <= most:
+        refuse(
+            f"key {reader.key('rope.scaling.attn_factor')} is {attention:g}: it must be in "
+            f"[{least:.3g}, {most:g}] (float16's normal numbers): cos and sin times it leave the "
+            "range the check runs them in, where an infinite or zero answer equals them; "
+            "models' are about 1"
+        )
     flag = reader.get("rope.scaling.finetuned")
     if flag is not None and type(flag) is not bool:
         refuse(f"key {reader.key('rope.scaling.finetuned')} is {checks.shown(flag)}: true or false")

@@ -176,7 +176,8 @@ GIVEN_ROPE = {
     "original_max_position_embeddings": _at_least(1),
     **dict.fromkeys(["factor", "low_freq_factor", "high_freq_factor"], checks.positive),
     **dict.fromkeys(["beta_fast", "beta_slow", "mscale", "mscale_all_dim"], checks.positive),
-    "attention_factor": checks.positive,
+    # cos and sin times it, judged in float16 too (YaRN's is 1 + 0.1 ln factor, LongRoPE's alike)
+    "attention_factor": lambda v, f, w: checks.multiplier(v, f, w, "about 1 to 1.5"),
 }
 
 
