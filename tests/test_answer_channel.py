@@ -227,3 +227,58 @@ def test_a_result_of_the_widest_elements_is_read_not_taken_for_a_forged_one(work
     )
     assert report.checks[0].status == "differs"
     assert "returns complex256 for float32 (a silent change of dtype)" in report.checks[0].detail
+
+
+# --- what a target raises is the target's ---------------------------------------------------
+
+RAISING = '''
+from embedding_parity.conformance import paths
+from numpy_targets import rope
+
+
+class Unreadable(Exception):
+    def __str__(self):
+        raise RuntimeError("no message for you")
+
+
+def raises_path_failed(x, positions):
+    """The kit's own exception, raised by a target called along no path."""
+    raise paths.PathFailed("out of memory")
+
+
+def raises_unreadable(x, positions):
+    raise Unreadable()
+'''
+
+
+@pytest.fixture(scope="module")
+def raising(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("raising")
+    (folder / "raising.py").write_text(f"import sys\nsys.path.insert(0, {TARGETS!r})\n{RAISING}")
+    sys.path.insert(0, str(folder))
+    import raising as module
+
+    yield str(folder / "raising.py"), module
+    sys.path.remove(str(folder))
+
+
+@pytest.mark.parametrize("where", ["in process", "in the worker"])
+@pytest.mark.parametrize(
+    "name, said",
+    [
+        ("raises_path_failed", "raises PathFailed: out of memory on a valid input"),
+        ("raises_unreadable", "raises Unreadable (its message could not be read: str() of it"),
+    ],
+)
+def test_what_a_target_raises_is_judged_as_its_raise(where, name, said, raising, worker):
+    """A PathFailed is the path's refusal only along a path (it was "the path rejects float16"
+    wherever a target raised it); an exception whose __str__ raises is described by its type
+    (it raised out of the kit in process, and killed the worker's call)."""
+    path, module = raising
+    target = getattr(module, name) if where == "in process" else f"{path}:{name}"
+    shared = worker if where == "in the worker" else None
+    report = _run(target, "rope", shared, checks=["rotation float16", "rotation float32"])
+    assert [c.status for c in report.checks] == ["differs", "differs"], report.lines()
+    assert all(said in c.detail for c in report.checks), report.lines()
+    right = f"{TARGETS}/numpy_targets.py:rope" if shared else numpy_targets.rope
+    assert _run(right, "rope", shared, checks=["rotation float16"]).conforms

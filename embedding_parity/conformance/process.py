@@ -72,7 +72,9 @@ class InProcess:
         if through and through not in self.along:
             self.along[through] = paths.along(through, self.function)
         function = self.along[through] if through else self.function
-        reply = self.worker.ask(self.kind, params, function, self.framework, elements, log=False)
+        reply = self.worker.ask(
+            self.kind, params, function, self.framework, elements, log=False, along=through
+        )
         if "refused" in reply:
             return Outcome(refused=shown(reply["refused"]))
         if "raised" in reply:

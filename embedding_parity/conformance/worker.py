@@ -105,9 +105,7 @@ def _loaded(request: dict) -> tuple[dict, tuple | None]:
     except Unusable as error:
         return {"usage": str(error)}, None
     except Exception as error:
-        first = (str(error).splitlines() or [""])[0]
-        said = f"TARGET {request['target']!r}: importing it raised {type(error).__name__}"
-        return {"usage": f"{said}: {first}"}, None
+        return {"usage": f"TARGET {request['target']!r}: importing it raised {raised(error)}"}, None
     framework, why = request["framework"], request.get("why") or "given with --framework"
     if framework is None:
         framework, why = frameworks.detect(module, function, shown)
@@ -226,7 +224,7 @@ def main(folder: str, parent: int) -> None:
         if through and through not in along:
             along[through] = paths.along(through, function)
         called = along[through] if through else function
-        reply = ask(kind, request["case"], called, framework, request["elements"])
+        reply = ask(kind, request["case"], called, framework, request["elements"], along=through)
         if os.getpid() != me:  # a fork() in the target returned here: only one may answer
             os._exit(0)
         if "array" in reply:
@@ -234,20 +232,21 @@ def main(folder: str, parent: int) -> None:
         answer(**reply)
 
 
-def ask(kind, params: dict, function, framework, elements: int, *, log: bool = True) -> dict:
+def ask(kind, params: dict, function, framework, elements: int, *, log=True, along=None) -> dict:
     """What the target did with the case: one call (``call``), or, for a kind that asks one
     question two ways (``kinds.invariance``), each call of its plan, the answers composed
     and stacked (2, ...): the one call's first. Each answer is composed from the copy taken
     as its call returned (``call``): a target that answers every call in one buffer cannot
     change an earlier answer. A required call that does not answer with an array is the
-    case's answer, said as which call it was."""
+    case's answer, said as which call it was. ``along``: the production path ``function`` is
+    called along, if any (``call``)."""
     plan = getattr(kind, "plan", None)
     if plan is None:
-        return call(function, framework, kind.arguments(params), elements, log=log)
+        return call(function, framework, kind.arguments(params), elements, log=log, along=along)
     calls = plan(params)
     results = []
     for index, (arguments, required) in enumerate(calls):
-        reply = call(function, framework, arguments, elements, log=log)
+        reply = call(function, framework, arguments, elements, log=log, along=along)
         if "array" in reply and not reply["changed"]:
             results.append(reply["array"])
         elif not required:  # the other dtype's call: only what it leaves behind is judged
@@ -271,15 +270,16 @@ def ask(kind, params: dict, function, framework, elements: int, *, log: bool = T
     return {"array": np.stack([whole, composed]), "changed": []}
 
 
-def call(function, framework, arguments, elements: int, *, log: bool = True) -> dict:
+def call(function, framework, arguments, elements: int, *, log=True, along=None) -> dict:
     """What the target did with ``arguments``: {"raised"}, {"returned": what}, {"array",
-    "changed"}, or {"refused"}: the production path could not make it. The array is a copy
+    "changed"}, or {"refused"}: the production path ``function`` is called ``along`` could not
+    make it (a PathFailed raised where no path was asked for is the target's). The array is a copy
     taken as the call returned, never a view of the target's memory, which its next call may
     write again (a kernel's workspace, a port writing with out=); a result of more than
     ``elements`` elements is only described, never copied (a broadcast view of a few bytes can
     stand for gigabytes). The worker's and ``process.InProcess``'s (``log``: print a raising
     target's traceback, into the worker's log)."""
-    reply = _call(function, framework, arguments, log)
+    reply = _call(function, framework, arguments, log, along)
     if "array" not in reply:
         return reply
     array = reply["array"]
@@ -291,7 +291,7 @@ def call(function, framework, arguments, elements: int, *, log: bool = True) -> 
     return reply | {"array": array.copy()}
 
 
-def _call(function, framework, arguments, log: bool) -> dict:
+def _call(function, framework, arguments, log: bool, along) -> dict:
     """The call's outcome: {"raised"}, {"returned": what} or {"array", "changed"}. Only the
     call (and the computation it dispatched) is the target's: an exception of the kit's own
     work around it is never taken for the target raising."""
@@ -304,19 +304,30 @@ def _call(function, framework, arguments, log: bool) -> dict:
             ]
         try:
             returned = frameworks.settle(function(*native))
-        except paths.PathFailed as error:  # the path's machinery, not the target, failed
-            return {"refused": str(error)}
         except Exception as error:
+            if along and isinstance(error, paths.PathFailed):  # the path's machinery failed
+                return {"refused": str(error)}
             if log:
                 traceback.print_exc()
-            first = (str(error).splitlines() or [""])[0]
-            return {"raised": f"{type(error).__name__}: {first}" if first else type(error).__name__}
+            return {"raised": raised(error)}
         with np.errstate(**KIT_ERRORS):
             changed = _changed(kept, native)
     array, what = _numbers(returned)
     if array is None:
         return {"returned": what}
     return {"array": array, "changed": changed}
+
+
+def raised(error: BaseException) -> str:
+    """What a target raised, in one line: its type and its message's first line; its type
+    alone, said as such, where its message cannot be read (a ``__str__`` that raises is the
+    target's code too)."""
+    name = type(error).__name__
+    try:
+        first = (str(error).splitlines() or [""])[0]
+    except Exception:
+        return f"{name} (its message could not be read: str() of it raised)"
+    return f"{name}: {first}" if first else name
 
 
 def _save(result: np.ndarray, request: dict, folder: str) -> dict:
