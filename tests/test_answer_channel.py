@@ -248,6 +248,22 @@ def raises_path_failed(x, positions):
 
 def raises_unreadable(x, positions):
     raise Unreadable()
+
+
+def floods(x, positions):
+    """Writes 33 MiB without a newline on every pipe it may write but stderr's, then answers."""
+    import os, stat
+
+    log = os.fstat(2).st_ino
+    for fd in range(1, 30):
+        try:
+            found = os.fstat(fd)
+            if stat.S_ISFIFO(found.st_mode) and found.st_ino != log:
+                for _ in range(33):
+                    os.write(fd, b"x" * 2**20)
+        except OSError:
+            pass
+    return rope(x, positions)
 '''
 
 
@@ -282,3 +298,14 @@ def test_what_a_target_raises_is_judged_as_its_raise(where, name, said, raising,
     assert all(said in c.detail for c in report.checks), report.lines()
     right = f"{TARGETS}/numpy_targets.py:rope" if shared else numpy_targets.rope
     assert _run(right, "rope", shared, checks=["rotation float16"]).conforms
+
+
+def test_a_flood_on_the_answer_channel_is_named_and_the_next_target_conforms(raising, worker):
+    """An answer line is held to a size (process.ANSWER_LINE_BYTES): without one, the kit held
+    all a target wrote without a newline, and copied it whole for each chunk read."""
+    path, _ = raising
+    report = _run(f"{path}:floods", "rope", worker, checks=["rotation float32"])
+    assert [c.status for c in report.checks] == ["failed"], report.lines()
+    assert "MiB without a newline on the kit's answer channel" in report.checks[0].detail
+    right = _run(f"{TARGETS}/numpy_targets.py:rope", "rope", worker, checks=["rotation float32"])
+    assert right.conforms
