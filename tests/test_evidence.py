@@ -122,6 +122,18 @@ def test_bfloat16_is_not_float16():
     assert not names("bf16 only", DTYPE_NAMES["float16"])
 
 
+@pytest.mark.parametrize(
+    "text, dtype",
+    [
+        ("id 40 is in the upper half of the table", "float16"),
+        ("Half of the rows are missing", "float16"),
+        ("ids of double the expected length", "float64"),
+    ],
+)
+def test_half_and_double_as_words_name_no_dtype(text, dtype):
+    assert not names(text, DTYPE_NAMES[dtype])
+
+
 def rope(x, positions):
     return positional.apply_rope(x, positions).astype(x.dtype)  # half layout, base 10000
 

@@ -39,10 +39,11 @@ KIT_ERRORS = {"all": "ignore"}
 # The names an error may give the dtype it refuses (torch's 'Half', 'BFloat16' and 'Double',
 # ONNX's tensor(double), ggml's f16 and bf16): a valid case's error that names none of its
 # dtype's is no refusal of the dtype, but a valid input refused (a target that raises on every
-# call refuses no dtype).
+# call refuses no dtype). "half" and "double" count only as a type's name, quoted or qualified:
+# as words ("the upper half of the table") they name nothing.
 DTYPE_NAMES = {
-    "float64": ("float64", "double", "f64", "fp64"),
-    "float16": ("float16", "half", "f16", "fp16"),
+    "float64": ("float64", "f64", "fp64", "'double'", "tensor(double)", "torch.double"),
+    "float16": ("float16", "f16", "fp16", "'half'", "torch.half", "c10::half"),
     "bfloat16": ("bfloat16", "bf16"),
 }
 
