@@ -49,6 +49,23 @@ def test_only_the_pinned_members_are_kept_and_the_folder_is_whole(tmp_path, pref
     assert engines.fetch("eng") == into  # in place: nothing fetched again
 
 
+def test_a_folder_of_another_layout_is_fetched_again(tmp_path, prefix, monkeypatch):
+    """A folder an older kit fetched keeps other files (before llama.cpp's sources): its
+    PINNED names no layout or another, so it is no install and the next fetch replaces it."""
+    archive = _archive(tmp_path / "eng.tar.gz", {"pkg/rotary/a.py": b"A = 1\n"})
+    monkeypatch.setitem(engines.ENGINES, "eng", _engine(archive))
+    into = engines.fetch("eng")
+    pinned = os.path.join(into, engines.PINNED)
+    with open(pinned, encoding="utf-8") as file:
+        first, url = file.readlines()
+    with open(pinned, "w", encoding="utf-8") as file:
+        file.write(first.replace(f" layout {engines.LAYOUT}", "") + url)
+    os.remove(os.path.join(into, "pkg/rotary/a.py"))
+    assert engines.installed("eng") is None
+    assert engines.fetch("eng") == into and os.path.isfile(os.path.join(into, "pkg/rotary/a.py"))
+    assert engines.installed("eng") == "1.0"
+
+
 def test_an_archive_that_is_not_the_pinned_one_is_refused(tmp_path, prefix, monkeypatch):
     archive = _archive(tmp_path / "eng.tar.gz", {"pkg/rotary/a.py": b"A = 1\n"})
     monkeypatch.setitem(engines.ENGINES, "eng", replace(_engine(archive), sha256="0" * 64))

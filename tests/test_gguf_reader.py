@@ -136,6 +136,14 @@ def test_a_factor_tensor_a_graph_passes_no_factors_for_is_not_applied(tmp_path):
     )
 
 
+def test_granite_hybrids_rope_freqs_is_read_as_its_loader_creates_it(tmp_path):
+    # Before: refused as a tensor the granitehybrid loader does not create; it creates it in
+    # both its feed-forward branches and its graph passes it (tests/test_gguf_owner.py)
+    factors = {"rope_freqs.weight": llama3_factors()}
+    path = write(tmp_path / "m.gguf", "granitehybrid", tensors=factors)
+    assert configs.read(path).scaling["rope_type"] == "freq_factors"
+
+
 # --- a base or a factor that would leave the bound toothless: refused where read ----------
 
 

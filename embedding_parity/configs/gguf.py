@@ -112,7 +112,8 @@ FACTOR_TENSORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors
 FACTOR_SOURCE = "llama.cpp 0c1e57098, llama-cpp-python 0.3.36's"
 # The next two tables are llama.cpp 0c1e57098's, as llama-cpp-python 0.3.36 vendors it (the
 # conformance install's engine, conformance/engines.py): src/models/<arch>.cpp, each
-# architecture's load_arch_tensors and the freq_factors operand its graph hands ggml_rope_ext.
+# architecture's load_arch_tensors and the freq_factors operand its graph hands ggml_rope_ext;
+# held to those sources, with MLA below, by tests/test_gguf_owner.py.
 # The factor tensors each loader creates, (under rope.scaling.type longrope, otherwise); a
 # factor tensor it does not create fails its load ("wrong number of tensors"). Every other
 # architecture of ROPE_TYPES creates none.
@@ -123,7 +124,7 @@ FACTOR_TENSORS_BY_ARCH = {
         (_PAIR, ("rope_freqs.weight",)),
     ),
     **dict.fromkeys(
-        ("arcee", "exaone", "exaone4", "llama4", "falcon-h1", "llada"),
+        ("arcee", "exaone", "exaone4", "granitehybrid", "llama4", "falcon-h1", "llada"),
         (("rope_freqs.weight",),) * 2,
     ),
     **dict.fromkeys(("phi3", "phimoe", "minicpm3"), (_PAIR,) * 2),

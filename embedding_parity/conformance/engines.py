@@ -12,7 +12,7 @@ its sha256, and keeps only the files it runs, under the environment's prefix:
 
 An engine whose code is compiled (llama.cpp's ggml) is built from its archive's sources in the
 same private folder, and only what the matrix loads is kept (the libraries, their license and
-headers).
+headers), with llama.cpp's architecture sources that the GGUF reader's tables are held to.
 
 Nothing is written outside that folder: the archive is read from a private temporary folder
 that every exit removes, and the files are renamed into place whole or not at all."""
@@ -80,6 +80,9 @@ ENGINES = {
     )
 }
 PINNED = "PINNED"  # the file that says a folder is whole: the engine, its version and sha256
+# What a folder keeps, numbered: a folder fetched by a kit that kept other files is fetched
+# again (2: llama.cpp's architecture sources beside ggml).
+LAYOUT = 2
 LARGEST_ARCHIVE = 1 << 28  # bytes; vLLM's source archive is 47 MB
 
 
@@ -96,7 +99,17 @@ def installed(name: str) -> str | None:
     """The pinned version of engine ``name`` if its files are in place, else None."""
     if name not in ENGINES:
         return None
-    return ENGINES[name].version if os.path.isfile(os.path.join(folder(name), PINNED)) else None
+    try:
+        with open(os.path.join(folder(name), PINNED), encoding="utf-8") as pinned:
+            whole = pinned.readline() == _pinned(ENGINES[name])
+    except OSError:
+        return None
+    return ENGINES[name].version if whole else None
+
+
+def _pinned(engine: Engine) -> str:
+    """PINNED's first line: the engine, its version, its archive's sha256 and the LAYOUT."""
+    return f"{engine.name} {engine.version} sha256:{engine.sha256} layout {LAYOUT}\n"
 
 
 def fetch(name: str) -> str:
@@ -114,8 +127,8 @@ def fetch(name: str) -> str:
         if engine.build:
             staged = BUILDS[engine.build](staged, scratch)
         with open(os.path.join(staged, PINNED), "w", encoding="utf-8") as out:
-            out.write(f"{engine.name} {engine.version} sha256:{engine.sha256}\n{engine.url}\n")
-        if os.path.isdir(into):  # a folder left without its PINNED file: not whole
+            out.write(f"{_pinned(engine)}{engine.url}\n")
+        if os.path.isdir(into):  # a folder left without its PINNED file, or of another LAYOUT
             shutil.rmtree(into)
         os.rename(staged, into)
     return into
@@ -188,7 +201,8 @@ GGML_LIBRARIES = ("libggml-base.so.0", "libggml-cpu.so.0")  # by their sonames, 
 
 def _build_ggml(source: str, scratch: str) -> str:
     """ggml's CPU library built from the vendored llama.cpp in ``source``; returns a folder of
-    the libraries (lib/) and ggml's license and headers, the sources left behind."""
+    the libraries (lib/), ggml's license and headers and llama.cpp's architecture sources
+    (src/), the rest left behind."""
     import subprocess
 
     if shutil.which("cmake") is None:
@@ -232,6 +246,13 @@ def _build_ggml(source: str, scratch: str) -> str:
         shutil.copyfile(os.path.join(build, "bin", name), os.path.join(kept, "lib", name))
     shutil.copyfile(os.path.join(top, "LICENSE"), os.path.join(kept, "LICENSE"))
     shutil.copytree(os.path.join(top, "ggml", "include"), os.path.join(kept, "include"))
+    # llama.cpp's own words for what each architecture does (its loader's tensors, its graph's
+    # ggml_rope_ext operands, its MLA heads; 2.4 MB): the GGUF reader's tables are held to them
+    # (tests/test_gguf_owner.py)
+    os.makedirs(os.path.join(kept, "src"))
+    for name in ("llama-arch.cpp", "llama-model.cpp"):
+        shutil.copyfile(os.path.join(top, "src", name), os.path.join(kept, "src", name))
+    shutil.copytree(os.path.join(top, "src", "models"), os.path.join(kept, "src", "models"))
     return kept
 
 
