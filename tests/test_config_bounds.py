@@ -13,7 +13,7 @@ import compare
 from backends import positional
 from embedding_parity import configs
 from embedding_parity.configs import checks
-from embedding_parity.conformance import api
+from embedding_parity.conformance import api, runner
 from embedding_parity.conformance.kinds import rope
 from embedding_parity.usage import UsageError
 
@@ -116,6 +116,19 @@ GRANITE = {**SMALL, "model_type": "granite"}
 def test_a_multiplier_past_the_dtypes_range_is_refused(tmp_path, value):
     said = refusal(written(tmp_path, {**GRANITE, "embedding_multiplier": value}))
     assert f"embedding_multiplier {value!r} must be in [6.1e-05, 65504]" in said
+
+
+@pytest.mark.parametrize("value", [1e308, 1e-300])
+def test_a_scale_given_without_a_config_is_held_to_the_same_range(value):
+    """The kind's embedding_scale option, given without a config (runner.run's options, an
+    exported battery's), is read by the same rule as a config's field."""
+
+    def infinite(token_table, token_ids, inputs_embeds):
+        return np.full((*np.shape(token_ids), token_table.shape[1]), np.inf, token_table.dtype)
+
+    scale = {"rule": "granite", "value": value}
+    with pytest.raises(UsageError, match=r"must be in \[6.1e-05, 65504\]"):
+        runner.run(infinite, "scaled_inputs", options={"embedding_scale": scale})
 
 
 def test_at_the_largest_multiplier_an_infinite_answer_still_differs(tmp_path):

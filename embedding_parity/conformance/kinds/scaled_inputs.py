@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from backends import positional, validation
+from embedding_parity.configs import checks
 from embedding_parity.conformance import numerics
 from embedding_parity.conformance.kinds.base import BAD_IDS, VOCAB, Case, Kind, T, differs
 from embedding_parity.conformance.kinds.lookup import battery_ids
@@ -61,15 +62,9 @@ def checked_scale(options: dict) -> dict:
         raise UsageError(
             f"embedding_scale {scale!r}: give {{'rule': one of {', '.join(rules)}, 'value': a number}}"
         )
-    value = scale.get("value")
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise UsageError(f"embedding_scale value {value!r}: give a positive finite number")
-    return {"rule": scale["rule"], "value": float(value)}
+    # the config readers' bound, for a scale given without a config too (runner.run's options)
+    value = checks.multiplier(scale.get("value"), "value", "embedding_scale")
+    return {"rule": scale["rule"], "value": value}
 
 
 def width(params: dict) -> int:
