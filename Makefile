@@ -34,7 +34,8 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test]'
 	touch $@
 
-$(VENV)/.installed-conformance: $(VENV)/.installed-test requirements-conformance.txt
+$(VENV)/.installed-conformance: $(VENV)/.installed-test requirements-conformance.txt \
+		embedding_parity/conformance/engines.py
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test,conformance]'
 	$(PY) -m pip install --quiet --no-deps -r requirements-conformance.txt
 	$(PY) -m embedding_parity.conformance.engines fetch vllm sglang llama-cpp-python
