@@ -128,7 +128,8 @@ class Configuration:
     # the position builder's spatial_merge_size and tokens_per_second (Qwen2-VL, Qwen2.5-VL)
     vision: dict | None = None
     # what scales q . k before the softmax: {"qk_head_dim"}, DeepSeek's {"mscale": {factor,
-    # mscale_all_dim, mscale}}, Llama 4's NoPE layers' {"temperature": {floor_scale, attn_scale}}
+    # mscale_all_dim, mscale}}, Llama 4's NoPE layers' {"temperature": {floor_scale, attn_scale}},
+    # Ministral 3's every layer's {"llama_4_scaling": {beta, original_max_position_embeddings}}
     attention: dict | None = None
     note: str | None = None  # a choice the reading made that the file alone does not say
 
@@ -399,5 +400,11 @@ def _attention_words(attention: dict | None) -> list[str]:
         said.append(
             f"NoPE layers' query temperature 1 + {t['attn_scale']:g} log1p(floor((p + 1) / "
             f"{t['floor_scale']}))"
+        )
+    if attention and "llama_4_scaling" in attention:
+        s = attention["llama_4_scaling"]
+        said.append(
+            f"every layer's query scale 1 + {s['beta']:g} ln(1 + floor(p / "
+            f"{s['original_max_position_embeddings']}))"
         )
     return said

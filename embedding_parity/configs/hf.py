@@ -411,13 +411,14 @@ def _rotation(reading: dict, model_type, where: str) -> dict:
         layer_rope = dict(rope if layer_rope is None else layer_rope)
         _pop_mrope(layer_rope, model_type, where)
         theta = checks.base(layer_rope.pop("rope_theta", 10000.0), "rope_theta", where)
+        theta = _pop_ntk_alpha(layer_rope, theta, reading["head_dim"], model_type, where)
         rotary_dim = _optional(checks.head_dim, reading["rotary_dim"], "rotary_dim", where)
         if layer_rope.get("rope_type") != "proportional":
             partial = layer_rope.pop("partial_rotary_factor", None)
             partial = _optional(checks.share, partial, "partial_rotary_factor", where)
             if rotary_dim is None and partial is not None and partial != 1.0:
                 rotary_dim = int(width * partial)
-        scaling = _scaling(layer_rope, longest, where)
+        scaling = _scaling(layer_rope, longest, model_type, where)
         try:
             _, scaling, rotary_dim = validation.check_rope(
                 (1, width), np.zeros(1, np.int64), theta, layout, scaling, rotary_dim
@@ -444,7 +445,56 @@ def _rotation(reading: dict, model_type, where: str) -> dict:
         "layer_types": types if len(types) > 1 else (),  # one group: every layer alike
         "mrope": _mrope(rope, model_type, rotary_dim or head_dim, scaling, where),
         "attention": _attention(reading, model_type, head_dim, scaling, where),
+        "note": _ntk_alpha_note(reading, model_type, theta),
     }
+
+
+# The rotary modules that read a rope dict of rope_type "dynamic" with an alpha as a fixed NTK
+# base, rope_theta * alpha ** (head_dim / (head_dim - 2)), and pass over the rest of it
+# (transformers 5.24, modeling_hunyuan_v1_dense.py and modeling_hunyuan_v1_moe.py:
+# compute_ntk_alpha_rope_parameters). They rename the rule "ntk_alpha", which
+# dynamic_rope_update leaves alone: nothing changes with the sequence length.
+NTK_ALPHA = ("hunyuan_v1_dense", "hunyuan_v1_moe")
+
+
+def _ntk_alpha(rope: dict, model_type) -> bool:
+    """Whether the model type's rotary reads this rope dict as a fixed base from its alpha."""
+    dynamic = rope.get("rope_type") == "dynamic"
+    return model_type in NTK_ALPHA and dynamic and bool(rope.get("alpha"))
+
+
+def _pop_ntk_alpha(rope: dict, theta: float, head_dim, model_type, where: str) -> float:
+    """The base of a rope dict its rotary reads as a fixed NTK base, computed as transformers
+    computes it (Python floats, before its inv_freq), the dict emptied; else ``theta``."""
+    if not _ntk_alpha(rope, model_type):
+        return theta
+    alpha = checks.positive(rope["alpha"], "alpha", where)
+    if head_dim is None:
+        checks.refuse(
+            where,
+            f"alpha: {model_type}'s rotary makes its base rope_theta * alpha ** (head_dim / "
+            "(head_dim - 2)) from the config's head_dim, and the config gives none",
+        )
+    head_dim = checks.integer(head_dim, "head_dim", where, 4)  # head_dim - 2 divides
+    rope.clear()
+    return checks.base(
+        theta * alpha ** (head_dim / (head_dim - 2)),
+        f"the base rope_theta * alpha ** (head_dim / (head_dim - 2)) = {theta:g} * {alpha:g} "
+        f"** ({head_dim} / {head_dim - 2}) =",
+        where,
+    )
+
+
+def _ntk_alpha_note(reading: dict, model_type, theta: float) -> str | None:
+    """Where a base made from alpha came from, for the line the kit prints."""
+    rope = reading["rope"] or {}
+    if not _ntk_alpha(rope, model_type):
+        return None
+    d = reading["head_dim"]
+    return (
+        f"rope_theta {theta:.9g} = {rope['rope_theta']:g} * alpha {rope['alpha']:g} ** "
+        f"({d} / {d - 2}): {model_type}'s fixed NTK base (transformers' ntk_alpha), no scaling"
+    )
 
 
 # The models whose attention multiplies its softmax scale by YaRN's mscale(factor,
@@ -453,12 +503,17 @@ SOFTMAX_MSCALE = ("deepseek_v2", "deepseek_v3")
 # The models whose NoPE layers scale the query by a temperature growing with the position
 # (modeling_llama4.py: attn_temperature_tuning, floor_scale, attn_scale).
 TEMPERATURE = ("llama4_text",)
+# The models whose attention scales every layer's query, after the rotation, by
+# get_llama_4_attn_scale(position_ids, llama_4_scaling_beta, original_max_position_embeddings),
+# both read from the rope dict, which their rotary passes over (modeling_ministral3.py).
+# Mistral 4's attention does too; the kit does not read its MLA heads, and refuses its file.
+LLAMA_4_SCALING = ("ministral3",)
 
 
 def _attention(reading: dict, model_type, head_dim: int, scaling, where: str) -> dict:
     """What scales q . k before the softmax: the width of q . k (DeepSeek's nope and rope dims
     together: qk_head_dim), DeepSeek's mscale where its attention applies it, Llama 4's query
-    temperature on its NoPE layers."""
+    temperature on its NoPE layers, Ministral 3's query scale on every layer."""
     nope = checks.optional_integer(reading["qk_nope_head_dim"], "qk_nope_head_dim", where, 0)
     attention = {"qk_head_dim": head_dim + (nope or 0)}
     if model_type in SOFTMAX_MSCALE and scaling and scaling.get("mscale_all_dim"):
@@ -473,7 +528,39 @@ def _attention(reading: dict, model_type, head_dim: int, scaling, where: str) ->
             "floor_scale": checks.integer(reading["floor_scale"], "floor_scale", where, 1),
             "attn_scale": checks.positive(reading["attn_scale"], "attn_scale", where),
         }
+    if model_type in LLAMA_4_SCALING:
+        attention["llama_4_scaling"] = _llama_4_scaling(
+            reading["rope"] or {}, reading["max_position_embeddings"], model_type, where
+        )
     return attention
+
+
+def _llama_4_scaling(rope: dict, longest, model_type, where: str) -> dict:
+    """The query scale's beta and length, from the rope dict as the attention reads them (it
+    fails without either); the model's max_position_embeddings beside them, for the mistake of
+    taking it for the length."""
+    for field in ("llama_4_scaling_beta", "original_max_position_embeddings"):
+        if rope.get(field) is None:
+            checks.refuse(
+                where,
+                f"no {field} in the rope dict: {model_type}'s attention scales the query by "
+                "1 + llama_4_scaling_beta * ln(1 + floor(p / original_max_position_embeddings)) "
+                "on every layer, and cannot run without it",
+            )
+    beta = checks.real(rope["llama_4_scaling_beta"], "llama_4_scaling_beta", where)
+    if beta < 0:
+        checks.refuse(
+            where,
+            f"llama_4_scaling_beta {beta:g} must be 0 or more: the query scale 1 + beta * "
+            "ln(1 + floor(p / original_max_position_embeddings)) would fall towards 0 and below "
+            "it at long positions (Ministral 3's beta is 0.1)",
+        )
+    field = "original_max_position_embeddings"
+    return {
+        "beta": beta,
+        field: checks.integer(rope[field], field, where, 1),
+        "max_position_embeddings": longest,
+    }
 
 
 def _pop_mrope(rope: dict, model_type, where: str) -> None:
@@ -511,10 +598,12 @@ def _mrope(rope: dict, model_type, rotary_dim: int, scaling, where: str):
         checks.refuse(where, str(error))
 
 
-def _scaling(rope: dict, longest, where: str) -> dict | None:
+def _scaling(rope: dict, longest, model_type, where: str) -> dict | None:
     """The standardised rope dict in backends.positional's terms: dynamic NTK's and LongRoPE's
     max_position_embeddings from the config (a YaRN dict without its factor is refused, as
-    transformers 5.24 refuses it)."""
+    transformers 5.24 refuses it); the query scale's beta left to the attention that reads it."""
+    if model_type in LLAMA_4_SCALING:
+        rope.pop("llama_4_scaling_beta", None)
     kind = checks.text(rope.pop("rope_type", None), "rope_type", where)
     older = checks.text(rope.pop("type", None), "type", where)
     if kind in (None, "default"):  # Qwen2-VL's "mrope" stays "type" under a "default" rope_type

@@ -5,10 +5,13 @@ The scalars around the rotation, as the model's attention code sets them: qk_hea
 DeepSeek-V2's and V3's softmax scale times YaRN's mscale(factor, mscale_all_dim) squared
 (x1.8739 for V3, x1.5896 for V2-Lite: on top of the attention factor on cos and sin, not
 instead of it); Llama 4's NoPE layers' query temperature 1 + attn_scale * log1p(floor((p + 1) /
-floor_scale)), 1 on its RoPE layers. The reference is that formula in float64; a correct float64
-evaluation is within 4 ulps of it (the power, the logarithm and at most four roundings of
-products and sums, each within one ulp), the bound. A model whose layers differ is checked at
-each layer type and at every layer once (``layer map``).
+floor_scale)), 1 on its RoPE layers; Ministral 3's query scale 1 + beta * ln(1 + floor(p /
+original_max_position_embeddings)) on every layer (transformers' get_llama_4_attn_scale, with
+llama_4_scaling_beta: no + 1, so its steps fall one position after Llama 4's would). The
+reference is that formula in float64; a correct float64 evaluation is within 4 ulps of it (the
+power, the logarithm and at most four roundings of products and sums, each within one ulp), the
+bound. A model whose layers differ is checked at each layer type and at every layer once
+(``layer map``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import math
 
 import numpy as np
 
+from backends import validation
 from embedding_parity.conformance.kinds.base import Case, Kind
 
 # Query positions: the temperature's steps at 8192 (floor((p + 1) / 8192) moves from 0 to 1 at
@@ -34,7 +38,8 @@ class AttentionScale(Kind):
     name = "attention_scale"
     contract = (
         "f(positions, layer) -> the (T,) float64 factor of q . k before the softmax at each "
-        "query position: qk_head_dim**-0.5, DeepSeek's mscale squared, Llama 4's temperature"
+        "query position: qk_head_dim**-0.5, DeepSeek's mscale squared, Llama 4's temperature, "
+        "Ministral 3's query scale"
     )
     exact = False
 
@@ -44,7 +49,7 @@ class AttentionScale(Kind):
         found = []
         for layer_type in layers:
             params = _params(attention, layer_type, layers, layer_type["layers"][0])
-            where = f"layer {params['layer']}, positions 0 to {POSITIONS[-1]}"
+            where = f"layer {params['layer']}, positions 0 to {_positions(attention)[-1]}"
             found.append(Case(f"scale {layer_type['name']}", where, params))
         if options.get("layers"):
             for layer_type in layers:
@@ -58,19 +63,22 @@ class AttentionScale(Kind):
         said = f"{self.contract}: {_formula(attention)}"
         if "temperature" in attention:
             said += "; the temperature on the NoPE layers only"
+        if "llama_4_scaling" in attention:
+            said += "; the query scale on every layer"
         return said
 
     def arguments(self, params):
-        return [POSITIONS.astype(np.int64), params["layer"]]
+        return [_positions(params["attention"]).astype(np.int64), params["layer"]]
 
     def expected_dtype(self, params, actual):
         return "float64"
 
     def reference(self, params, on=None, **changes):
-        """The factor at POSITIONS; ``on``: the temperature applied or not (default: on the
-        NoPE layers); ``changes``: the attention settings a mistake changes."""
+        """The factor at the case's positions; ``on``: the temperature applied or not (default:
+        on the NoPE layers); ``changes``: the attention settings a mistake changes."""
         attention = {**params["attention"], **changes}
-        return _scale(attention, POSITIONS, params["nope"] if on is None else on)
+        positions = _positions(params["attention"])
+        return _scale(attention, positions, params["nope"] if on is None else on)
 
     def tolerance(self, params, dtype):
         return ULPS * np.spacing(np.abs(self.reference(params)))
@@ -114,6 +122,7 @@ class AttentionScale(Kind):
                     self._in_float32(params),
                 ),
             ]
+        found += self._llama_4_scaling_mistakes(params)
         scale = attention.get("mscale")
         if scale:
             found += [
@@ -153,18 +162,75 @@ class AttentionScale(Kind):
         expected = self.reference(params)
         return [(name, result) for name, result in found if not np.array_equal(result, expected)]
 
+    def _llama_4_scaling_mistakes(self, params):
+        """Ministral 3's query scale: left out, Llama 4's step, no floor, the wrong length."""
+        scaling = params["attention"].get("llama_4_scaling")
+        if not scaling:
+            return []
+        length = scaling["original_max_position_embeddings"]
+        found = [
+            (
+                (
+                    "no query scale (llama_4_scaling_beta ignored, or kept to the NoPE layers as "
+                    "Llama 4's temperature is: Ministral 3 scales every layer's query)"
+                ),
+                self.reference(params, llama_4_scaling=None),
+            ),
+            (
+                (
+                    f"Llama 4's step floor((p + 1) / {length}) where get_llama_4_attn_scale's is "
+                    f"floor(p / {length}): the scale steps up one position early"
+                ),
+                self.reference(params, llama_4_scaling={**scaling, "shift": 1}),
+            ),
+            (
+                (
+                    f"ln(1 + p / {length}) without the floor: the scale grows smoothly where "
+                    f"Ministral 3's steps every {length} positions"
+                ),
+                self.reference(params, llama_4_scaling={**scaling, "floor": False}),
+            ),
+            (
+                (
+                    "computed in float32 (transformers' position_ids / length in torch's default "
+                    "dtype): right to float32's precision, not float64's"
+                ),
+                self._in_float32(params),
+            ),
+        ]
+        longest = scaling.get("max_position_embeddings")
+        if longest and longest != length:
+            said = (
+                f"max_position_embeddings ({longest}) where original_max_position_embeddings "
+                f"({length}) is meant (get_llama_4_attn_scale names its argument "
+                "max_position_embeddings)"
+            )
+            changed = {**scaling, "original_max_position_embeddings": longest}
+            found.append((said, self.reference(params, llama_4_scaling=changed)))
+        return found
+
     def _mscale_once(self, params):
         scale = params["attention"]["mscale"]
         return self.reference(params) / mscale(scale["factor"], scale["mscale_all_dim"])
 
     def _in_float32(self, params):
-        """Llama 4's own arithmetic: positions.float(), the temperature in float32."""
-        temperature = params["attention"]["temperature"]
-        p = POSITIONS.astype(np.float32)
-        steps = np.floor((p + np.float32(1)) / np.float32(temperature["floor_scale"]))
-        tuned = np.log1p(steps) * np.float32(temperature["attn_scale"]) + np.float32(1)
-        base = self.reference(params, temperature=None)
-        return (base * tuned.astype(np.float64)) if params["nope"] else base
+        """The models' own arithmetic, the query's factor in float32: Llama 4's positions.float(),
+        Ministral 3's position_ids / length in torch's default dtype (float32)."""
+        attention = params["attention"]
+        p = _positions(attention).astype(np.float32)
+        one = np.float32(1)
+        result = self.reference(params, temperature=None, llama_4_scaling=None)
+        temperature = attention.get("temperature")
+        if temperature and params["nope"]:
+            steps = np.floor((p + one) / np.float32(temperature["floor_scale"]))
+            tuned = np.log1p(steps) * np.float32(temperature["attn_scale"]) + one
+            result = result * tuned.astype(np.float64)
+        scaling = attention.get("llama_4_scaling")
+        if scaling:
+            steps = np.floor(p / np.float32(scaling["original_max_position_embeddings"]))
+            scaled = one + np.float32(scaling["beta"]) * np.log(one + steps)
+            result = result * scaled.astype(np.float64)
+        return result
 
     def diagnose(self, params, actual, dtype, tolerance, error):
         # a mistake matches within float32's rounding of the value, not the float64 bound
@@ -178,9 +244,20 @@ def _params(attention, layer_type, layers, layer) -> dict:
     return {"attention": attention, "layer": layer, "nope": nope, "types": named}
 
 
+def _positions(attention: dict) -> np.ndarray:
+    """The query positions: POSITIONS, and either side of the first two steps of Ministral 3's
+    query scale (p = k * original_max_position_embeddings) where the model has one."""
+    scaling = attention.get("llama_4_scaling")
+    if not scaling:
+        return POSITIONS
+    length = scaling["original_max_position_embeddings"]
+    near = [k * length + d for k in (1, 2) for d in (-1, 0)]
+    return np.union1d(POSITIONS, [p for p in near if p < validation.MAX_POSITION])
+
+
 def _scale(attention: dict, positions, on: bool) -> np.ndarray:
     """(T,) float64: qk_head_dim**-0.5, times DeepSeek's mscale squared, times the temperature
-    where ``on`` (a NoPE layer of Llama 4's)."""
+    where ``on`` (a NoPE layer of Llama 4's), times Ministral 3's query scale (every layer)."""
     value = attention["qk_head_dim"] ** -0.5
     scale = attention.get("mscale")
     if scale:
@@ -192,6 +269,12 @@ def _scale(attention: dict, positions, on: bool) -> np.ndarray:
         if temperature.get("floor", True):
             steps = np.floor(steps)
         result = result * (1.0 + temperature["attn_scale"] * np.log1p(steps))
+    scaling = attention.get("llama_4_scaling")
+    if scaling:  # get_llama_4_attn_scale: 1 + beta * log(1 + floor(p / length))
+        steps = (positions + scaling.get("shift", 0)) / scaling["original_max_position_embeddings"]
+        if scaling.get("floor", True):
+            steps = np.floor(steps)
+        result = result * (1.0 + scaling["beta"] * np.log(1.0 + steps))
     return result
 
 
@@ -203,4 +286,8 @@ def _formula(attention: dict) -> str:
     if "temperature" in attention:
         t = attention["temperature"]
         said += f" * (1 + {t['attn_scale']:g} * log1p(floor((p + 1) / {t['floor_scale']})))"
+    if "llama_4_scaling" in attention:
+        s = attention["llama_4_scaling"]
+        length = s["original_max_position_embeddings"]
+        said += f" * (1 + {s['beta']:g} * ln(1 + floor(p / {length})))"
     return said
