@@ -1,0 +1,561 @@
+"""The model's own code as the oracle: what transformers' modeling code for a config does to a
+query, layer by layer, established by running it, and the kit's reading held to it.
+
+The kit reads a config.json by its own rules (``hf``, ``layers``): which dims pair, how wide
+the rotation is, which layers are NoPE. Those rules are a transcription, and a transcription
+falls behind the next model. So wherever transformers (and torch) is installed, ``hold`` runs
+the owner's code before the kit judges anyone:
+
+1. the config is built by transformers' config class, scaled down where only sizes that do
+   not bear on the rotation change (one head of the same width, a hidden size of that width,
+   tiny MLPs, vocabularies and expert counts; every layer and every rope field kept);
+2. the text model is built from it and run once on ``POSITIONS``, with the modeling module's
+   rotary functions (``apply_rotary_pos_emb`` and its kin) and its eager attention wrapped, so
+   each layer's call is seen: whether the layer rotates, the query and key it turns with their
+   cos and sin, and the query and softmax scale its attention then takes;
+3. each rotating layer's function is called again on a basis of unit queries: the turn it
+   applies at every position, a (T, D, D) matrix stack, classified into pairs (the layout), the
+   rotated width, each pair's frequency (unwrapped over the positions) and the factor on cos
+   and sin;
+4. the kit's own reading gives the same stack through ``backends.positional.apply_rope``,
+   classified the same way, and the two are compared: layout, width, frequencies, factor,
+   NoPE layers, the query scale per position and the softmax scale.
+
+Where they disagree, or the owner's code cannot be run or classified, the reading is refused in
+one line that names the model type and what differs: never a verdict on a reading the model's
+own code contradicts. ``compare`` returns the finding for the sweep (tests/test_owner_sweep.py,
+docs/owners.md), ``hold`` refuses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from backends import positional
+from embedding_parity.configs import checks
+from embedding_parity.configs.configuration import OWN_ATTENTION_SCALE, Configuration
+
+# The positions the model is run at (0 .. T-1): long enough to tell the low frequencies of a
+# base-1e6 rotation apart (at p = 255 the lowest turns 3e-4 rad, read to 2e-4 of itself in
+# float32), short enough that a 128-layer model of one head runs in about a second.
+POSITIONS = 256
+# The sizes a scaled-down config takes: none bears on the rotation (the head width is kept).
+SMALL = {"intermediate": 16, "vocab": 64, "experts": 2}
+# Fields that carry sizes of the feed-forward and expert blocks, by the names configs use.
+EXPERT_COUNTS = (
+    "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts"
+)
+EXPERTS_PER_TOKEN = ("num_experts_per_tok", "moe_topk", "top_k", "moe_k", "num_experts_per_token")
+
+
+@dataclass
+class Layer:
+    """What the owner's code did in one layer: ``turns`` the (T, D, D) float64 stack of the
+    rotation applied to a unit query at each position (None: the layer did not rotate), where it
+    sits in the head (``offset``), the query's scale per position after it, the softmax scale."""
+
+    attends: bool = False
+    turns: np.ndarray | None = None
+    offset: int = 0
+    head_dim: int | None = None
+    query_scale: np.ndarray | None = None
+    softmax_scale: float | None = None
+    calls: list = field(default_factory=list)
+    query: object = None  # the query the attention took (torch), until the layer is classified
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The oracle's answer for one config: ``agrees`` (the kit's reading is the owner's),
+    ``refused`` (what could not be established), or the first difference (``differs``)."""
+
+    model_type: str
+    agrees: bool
+    said: str
+    layers: int = 0
+    rotating: int = 0
+
+    @property
+    def line(self) -> str:
+        return f"model_type {self.model_type!r}: {self.said}"
+
+
+def available() -> bool:
+    """Whether transformers' modeling code can be run here (transformers and torch)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(name) for name in ("transformers", "torch"))
+
+
+def hold(configuration: Configuration, fields: dict, where: str) -> Configuration:
+    """``configuration`` if the owner's code does what it says; else UsageError naming the
+    model type and the difference (or what the oracle could not establish)."""
+    finding = compare(configuration, fields)
+    if not finding.agrees:
+        checks.refuse(where, f"the model's own code (transformers) and the kit disagree: "
+                      f"{finding.line}; the kit will not judge a port against a reading its "
+                      "owner contradicts")
+    return configuration
+
+
+def compare(configuration: Configuration, fields: dict) -> Finding:
+    """The owner's code for ``fields`` run and held to the kit's ``configuration``."""
+    model_type = configuration.model_type or "?"
+    try:
+        layers = observe(json.dumps(fields, sort_keys=True))
+    except Unrunnable as error:
+        return Finding(model_type, False, f"its code could not be run: {error}")
+    said = _difference(configuration, layers)
+    rotating = sum(layer.turns is not None for layer in layers)
+    agrees = said is None
+    if agrees:
+        said = f"agrees: {rotating} of {sum(l.attends for l in layers)} attention layers rotate"
+    return Finding(model_type, agrees, said, sum(l.attends for l in layers), rotating)
+
+
+class Unrunnable(Exception):
+    """The owner's code could not be built or run at a config (the reason, in a few words)."""
+
+
+@functools.lru_cache(maxsize=64)
+def observe(fields_json: str) -> tuple[Layer, ...]:
+    """Each decoder layer of the owner's model for a config.json's fields, as ``Layer``s."""
+    try:
+        import torch
+        import transformers  # noqa: F401
+    except ImportError as error:
+        raise Unrunnable(f"{error.name} is not installed") from None
+    from embedding_parity.configs.hf_transformers import _quiet, _text_config
+
+    fields = json.loads(fields_json)
+    with _quiet(), torch.no_grad():
+        try:
+            config = _small(_text_config(fields))
+            model = _model(config)
+        except Unrunnable:
+            raise
+        except Exception as error:
+            raise Unrunnable(f"building it failed ({_said(error)})") from None
+        return _run(model, config, torch)
+
+
+def _said(error: Exception) -> str:
+    lines = str(error).strip().splitlines() or [""]
+    return f"{type(error).__name__}: {lines[0][:160]}"
+
+
+def _head_dim(config) -> int:
+    width = getattr(config, "head_dim", None)
+    if isinstance(width, int) and width > 0:
+        return width
+    return config.hidden_size // config.num_attention_heads
+
+
+def _small(config):
+    """A copy of ``config`` whose sizes that do not bear on the rotation are tiny: one query
+    and one key head of the same width, a hidden size of that width, small MLPs, vocabulary and
+    expert counts; every layer, rope field and layer type kept."""
+    config = copy.deepcopy(config)
+    if getattr(config, "is_heterogeneous", False):
+        config.allow_global_per_layer_attribute_access = True
+    width = _head_dim(config)
+    heads = 1
+    longest = getattr(config, "max_position_embeddings", None)
+    if isinstance(longest, int) and longest < POSITIONS:
+        raise Unrunnable(f"max_position_embeddings {longest} is below the {POSITIONS} positions")
+    for name, value in list(vars(config).items()):
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if "intermediate_size" in name or name.endswith("_ffn_dim") or name == "ffn_dim":
+            setattr(config, name, SMALL["intermediate"])
+        elif name in EXPERT_COUNTS and value > 0:
+            setattr(config, name, min(value, SMALL["experts"]))
+        elif name in EXPERTS_PER_TOKEN and value > 0:
+            setattr(config, name, 1)
+        elif name in ("n_group", "topk_group", "n_shared_experts") and value > 0:
+            setattr(config, name, 1)
+    config.vocab_size = SMALL["vocab"]
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if isinstance(getattr(config, name, None), int):
+            setattr(config, name, 0)
+    config.num_attention_heads = heads
+    if hasattr(config, "num_key_value_heads"):
+        config.num_key_value_heads = heads
+    if "head_dim" in vars(config) or hasattr(type(config), "head_dim"):
+        config.head_dim = width
+    config.hidden_size = width * heads
+    config._attn_implementation = "eager"
+    config.use_cache = False
+    return config
+
+
+def _model(config):
+    """The text model transformers builds for ``config``: AutoModel's class for its type, else
+    the modeling module's base model class for its config class (a multimodal model's text
+    tower)."""
+    import importlib
+
+    from transformers import AutoModel, PreTrainedModel
+
+    if type(config) in AutoModel._model_mapping:
+        return AutoModel.from_config(config, attn_implementation="eager").float().eval()
+    modeling = importlib.import_module(
+        type(config).__module__.replace(".configuration_", ".modeling_")
+    )
+    found = [
+        value
+        for value in vars(modeling).values()
+        if isinstance(value, type)
+        and issubclass(value, PreTrainedModel)
+        and getattr(value, "config_class", None) is type(config)
+        and value.__name__.endswith("Model")
+    ]
+    if not found:
+        raise Unrunnable(f"transformers has no model class for {type(config).__name__}")
+    return min(found, key=lambda cls: len(cls.__name__))(config).float().eval()
+
+
+def _decoder_layers(model, count: int):
+    """The model's ModuleList of ``count`` decoder layers."""
+    import torch
+
+    found = [
+        module
+        for module in model.modules()
+        if isinstance(module, torch.nn.ModuleList) and len(module) == count
+    ]
+    if not found:
+        raise Unrunnable(f"no list of {count} decoder layers in {type(model).__name__}")
+    return found[0]
+
+
+@contextlib.contextmanager
+def _wrapped(module, names, make):
+    """``module``'s functions ``names`` replaced by ``make(name, original)`` while inside."""
+    originals = {name: getattr(module, name) for name in names}
+    for name, original in originals.items():
+        setattr(module, name, make(name, original))
+    try:
+        yield originals
+    finally:
+        for name, original in originals.items():
+            setattr(module, name, original)
+
+
+def _run(model, config, torch) -> tuple[Layer, ...]:
+    count = config.num_hidden_layers
+    layers = [Layer() for _ in range(count)]
+    current = [None]
+    for i, layer in enumerate(_decoder_layers(model, count)):
+        layer.register_forward_pre_hook(lambda _m, _a, i=i: current.__setitem__(0, i))
+    modeling = sys.modules[type(model).__module__]
+    rotary = [
+        name
+        for name, value in vars(modeling).items()
+        if callable(value) and name.startswith("apply_rotary") and not isinstance(value, type)
+    ]
+    attention = [name for name in ("eager_attention_forward",) if hasattr(modeling, name)]
+
+    def rotation(name, original):
+        def recorded(*args, **kwargs):
+            out = original(*args, **kwargs)
+            if current[0] is not None:
+                layers[current[0]].calls.append((original, args, kwargs, out))
+            return out
+
+        return recorded
+
+    def attend(name, original):
+        def recorded(module, query, *args, **kwargs):
+            # eager_attention_forward(module, query, key, value, attention_mask, scaling, ...)
+            if current[0] is not None:
+                seen = layers[current[0]]
+                seen.attends = True
+                seen.softmax_scale = kwargs.get("scaling", args[3] if len(args) > 3 else None)
+                seen.query = query.detach().double()
+            return original(module, query, *args, **kwargs)
+
+        return recorded
+
+    ids = 1 + torch.arange(POSITIONS).remainder(SMALL["vocab"] - 1)[None]  # 0 is padding
+    positions = torch.arange(POSITIONS)[None]
+    with _wrapped(modeling, rotary, rotation), _wrapped(modeling, attention, attend):
+        try:
+            model(input_ids=ids, position_ids=positions)
+        except Exception as error:
+            raise Unrunnable(f"running it failed ({_said(error)})") from None
+    if not any(layer.attends for layer in layers):
+        raise Unrunnable("no layer's attention went through eager_attention_forward")
+    _classify_layers(layers, _head_dim(config), torch)
+    return tuple(layers)
+
+
+def _classify_layers(layers, head_dim: int, torch) -> None:
+    """Each rotating layer's turns, from its first rotation call re-run on unit queries (layers
+    whose call took the same cos and sin share the answer)."""
+    seen = []  # (the call's arguments past q and k, turns)
+    for layer in layers:
+        query, layer.query = layer.query, None
+        if not layer.calls:
+            continue
+        original, args, kwargs, out = layer.calls[0]
+        layer.calls = []
+        rest = [a for a in args[2:] if isinstance(a, torch.Tensor)]
+        for other, turns in seen:
+            if len(other) == len(rest) and all(
+                a.shape == b.shape and torch.equal(a, b) for a, b in zip(other, rest)
+            ):
+                layer.turns = turns
+                break
+        else:
+            layer.turns = _turns(original, args, kwargs, torch)
+            seen.append((rest, layer.turns))
+        axis = _position_axis(args[0].shape)
+        layer.offset, layer.query_scale = _placed(out[0].detach().double(), query, axis)
+        layer.head_dim = head_dim if query is None else query.shape[-1]
+
+
+def _turns(original, args, kwargs, torch) -> np.ndarray:
+    """(T, D, D) float64: the rotation call's turn of each unit query e_j at each position
+    (column j of R_t), the call re-run with q = e_j everywhere."""
+    q = args[0]
+    width, axis = q.shape[-1], _position_axis(q.shape)
+    columns = []
+    for unit in torch.eye(width, dtype=q.dtype):
+        probe = torch.zeros_like(q)
+        probe[..., :] = unit
+        turned = original(probe, *args[1:], **kwargs)[0]
+        columns.append(turned.movedim(axis, 0).reshape(POSITIONS, -1, width)[:, 0])
+    return torch.stack(columns, -1).double().numpy()
+
+
+def _position_axis(shape) -> int:
+    axes = [axis for axis, size in enumerate(shape[:-1]) if size == POSITIONS]
+    if len(axes) != 1:
+        raise Unrunnable(f"cannot tell the position axis of a query of shape {tuple(shape)}")
+    return axes[0]
+
+
+def _placed(turned, query, axis: int):
+    """Where the rotated part sits in the query the attention takes, and the query's scale per
+    position after the rotation: (offset, (T,) scale), or (0, None) where it cannot be seen."""
+    if query is None or turned.numel() == 0:
+        return 0, None
+    turned = turned.movedim(axis, 0).reshape(POSITIONS, -1, turned.shape[-1])
+    query_axis = _position_axis(query.shape)
+    query = query.movedim(query_axis, 0).reshape(POSITIONS, -1, query.shape[-1])
+    if query.shape[1] != turned.shape[1]:
+        return 0, None
+    width = turned.shape[-1]
+    for offset in sorted({0, query.shape[-1] - width}):
+        part = query[..., offset : offset + width]
+        norm = (turned * turned).sum((1, 2))
+        scale = (part * turned).sum((1, 2)) / norm.clamp_min(1e-300)
+        scale[norm == 0] = float("nan")  # a zero query says nothing of its scale
+        fit = (scale[:, None, None] * turned).nan_to_num()
+        if np.allclose(part.numpy(), fit.numpy(), rtol=1e-5, atol=1e-6):
+            return offset, scale.numpy()
+    return 0, None
+
+
+# --- classification: a (T, D, D) stack of turns in the kit's terms ---------------------------
+
+
+@dataclass(frozen=True)
+class Turns:
+    layout: str  # "half", "interleaved", or a description of another pairing
+    start: int  # the first rotated dim
+    width: int  # the rotated width
+    frequencies: np.ndarray  # (width/2,) per pair, radians per position
+    factor: np.ndarray  # (width/2,) the factor on cos and sin
+    reordered: bool = False  # the output's dims reordered after the turn (q . k unchanged)
+
+
+def classify(turns: np.ndarray) -> Turns:
+    """The pairing, width, frequencies and factor of a (T, D, D) stack of 2-D turns."""
+    t, dim, _ = turns.shape
+    turns, reordered = _unreordered(turns)
+    # which dims move, and with which: at positions 1, 2 and T-1 every pair has turned
+    moved = np.zeros((dim, dim), bool)
+    for p in (1, 2, t - 1):
+        moved |= np.abs(turns[p] - np.eye(dim)) > 1e-6
+    rotated = np.flatnonzero(moved.any(0))
+    if rotated.size == 0:
+        return Turns("none", 0, 0, np.zeros(0), np.zeros(0), reordered)
+    partner = {}
+    for j in rotated:
+        others = np.flatnonzero(moved[:, j])
+        others = others[others != j]
+        if others.size != 1:
+            raise Unrunnable(f"dim {j} is mixed with {others.size} others: not a rotation of pairs")
+        partner[int(j)] = int(others[0])
+    lows = sorted(j for j, k in partner.items() if j < k)
+    start, width = int(rotated[0]), int(rotated.size)
+    half = width // 2
+    if rotated[-1] != start + width - 1:
+        raise Unrunnable("the rotated dims are not one run")
+    if lows == list(range(start, start + half)) and all(partner[j] == j + half for j in lows):
+        layout = "half"
+    elif lows == list(range(start, start + width, 2)) and all(partner[j] == j + 1 for j in lows):
+        layout = "interleaved"
+    else:
+        raise Unrunnable(f"dims pair as {sorted(partner.items())[:4]} ...: neither layout")
+    cos = turns[:, lows, lows]  # (T, pairs)
+    sin = turns[:, [partner[j] for j in lows], lows]
+    factor = np.hypot(cos, sin).mean(0)
+    angles = np.unwrap(np.arctan2(sin, cos), axis=0)
+    positions = np.arange(t, dtype=np.float64)
+    frequencies = (angles * positions[:, None]).sum(0) / (positions**2).sum()
+    return Turns(layout, start, width, frequencies, factor, reordered)
+
+
+def _unreordered(turns: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The stack with a fixed reordering of the output dims taken off (DeepSeek-V3's
+    rope_interleave path turns pairs (2i, 2i+1) and writes them to (i, i + d/2): q . k is
+    unchanged, since q and k are reordered alike); at position 0 every pair is unturned, so
+    what remains there is the reordering (times the rule's factor on cos and sin)."""
+    first = turns[0] / np.abs(turns[0]).max()
+    order = np.round(first)
+    if not np.allclose(first, order, atol=1e-6) or not (
+        (order.sum(0) == 1).all() and (order.sum(1) == 1).all() and set(np.unique(order)) <= {0, 1}
+    ):
+        raise Unrunnable("at position 0 it neither leaves the query as it is nor reorders it")
+    if (order == np.eye(len(order))).all():
+        return turns, False
+    return np.einsum("ji,tjk->tik", order, turns), True
+
+
+# --- the kit's reading, in the same terms ----------------------------------------------------
+
+
+def _kit_layer(configuration: Configuration, index: int):
+    """(rotates, rope_theta, scaling, rotary_dim, head_dim, why) of layer ``index``."""
+    for group in configuration.layer_types:
+        if index in group.layers:
+            return (group.rotates, group.rope_theta, group.scaling, group.rotary_dim,
+                    group.head_dim or configuration.head_dim, group.why)
+    return (True, configuration.rope_theta, configuration.scaling, configuration.rotary_dim,
+            configuration.head_dim, "")
+
+
+def kit_turns(configuration: Configuration, index: int) -> Turns | None:
+    """Layer ``index``'s rotation as the kit's reading has it, in ``classify``'s terms."""
+    rotates, theta, scaling, rotary_dim, head_dim, _ = _kit_layer(configuration, index)
+    if not rotates:
+        return None
+    width = rotary_dim or head_dim
+    w, attention = positional.rope_parameters(width, theta, scaling, POSITIONS)
+    start = head_dim - width if configuration.rotary_last else 0
+    return Turns(configuration.layout, start, width, w, np.full(w.shape, attention))
+
+
+def _frequency_bound(frequencies: np.ndarray) -> np.ndarray:
+    """How far a correct float32 rotation's read frequencies may lie from float64's: its angle
+    p * w rounded (eps32 * p * w) and its cos and sin rounded (eps32), read by the least-squares
+    fit over p = 0 .. T-1 (an error e at the last position moves w by about e / T), times 8."""
+    eps = float(np.finfo(np.float32).eps)
+    last = POSITIONS - 1
+    return 8 * eps * (np.abs(frequencies) + 1.0 / last)
+
+
+def _difference(configuration: Configuration, layers) -> str | None:
+    """The first way the owner's layers differ from the kit's reading, in words; None if none."""
+    for index, layer in enumerate(layers):
+        if not layer.attends:
+            continue
+        rotates, *_, why = _kit_layer(configuration, index)
+        where = f"layer {index}"
+        if layer.turns is None and rotates:
+            return f"{where}: its code does not rotate the query (NoPE), the kit rotates it"
+        if layer.turns is None:
+            continue
+        if not rotates:
+            return f"{where}: its code rotates the query, the kit reads it as NoPE [{why}]"
+        said = _turns_differ(configuration, index, layer)
+        if said:
+            return f"{where}: {said}"
+    return _scales_differ(configuration, layers)
+
+
+def _turns_differ(configuration: Configuration, index: int, layer: Layer) -> str | None:
+    try:
+        owner = classify(layer.turns)
+    except Unrunnable as error:
+        return f"its rotation could not be classified ({error})"
+    kit = kit_turns(configuration, index)
+    # an MLA query is [nope | rope] (DeepSeek): the kit's head is its rope part, at the end
+    mla = (configuration.attention or {}).get("qk_head_dim", configuration.head_dim)
+    owner_start = owner.start + layer.offset - (mla - configuration.head_dim)
+    if owner.layout != kit.layout:
+        return f"its code pairs dims in the {owner.layout} layout, the kit reads {kit.layout}"
+    if (owner_start, owner.width) != (kit.start, kit.width):
+        return (
+            f"its code rotates dims {owner_start} to {owner_start + owner.width - 1}, the kit "
+            f"dims {kit.start} to {kit.start + kit.width - 1}"
+        )
+    far = np.abs(owner.frequencies - kit.frequencies) > _frequency_bound(kit.frequencies)
+    if far.any():
+        k = int(np.flatnonzero(far)[0])
+        return (
+            f"its code turns pair {k} by {owner.frequencies[k]:.9g} rad per position, the "
+            f"kit's reading by {kit.frequencies[k]:.9g} (base or scaling rule)"
+        )
+    eps = float(np.finfo(np.float32).eps)
+    if np.abs(owner.factor - kit.factor).max() > 8 * eps * kit.factor.max():
+        return (
+            f"its code multiplies cos and sin by {owner.factor.max():.9g}, the kit by "
+            f"{kit.factor.max():.9g} (the rule's attention factor)"
+        )
+    return None
+
+
+def _scales_differ(configuration: Configuration, layers) -> str | None:
+    """The query scale after the rotation and the softmax scale, held to the kit's."""
+    attention = configuration.attention or {}
+    own_scale = configuration.model_type in OWN_ATTENTION_SCALE
+    expected = _expected_softmax(attention, configuration.head_dim)
+    for index, layer in enumerate(layers):
+        if layer.turns is not None and layer.query_scale is not None:
+            wanted = expected_query_scale(configuration)
+            if not np.allclose(layer.query_scale, wanted, rtol=1e-5, atol=0):
+                t = int(np.flatnonzero(~np.isclose(layer.query_scale, wanted, rtol=1e-5))[0])
+                return (
+                    f"layer {index}: its code scales the rotated query by "
+                    f"{layer.query_scale[t]:.9g} at position {t}, the kit by {wanted[t]:.9g}"
+                )
+        scale = layer.softmax_scale
+        if layer.attends and not own_scale and isinstance(scale, int | float):
+            if not math.isclose(scale, expected, rel_tol=1e-6):
+                return (
+                    f"layer {index}: its attention scales q . k by {scale:.9g}, the kit by "
+                    f"{expected:.9g}"
+                )
+    return None
+
+
+def _expected_softmax(attention: dict, head_dim) -> float:
+    scale = attention.get("qk_head_dim", head_dim) ** -0.5
+    mscale = attention.get("mscale")
+    if mscale:
+        factor = positional.yarn_mscale(mscale["factor"], mscale["mscale_all_dim"])
+        scale *= factor * factor
+    return scale
+
+
+def expected_query_scale(configuration: Configuration) -> np.ndarray:
+    """The kit's scale on a rotating layer's query after the rotation, per position: Ministral
+    3's 1 + beta ln(1 + floor(p / original_max_position_embeddings)), else 1 (Llama 4's
+    temperature is its NoPE layers')."""
+    scaling = (configuration.attention or {}).get("llama_4_scaling")
+    if scaling is None:
+        return np.ones(POSITIONS)
+    steps = np.floor(np.arange(POSITIONS) / scaling["original_max_position_embeddings"])
+    return 1 + scaling["beta"] * np.log1p(steps)
