@@ -253,7 +253,6 @@ REFUSED = {
     "rope_type unknown": ({**LLAMA, "rope_scaling": {"rope_type": "ntk-by-parts"}}, "rope_type"),
     # transformers builds a list per layer as it reads: 30 million layers ran for minutes
     "num_hidden_layers past any model": ({**LLAMA, "num_hidden_layers": 30_000_000}, "layers"),
-    "num_key_value_heads 0": ({**LLAMA, "num_key_value_heads": 0}, "num_key_value_heads"),
     # transformers 5.24 refuses a YaRN dict without its factor: the kit derived one
     "yarn without its factor": (
         {

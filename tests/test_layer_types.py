@@ -111,6 +111,10 @@ ENCODINGS = {
         {"model_type": "cohere2", "num_hidden_layers": 4, "sliding_window_pattern": 2},
         {"sliding_attention": ((0, 2), 10000.0, None), "full_attention": ((1, 3), None, None)},
     ),
+    "SmolLM3 with every no_rope_layers 0: no layer rotated": (
+        {"model_type": "smollm3", "num_hidden_layers": 2, "no_rope_layers": [0, 0]},
+        {"nope": ((0, 1), None, None)},
+    ),
 }
 
 
@@ -293,17 +297,6 @@ def test_a_config_of_one_layer_type_keeps_that_types_rule(name):
         (
             {"model_type": "smollm3", "num_hidden_layers": 2, "no_rope_layers": [1, 2]},
             "no_rope_layers holds [2]: 1 (RoPE) or 0 (NoPE) per layer",
-        ),
-        (
-            {"model_type": "smollm3", "num_hidden_layers": 2, "no_rope_layers": [0, 0]},
-            "no layer is rotated (every layer NoPE",
-        ),
-        (  # Cohere2Attention rotates where its sliding_window is set: nowhere
-            {"model_type": "cohere2", "num_hidden_layers": 4, "sliding_window": None},
-            (
-                "no layer is rotated (every layer NoPE: cohere2 rotates its sliding-window "
-                "layers only, and sliding_window is null)"
-            ),
         ),
         (  # LlamaRotaryEmbedding rotates every layer at the top-level rule, these unread
             {

@@ -41,11 +41,20 @@ POSITION_RULES = {
 }
 # Model types without RoPE: learned (or no) positions.
 LEARNED = {"bert", "gpt2", "opt", "roberta", "xlm-roberta", "camembert", "bart", "mbart"}
-# Rotations over pairs (2i, 2i+1): GPT-J, ChatGLM; DeepSeek-V3 says so with rope_interleave.
-# Cohere's and Llama 4's too (rotate_half over x[..., ::2] and x[..., 1::2]; view_as_complex of
-# pairs (2i, 2i+1)).
+# Rotations over pairs (2i, 2i+1), whatever the config says (DeepSeek-V3 and its kin say so with
+# rope_interleave, which their attention reads): transformers 5.24's text models whose
+# apply_rotary_pos_emb turns x[..., ::2] with x[..., 1::2] (rotate_half or rotate_every_two of
+# that form, cos and sin repeat_interleave'd; GLM-4's, ERNIE 4.5's and Moonshine's on the first
+# int(head_dim * partial_rotary_factor) dims), views the pairs as complex numbers (Llama 4,
+# DeepSeek-V2), or calls apply_rotary_pos_emb_interleave unconditionally. ChatGLM's remote code
+# rotates so too. (ERNIE 4.5-VL's text model pairs (2i, 2i+1) over frequencies it reorders
+# first: not this rule.)
 INTERLEAVED = {
-    *("gptj", "chatglm", "glm", "glm4v_text", "cohere", "cohere2", "llama4_text", "deepseek_v2")
+    *("gptj", "codegen", "roformer", "chatglm", "glm", "glm4", "glm4v_text", "glm_ocr_text"),
+    *("ernie4_5", "ernie4_5_moe", "helium", "moonshine", "moonshine_streaming", "blt"),
+    *("cohere", "cohere2", "cohere2_moe", "llama4_text", "deepseek_v2", "deepseek_v32"),
+    *("deepseek_v4", "glm_moe_dsa", "longcat_flash", "bailing_hybrid", "axk2", "dots3_note_text"),
+    *("mistral_large4_text", "hy_v4_vl_text", "openai_privacy_filter"),
 }
 # Multimodal RoPE (M-RoPE): the text model types whose rotary module turns each frequency slot by
 # the t, h or w row of (3, T) position ids, how the three share the slots, and the section the
@@ -123,7 +132,7 @@ def text_fields(fields: dict, where: str) -> tuple[dict, str | None]:
     layers.check_owned(fields, model_type, where)
     layers.check_keyed(fields, model_type, where)
     layers.check_lists(fields, where)
-    _check_given(fields, where)
+    _check_given(fields, model_type, where)
     return fields, model_type
 
 
@@ -133,7 +142,9 @@ def _at_least(least: int):
 
 # Each field's check, under each name a config.json gives it: run on the fields the file gives,
 # before either reader, so that both refuse a wrong one with the same line (transformers would
-# take most of them silently, or fail deep inside with a message naming no field).
+# take most of them silently, or fail deep inside with a message naming no field). Only fields
+# the kit reads: one that bears on neither the input layer nor the rotation is the model's
+# business (Granite 4.0-H 350M's num_local_experts is 0: it has no routed experts).
 GIVEN = {
     **dict.fromkeys(["hidden_size", "n_embd", "d_model"], _at_least(1)),
     **dict.fromkeys(["num_attention_heads", "n_head", "encoder_attention_heads"], _at_least(1)),
@@ -150,10 +161,7 @@ GIVEN = {
         ["rope_theta", "rotary_emb_base", "rope_local_base_freq", "global_rope_theta"], checks.base
     ),
     "local_rope_theta": checks.base,
-    **dict.fromkeys(
-        ["sliding_window_pattern", "global_attn_every_n_layers", "no_rope_layer_interval"],
-        _at_least(1),
-    ),
+    **dict.fromkeys(["global_attn_every_n_layers", "no_rope_layer_interval"], _at_least(1)),
     "attention_chunk_size": _at_least(1),
     **dict.fromkeys(["partial_rotary_factor", "rotary_pct"], checks.share),
     "rope_interleave": checks.flag,
@@ -166,7 +174,6 @@ GIVEN = {
         ["num_hidden_layers", "n_layer", "num_layers"],
         lambda v, f, w: checks.integer(v, f, w, 1, checks.MOST_LAYERS),
     ),
-    **dict.fromkeys(["num_key_value_heads", "num_local_experts"], _at_least(1)),
 }
 # The numbers of a rope dict that transformers does arithmetic with (the rest are checked by
 # backends.validation once the rule is known).
@@ -181,10 +188,15 @@ GIVEN_ROPE = {
 }
 
 
-def _check_given(fields: dict, where: str) -> None:
+def _check_given(fields: dict, model_type, where: str) -> None:
     for field, check in GIVEN.items():
         if fields.get(field) is not None:
             check(fields[field], field, where)
+    # a class lays its layers out by (i + 1) % sliding_window_pattern; EXAONE 4's files give
+    # it in letters ("LLLG") beside the layer_types it spells, which the kit reads instead
+    pattern = fields.get("sliding_window_pattern")
+    if pattern is not None and (model_type in layers.PATTERNED or not isinstance(pattern, str)):
+        checks.integer(pattern, "sliding_window_pattern", where, 1)
     for rope_field in ("rope_scaling", "rope_parameters"):
         rope = fields.get(rope_field) or {}
         nested = {key: value for key, value in rope.items() if isinstance(value, dict)}
@@ -429,11 +441,13 @@ def _rotation(reading: dict, model_type, where: str) -> dict:
         return theta, scaling, None if rotary_dim == width else rotary_dim
 
     types = layers.table(reading, model_type, rotation, where)
-    if types:
-        main = next((t for t in types if t.name == "full_attention" and t.rotates), None)
-        main = main or next((t for t in types if t.rotates), None)
+    rotating = [t for t in types if t.rotates]
+    if rotating:
+        main = next((t for t in rotating if t.name == "full_attention"), rotating[0])
         theta, scaling, rotary_dim = main.rope_theta, main.scaling, main.rotary_dim
         head_dim = main.head_dim or head_dim
+    elif types:  # no layer rotates: the identity is the contract, the rope dict unread
+        theta, scaling, rotary_dim = Configuration.rope_theta, None, None
     else:
         theta, scaling, rotary_dim = rotation(None)
     return {
@@ -442,7 +456,8 @@ def _rotation(reading: dict, model_type, where: str) -> dict:
         "layout": layout,
         "rope_theta": theta,
         "scaling": scaling,
-        "layer_types": types if len(types) > 1 else (),  # one group: every layer alike
+        # one rotating group: every layer alike, by the rope fields above
+        "layer_types": types if len(types) > 1 or not rotating else (),
         "mrope": _mrope(rope, model_type, rotary_dim or head_dim, scaling, where),
         "attention": _attention(reading, model_type, head_dim, scaling, where),
         "note": _ntk_alpha_note(reading, model_type, theta),

@@ -8,7 +8,10 @@ and its local ones at 10 000 (``global_rope_theta``, ``local_rope_theta``,
 ``global_attn_every_n_layers``); OLMo 3 scales its full-attention layers only; transformers 5
 writes any of them as ``rope_parameters`` keyed by layer type. Some layers are not rotated at
 all (NoPE): SmolLM3's and Llama 4's where ``no_rope_layers[i]`` is 0 (1 means the layer *uses*
-RoPE), Cohere2's full-attention layers (its attention rotates the sliding-window layers only).
+RoPE), Cohere2's and EXAONE 4's full-attention layers (their attention rotates the
+sliding-window layers only: where sliding_window is null, Cohere2 no layer, EXAONE 4 every
+one), and every layer of Granite 4.0-H (``position_embedding_type: "nope"``). Where no layer
+rotates, the identity is the contract, one NoPE layer type.
 Gemma 4's layers differ in width too: its full-attention layers have heads of
 ``global_head_dim`` (512) where the sliding ones have ``head_dim`` (256), and rotate a quarter of
 their frequency slots by the "proportional" rule.
@@ -31,9 +34,24 @@ from embedding_parity.configs.configuration import LayerType
 # Model types whose layers rotate where no_rope_layers[i] is 1 (modeling_smollm3.py,
 # modeling_llama4.py: ``self.use_rope = config.no_rope_layers[layer_idx]``).
 NO_ROPE_LAYERS = ("smollm3", "llama4_text")
-# Model types that rotate only their sliding-window layers (modeling_cohere2.py:
-# ``if self.sliding_window is not None: apply_rotary_pos_emb``).
-SLIDING_ONLY = ("cohere2",)
+# Model types that rotate only their sliding-window layers, and which layers they rotate where
+# the config's sliding_window is null:
+# - "none": modeling_cohere2.py, modeling_flint.py: a layer keeps config.sliding_window if it
+#   is a sliding one, and ``if self.sliding_window is not None: apply_rotary_pos_emb``: with no
+#   window no layer rotates;
+# - "every": modeling_exaone4.py (EXAONE 4.5's text model is one), modeling_exaone_moe.py,
+#   modeling_kolibri1.py: ``if self.sliding_window is None or self.is_sliding``, the config's
+#   window: with none every layer rotates.
+SLIDING_ONLY = {"cohere2": "none", "flint": "none"} | dict.fromkeys(
+    ("exaone4", "exaone_moe", "kolibri1"), "every"
+)
+# Model types whose model builds its rotary module only where position_embedding_type names it
+# (modeling_granitemoehybrid.py: ``GraniteMoeHybridRotaryEmbedding(config) if
+# config.position_embedding_type == "rope" else None``): any other value, null (the class's
+# default) included, rotates no layer. Granite 4.0-H's files say "nope".
+ROTARY_NAMED = {"granitemoehybrid": "rope"}
+# Model types whose layer types the kit's own reading lays out by sliding_window_pattern.
+PATTERNED = ("gemma3_text", "cohere2")
 # Model types whose full-attention layers have heads of their own width: the field, its class
 # default (Gemma4TextConfig.__post_init__: per_layer_config {layer: {"head_dim": global_head_dim}}
 # on each full_attention layer).
@@ -165,12 +183,10 @@ def kit_layer_types(fields: dict, model_type, count: int, no_rope: list | None) 
 def _kit_layer_types(fields: dict, model_type, count: int, no_rope: list | None) -> list | None:
     if fields.get("layer_types") is not None:
         return list(fields["layer_types"])
-    if model_type in ("gemma3_text", "cohere2", "gemma4_text"):
+    if model_type in (*PATTERNED, "gemma4_text"):
         default = 4 if model_type == "cohere2" else 6  # Gemma 4's is fixed: no field sets it
         pattern = (
-            default
-            if model_type == "gemma4_text"
-            else fields.get("sliding_window_pattern", default)
+            fields.get("sliding_window_pattern", default) if model_type in PATTERNED else default
         )
         return [_sliding((i + 1) % pattern) for i in range(count)]
     if model_type == "modernbert":
@@ -247,29 +263,26 @@ def table(reading: dict, model_type, rotation, where: str) -> tuple[LayerType, .
         count = len(no_rope)
     if head_dims is not None:
         head_dims = [checks.head_dim(h, "head_dim of a layer", where) for h in head_dims]
-    if count is None or not (nested or no_rope is not None or model_type in SLIDING_ONLY):
+    own_rule = model_type in SLIDING_ONLY or model_type in ROTARY_NAMED
+    if count is None or not (nested or no_rope is not None or own_rule):
         return ()
     attention = layer_types or ["full_attention"] * count
-    # Cohere2 with sliding_window null: no layer has a window, so none is rotated
-    windowless = model_type in SLIDING_ONLY and reading.get("sliding_window") is None
     rules, kinds, whys, members = {}, {}, {}, {}
     for i, kind in enumerate(attention):
         nested_rope = rope if nested else None
         width = None if head_dims is None else head_dims[i]
-        rule, why = _layer_rule(
-            i, kind, nested_rope, no_rope, model_type, rotation, width, where, windowless
-        )
+        why = _not_rotated(kind, reading, model_type)
+        if why:
+            rule = (None,) * 4
+        else:
+            rule, why = _layer_rule(
+                i, kind, nested_rope, no_rope, model_type, rotation, width, where
+            )
         key = repr(rule)  # the scaling dict makes the rule unhashable
         rules.setdefault(key, rule)
         kinds.setdefault(key, []).append(kind)
         whys.setdefault(key, why)
         members.setdefault(key, []).append(i)
-    if len(rules) == 1 and next(iter(rules.values()))[0] is None:
-        checks.refuse(
-            where,
-            f"no layer is rotated (every layer NoPE: {next(iter(whys.values()))}): nothing for "
-            "RoPE to check",
-        )
     names = _names(kinds, {key: rule[0] is None for key, rule in rules.items()})
     return tuple(
         LayerType(names[key], tuple(members[key]), *rule, why=whys[key])
@@ -277,14 +290,34 @@ def table(reading: dict, model_type, rotation, where: str) -> tuple[LayerType, .
     )
 
 
-def _layer_rule(i, kind, nested, no_rope, model_type, rotation, head_dim, where, windowless):
+def _not_rotated(kind: str, reading: dict, model_type) -> str | None:
+    """Why a layer of attention type ``kind`` is not rotated by its model's own rule
+    (ROTARY_NAMED, SLIDING_ONLY), or None."""
+    named = reading["position_embedding_type"]
+    if model_type in ROTARY_NAMED and named != ROTARY_NAMED[model_type]:
+        return (
+            f"position_embedding_type {checks.shown(named)}: {model_type} rotates only where it "
+            f"is {ROTARY_NAMED[model_type]!r}"
+        )
+    if model_type not in SLIDING_ONLY:
+        return None
+    when_null = SLIDING_ONLY[model_type]
+    if reading["sliding_window"] is None:
+        null = f"{model_type} rotates its sliding-window layers only, and sliding_window is null"
+        return null if when_null == "none" else None
+    if kind != "sliding_attention":
+        if when_null == "every":
+            said = "only where sliding_window is set (every layer where it is null)"
+            return f"{model_type} rotates its sliding-window layers {said}"
+        return f"{model_type} rotates its sliding-window layers only"
+    return None
+
+
+def _layer_rule(i, kind, nested, no_rope, model_type, rotation, head_dim, where):
     """(rope_theta, scaling, rotary_dim, head_dim) of layer i (head_dim None: the config's), or
     Nones for NoPE; and why."""
     if no_rope is not None and not no_rope[i]:
         return (None,) * 4, "no_rope_layers[i] = 0 (1 means the layer uses RoPE)"
-    if model_type in SLIDING_ONLY and (windowless or kind != "sliding_attention"):
-        null = ", and sliding_window is null" if windowless else ""
-        return (None,) * 4, f"{model_type} rotates its sliding-window layers only{null}"
     if nested is None:
         why = "no_rope_layers[i] = 1: the layer uses RoPE" if no_rope is not None else ""
         return (*rotation(None, head_dim), head_dim), why
@@ -298,13 +331,13 @@ def _layer_rule(i, kind, nested, no_rope, model_type, rotation, head_dim, where,
 
 def _names(kinds: dict, nope: dict) -> dict:
     """Each rule's name: the attention type its layers share where that tells the rules apart,
-    else rope or nope."""
+    else rope or nope (nope where no layer rotates)."""
     kinds = {key: set(found) for key, found in kinds.items()}
-    if all(len(k) == 1 for k in kinds.values()):
+    if all(len(k) == 1 for k in kinds.values()) and not all(nope.values()):
         names = {key: next(iter(k)) for key, k in kinds.items()}
         if len(set(names.values())) == len(names):
             return names
-    if len(kinds) == 2 and any(nope.values()):
+    if len(kinds) <= 2 and any(nope.values()):
         return {key: "nope" if nope[key] else "rope" for key in kinds}
     return {key: f"rule{n}" for n, key in enumerate(kinds)}
 

@@ -102,7 +102,7 @@ class Rope(Kind):
     exact = False
 
     def cases(self, options):
-        layers, chosen = options.get("layers"), options.get("layer_type")
+        layers, chosen = options.get("layers"), _chosen(options)
         if not layers:
             return self._cases(options, _rope(options), {}, "")
         found = []
@@ -140,7 +140,7 @@ class Rope(Kind):
             return self.contract
         rope = _rope(options)
         said = _signature(options, rope["head_dim"])
-        layers, chosen = options.get("layers"), options.get("layer_type")
+        layers, chosen = options.get("layers"), _chosen(options)
         if layers and chosen is None:
             rules = "; ".join(f"{t['name']} layers: {_rotation(t['rope'])}" for t in layers)
             return (
@@ -363,8 +363,7 @@ class Rope(Kind):
 
     def diagnose(self, params, actual, dtype, tolerance, error):
         if params["rope"].get("nope"):  # a rotation's mistakes are judged within its own bound
-            rotating = [t["rope"] for t in params["others"] if not t["rope"].get("nope")]
-            bound = self.tolerance({**params, "rope": rotating[0]}, dtype)
+            bound = self.tolerance({**params, "rope": _mistaken_rotation(params)}, dtype)
             found = super().diagnose(params, actual, dtype, bound, error)
             return found or "changed where a NoPE layer returns x as it is"
         found = super().diagnose(params, actual, dtype, tolerance, error)
@@ -805,6 +804,13 @@ def _yarn_ramp(rotary, base, factor, low, high):
 # --- layer types: each layer by its own rule ----------------------------------------------
 
 
+def _chosen(options) -> str | None:
+    """The layer type checked alone: the one asked for, or a model's only one (no layer of it
+    rotates: every layer alike, yet not by the config's rope fields)."""
+    layers = options.get("layers") or []
+    return options.get("layer_type") or (layers[0]["name"] if len(layers) == 1 else None)
+
+
 def _layer_call(layer_type, layers, *, at) -> dict:
     """The params that place a case in one layer type: its name, why it rotates so, the other
     types (for the mistakes), and ``layer``, the index the call is told (none where a single
@@ -832,6 +838,13 @@ def _layer_mistakes(params, x, positions):
     rope, name = params["rope"], params["layer_type"]
     why = f" [{params['why']}]" if params.get("why") else ""
     found = []
+    if rope.get("nope") and all(other["rope"].get("nope") for other in params["others"]):
+        default = _mistaken_rotation(params)
+        said = (
+            f"rotated ({_rule_words(default)}, {default['layout']} layout) where no layer of the "
+            f"model rotates{why}: the config read as RoPE's default"
+        )
+        found.append((said, _rotated(x, positions, default)))
     for other in params["others"]:
         theirs = other["rope"]
         if theirs.get("nope"):
@@ -861,6 +874,16 @@ def _layer_mistakes(params, x, positions):
             )
             found.append((said, _rotated(x, positions, {**rope, "scaling": theirs["scaling"]})))
     return found
+
+
+def _mistaken_rotation(params) -> dict:
+    """The rotation a port would wrongly apply on a NoPE layer: another layer type's, else
+    RoPE's default (base 10000, unscaled) at the layer's head and layout."""
+    rotating = [t["rope"] for t in params["others"] if not t["rope"].get("nope")]
+    if rotating:
+        return rotating[0]
+    rope = {key: value for key, value in params["rope"].items() if key != "nope"}
+    return {**rope, "base": TEXTBOOK["base"], "scaling": None}
 
 
 def _rule_words(rope) -> str:
