@@ -371,6 +371,7 @@ def test_granite4_h_rotates_no_layer_the_identity_conforms(files, name):
     config = read(FILES[name])
     assert [(t.name, t.rotates) for t in config.layer_types] == [("nope", False)]
     assert "position_embedding_type 'nope'" in config.layer_types[0].why
+    assert "no layer rotated (below), head_dim" in config.line()
     report = checked(lambda x, positions: x.copy(), files[name], rotation("nope"))
     assert report.conforms, report.lines()
 

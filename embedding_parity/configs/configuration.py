@@ -343,7 +343,9 @@ class Configuration:
         if self.layer_types:
             own = any(t.head_dim for t in self.layer_types)  # each type says its head_dim
             width = "" if own else f", head_dim {self.head_dim}"
-            said.append(f"RoPE by layer type (below){width} ({self.layout} layout)")
+            rope = any(t.rotates for t in self.layer_types)
+            rule = f"RoPE by layer type (below){width} ({self.layout} layout)"
+            said.append(rule if rope else f"no layer rotated (below){width}: x as it is")
         elif self.rope:
             rule = scaling_words(self.scaling)
             rotated = self.rotary_dim or self.head_dim
