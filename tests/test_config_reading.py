@@ -30,7 +30,7 @@ WHERE = "--config dir/config.json"
 
 
 def read(fields: dict, reader: str) -> configs.Configuration:
-    return hf.from_fields(fields, "case", WHERE, reader=reader)
+    return hf.from_fields(fields, "case", WHERE, reader=reader, hold=False)  # the readers alone
 
 
 def both(fields: dict) -> configs.Configuration:

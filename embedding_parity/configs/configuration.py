@@ -9,11 +9,23 @@ from embedding_parity.usage import UsageError
 
 # Model types whose attention scales q . k by a field of their own, not head_dim**-0.5
 # (transformers 5.24's modeling code): refused by the attention_scale kind.
+# Held to the modeling code by the sweep (tests/test_owner_sweep.py): every other type's
+# attention is seen to scale q . k by head_dim**-0.5.
 OWN_ATTENTION_SCALE = {
     "gemma2": "its own field query_pre_attn_scalar",
     "gemma3_text": "its own field query_pre_attn_scalar",
-    "gemma4_text": "1 (its q and k are RMS-normalised instead)",
-    "granite": "its own field attention_multiplier",
+    **dict.fromkeys(
+        ("gemma4_text", "gemma4_unified_text", "gemma3n_text", "embedding_gemma2_text"),
+        "1 (its q and k are RMS-normalised instead)",
+    ),
+    **dict.fromkeys(
+        ("granite", "granitemoe", "granitemoeshared", "granitemoehybrid", "granite_swa"),
+        "its own field attention_multiplier",
+    ),
+    **dict.fromkeys(
+        ("granitemoe_swa", "granite4_vision_text", "granite_docling_text"),
+        "its own field attention_multiplier",
+    ),
 }
 
 
@@ -132,6 +144,11 @@ class Configuration:
     # Ministral 3's every layer's {"llama_4_scaling": {beta, original_max_position_embeddings}}
     attention: dict | None = None
     note: str | None = None  # a choice the reading made that the file alone does not say
+    # The model's own code run on the file (configs.owner): what it confirmed ("24 of 32
+    # attention layers rotate, as read"), or why the rotation is not confirmed, which the kinds
+    # that judge the rotation then refuse with (a lookup at the same file is still checked)
+    held: str | None = None
+    unconfirmed: str | None = None
 
     @property
     def rope(self) -> bool:
@@ -145,7 +162,8 @@ class Configuration:
 
     def rope_options(self) -> dict:
         """What ``apply_rope`` takes; UsageError for a rotation of the head's last dims, which
-        apply_rope does not make."""
+        apply_rope does not make, or one the model's own code did not confirm."""
+        self.confirmed()
         if self.rotary_last:
             raise UsageError(
                 f"{self.name}: llama.cpp rotates the last {self.rotary_dim} dims of each head "
@@ -153,6 +171,11 @@ class Configuration:
                 "--kind rope"
             )
         return self._rotation()
+
+    def confirmed(self, flag: str | None = None) -> None:
+        """UsageError where the model's own code did not confirm the rotation as read."""
+        if self.unconfirmed:
+            raise UsageError(f"{flag or self.name}: {self.unconfirmed}")
 
     def _rotation(self) -> dict:
         """The rotation's fields, as apply_rope and the rope kind name them."""
@@ -186,6 +209,8 @@ class Configuration:
             return options
         if layer is not None and kind != "rope":
             raise UsageError(f"--layer and --layer-type go with --kind rope, not {kind}")
+        if kind in ("rope", "attention_scale"):
+            self.confirmed(flag)
         if kind == "rope":
             if not self.rope:
                 raise UsageError(
@@ -340,6 +365,8 @@ class Configuration:
     def line(self) -> str:
         """What was understood: one line, and a line per layer type where layers differ."""
         said = [f"config {self.name}" + (f" [{self.note}]" if self.note else "")]
+        if self.held or self.unconfirmed:
+            said[0] += f" (transformers' modeling code run on it: {self.held or self.unconfirmed})"
         if self.layer_types:
             own = any(t.head_dim for t in self.layer_types)  # each type says its head_dim
             width = "" if own else f", head_dim {self.head_dim}"

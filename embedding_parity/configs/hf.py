@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from backends import validation
-from embedding_parity.configs import checks, layers
+from embedding_parity.configs import checks, layers, owner
 from embedding_parity.configs.configuration import Configuration
 from embedding_parity.configs.defaults import DEFAULTS, FLAT_TEXT, PLAIN, TEXT_TYPES
 from embedding_parity.configs.hf_transformers import transformers_reading
@@ -72,9 +72,14 @@ SCALED_LENGTH = ("llama3", "yarn", "longrope")  # rules with original_max_positi
 RULES = tuple(rule for rule in validation.ROPE_SCALINGS if rule != "freq_factors")
 
 
-def from_fields(fields: dict, name: str, where: str, reader: str | None = None) -> Configuration:
+def from_fields(
+    fields: dict, name: str, where: str, reader: str | None = None, *, hold: bool = True
+) -> Configuration:
     """The Configuration a config's fields describe; UsageError naming ``where`` and the field.
-    ``reader``: "transformers" or "kit" (default: transformers where it is installed)."""
+    ``reader``: "transformers" or "kit" (default: transformers where it is installed). Read by
+    transformers, a rotation is then held to the model's own code (``owner.hold``: the kinds
+    that judge it refuse where the code does otherwise); ``hold=False`` for the sweep, which
+    reports the two side by side."""
     text, model_type = text_fields(fields, where)
     if reader is None:
         reader = "transformers" if importlib.util.find_spec("transformers") else "kit"
@@ -84,7 +89,11 @@ def from_fields(fields: dict, name: str, where: str, reader: str | None = None) 
         reading = kit_reading(text, model_type, where)
     reading["vision"] = _vision(fields, where)
     reading["vocab_size"] = text.get("vocab_size")  # the table's rows, where the file says
-    return build(reading, name, where)
+    configuration = build(reading, name, where)
+    known = model_type in KNOWN_TO_TRANSFORMERS  # else transformers has no code to run
+    if reader == "transformers" and hold and configuration.rope and known:
+        return owner.hold(configuration, fields)
+    return configuration
 
 
 # The position builders the kit checks (get_rope_index, transformers 5.24): the vision_config
@@ -619,6 +628,9 @@ def _scaling(rope: dict, longest, model_type, where: str) -> dict | None:
     transformers 5.24 refuses it); the query scale's beta left to the attention that reads it."""
     if model_type in LLAMA_4_SCALING:
         rope.pop("llama_4_scaling_beta", None)
+        # Ministral3Config's default dict carries the model's length too, which its class
+        # passes over (ignore_keys_at_rope_validation) and YaRN reads from the config
+        rope.pop("max_position_embeddings", None)
     kind = checks.text(rope.pop("rope_type", None), "rope_type", where)
     older = checks.text(rope.pop("type", None), "type", where)
     if kind in (None, "default"):  # Qwen2-VL's "mrope" stays "type" under a "default" rope_type

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import json
 import math
@@ -40,30 +41,59 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from backends import positional
-from embedding_parity.configs import checks
 from embedding_parity.configs.configuration import OWN_ATTENTION_SCALE, Configuration
 
 # The positions the model is run at (0 .. T-1): long enough to tell the low frequencies of a
-# base-1e6 rotation apart (at p = 255 the lowest turns 3e-4 rad, read to 2e-4 of itself in
+# base-1e6 rotation apart (at p = 127 the lowest turns 1.5e-4 rad, read to 1e-3 of itself in
 # float32), short enough that a 128-layer model of one head runs in about a second.
-POSITIONS = 256
+POSITIONS = 128
 # The sizes a scaled-down config takes: none bears on the rotation (the head width is kept).
 SMALL = {"intermediate": 16, "vocab": 64, "experts": 2}
+HEADS = (1, 2)  # the heads tried, fewest first
+# The fields that bear on the rotation (or on which layers rotate): never scaled down.
+KEPT = {
+    *("head_dim", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "rotary_dim"),
+    *("global_head_dim", "max_position_embeddings", "original_max_position_embeddings"),
+    *("sliding_window", "sliding_window_pattern", "num_hidden_layers", "num_layers"),
+    *("attention_chunk_size", "no_rope_layer_interval", "global_attn_every_n_layers"),
+    *("floor_scale", "rope_theta", "hidden_size", "num_attention_heads", "num_key_value_heads"),
+}
+MOST_WEIGHTS = 50_000_000  # a scaled-down model's weights: 200 MB in float32
 # Fields that carry sizes of the feed-forward and expert blocks, by the names configs use.
 EXPERT_COUNTS = (
     "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts"
 )
 EXPERTS_PER_TOKEN = ("num_experts_per_tok", "moe_topk", "top_k", "moe_k", "num_experts_per_token")
+# The sizes of hybrid models' state-space and linear-attention mixers and of MLA's low-rank
+# projections, by the names their configs use (none bears on the rotation of the attention).
+MIXERS = {
+    **dict.fromkeys(("mamba_n_heads", "mamba_num_heads", "mamba_n_groups", "n_groups"), 1),
+    **dict.fromkeys(("mamba_d_state", "ssm_state_size", "mamba_dt_rank"), 16),
+    **dict.fromkeys(("linear_num_key_heads", "linear_num_value_heads"), 1),
+    **dict.fromkeys(("linear_key_head_dim", "linear_value_head_dim"), 16),
+    **dict.fromkeys(("q_lora_rank", "kv_lora_rank"), 16),
+}
+
+
+@dataclass(frozen=True)
+class Turns:
+    layout: str  # "half", "interleaved", or a description of another pairing
+    start: int  # the first rotated dim
+    width: int  # the rotated width
+    frequencies: np.ndarray  # (width/2,) per pair, radians per position
+    factor: np.ndarray  # (width/2,) the factor on cos and sin
+    reordered: bool = False  # the output's dims reordered after the turn (q . k unchanged)
 
 
 @dataclass
 class Layer:
-    """What the owner's code did in one layer: ``turns`` the (T, D, D) float64 stack of the
-    rotation applied to a unit query at each position (None: the layer did not rotate), where it
-    sits in the head (``offset``), the query's scale per position after it, the softmax scale."""
+    """What the owner's code did in one layer: its ``rotation`` of a query, classified (None:
+    the layer did not rotate; a str: why it could not be classified), where the rotated part
+    sits in the query the attention takes (``offset``), the query's scale per position after
+    the rotation, the softmax scale."""
 
     attends: bool = False
-    turns: np.ndarray | None = None
+    rotation: Turns | str | None = None
     offset: int = 0
     head_dim: int | None = None
     query_scale: np.ndarray | None = None
@@ -74,36 +104,46 @@ class Layer:
 
 @dataclass(frozen=True)
 class Finding:
-    """The oracle's answer for one config: ``agrees`` (the kit's reading is the owner's),
-    ``refused`` (what could not be established), or the first difference (``differs``)."""
+    """The oracle's answer for one config: ``kind`` "agrees" (the kit's reading is the code's),
+    "differs" (the kit reads it otherwise: ``said`` names the first difference), "unread" (the
+    code applies a scale the kit has no field for) or "unrunnable" (the code could not be run
+    or its rotation classified: ``said`` names why)."""
 
     model_type: str
-    agrees: bool
+    kind: str
     said: str
     layers: int = 0
     rotating: int = 0
+
+    @property
+    def agrees(self) -> bool:
+        return self.kind == "agrees"
 
     @property
     def line(self) -> str:
         return f"model_type {self.model_type!r}: {self.said}"
 
 
-def available() -> bool:
-    """Whether transformers' modeling code can be run here (transformers and torch)."""
-    import importlib.util
+# The refusal's words for each way the oracle cannot confirm a reading.
+REFUSALS = {
+    "differs": "the model's own code (transformers) and the kit's reading disagree",
+    "unread": "the model's own code (transformers) applies what the kit does not read",
+    "unrunnable": "the kit cannot establish what the model's own code (transformers) does",
+}
 
-    return all(importlib.util.find_spec(name) for name in ("transformers", "torch"))
 
-
-def hold(configuration: Configuration, fields: dict, where: str) -> Configuration:
-    """``configuration`` if the owner's code does what it says; else UsageError naming the
-    model type and the difference (or what the oracle could not establish)."""
+def hold(configuration: Configuration, fields: dict) -> Configuration:
+    """``configuration`` with what the owner's code confirmed (``held``), or why it did not
+    (``unconfirmed``: the kinds that judge the rotation refuse with it, in one line naming the
+    model type and the difference or what could not be established)."""
     finding = compare(configuration, fields)
-    if not finding.agrees:
-        checks.refuse(where, f"the model's own code (transformers) and the kit disagree: "
-                      f"{finding.line}; the kit will not judge a port against a reading its "
-                      "owner contradicts")
-    return configuration
+    if finding.agrees:
+        return dataclasses.replace(configuration, held=f"{finding.said.removeprefix('agrees: ')}, as read")
+    return dataclasses.replace(
+        configuration,
+        unconfirmed=f"{REFUSALS[finding.kind]}: {finding.line}; the kit will not judge a port "
+        "against a reading its owner's code does not confirm",
+    )
 
 
 def compare(configuration: Configuration, fields: dict) -> Finding:
@@ -112,13 +152,13 @@ def compare(configuration: Configuration, fields: dict) -> Finding:
     try:
         layers = observe(json.dumps(fields, sort_keys=True))
     except Unrunnable as error:
-        return Finding(model_type, False, f"its code could not be run: {error}")
-    said = _difference(configuration, layers)
-    rotating = sum(layer.turns is not None for layer in layers)
-    agrees = said is None
-    if agrees:
-        said = f"agrees: {rotating} of {sum(l.attends for l in layers)} attention layers rotate"
-    return Finding(model_type, agrees, said, sum(l.attends for l in layers), rotating)
+        return Finding(model_type, "unrunnable", f"its code could not be run: {error}")
+    attending = sum(layer.attends for layer in layers)
+    rotating = sum(layer.rotation is not None for layer in layers)
+    kind, said = _difference(configuration, layers) or (
+        "agrees", f"agrees: {rotating} of {attending} attention layers rotate"
+    )
+    return Finding(model_type, kind, said, attending, rotating)
 
 
 class Unrunnable(Exception):
@@ -136,15 +176,28 @@ def observe(fields_json: str) -> tuple[Layer, ...]:
     from embedding_parity.configs.hf_transformers import _quiet, _text_config
 
     fields = json.loads(fields_json)
-    with _quiet(), torch.no_grad():
-        try:
-            config = _small(_text_config(fields))
-            model = _model(config)
-        except Unrunnable:
-            raise
-        except Exception as error:
-            raise Unrunnable(f"building it failed ({_said(error)})") from None
-        return _run(model, config, torch)
+    with _quiet(), torch.no_grad(), _one_thread(torch):
+        for heads in HEADS:  # a class that splits its heads in two (DiffLlama) needs two
+            try:
+                config = _small(_text_config(fields), heads)
+                return _run(_model(config), config, torch)
+            except Unrunnable as error:
+                failed = error
+            except Exception as error:
+                failed = Unrunnable(f"building it failed ({_said(error)})")
+        raise failed
+
+
+@contextlib.contextmanager
+def _one_thread(torch):
+    """torch on one thread while the tiny model runs: its ops are too small to share, and on a
+    busy machine two threads made a forward pass 20 times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _said(error: Exception) -> str:
@@ -159,30 +212,26 @@ def _head_dim(config) -> int:
     return config.hidden_size // config.num_attention_heads
 
 
-def _small(config):
-    """A copy of ``config`` whose sizes that do not bear on the rotation are tiny: one query
-    and one key head of the same width, a hidden size of that width, small MLPs, vocabulary and
-    expert counts; every layer, rope field and layer type kept."""
+def _small(config, heads: int):
+    """A copy of ``config`` whose sizes that do not bear on the rotation are tiny: ``heads``
+    query and key heads of the same width, a hidden size of those heads (and every other size
+    the file gives as the hidden size), small MLPs, vocabularies and expert counts; every layer,
+    rope field and layer type kept."""
     config = copy.deepcopy(config)
     if getattr(config, "is_heterogeneous", False):
         config.allow_global_per_layer_attribute_access = True
-    width = _head_dim(config)
-    heads = 1
+    width, hidden = _head_dim(config), config.hidden_size
     longest = getattr(config, "max_position_embeddings", None)
     if isinstance(longest, int) and longest < POSITIONS:
         raise Unrunnable(f"max_position_embeddings {longest} is below the {POSITIONS} positions")
     for name, value in list(vars(config).items()):
-        if not isinstance(value, int) or isinstance(value, bool):
+        if name in KEPT or name.endswith("_token_id"):
             continue
-        if "intermediate_size" in name or name.endswith("_ffn_dim") or name == "ffn_dim":
-            setattr(config, name, SMALL["intermediate"])
-        elif name in EXPERT_COUNTS and value > 0:
-            setattr(config, name, min(value, SMALL["experts"]))
-        elif name in EXPERTS_PER_TOKEN and value > 0:
-            setattr(config, name, 1)
-        elif name in ("n_group", "topk_group", "n_shared_experts") and value > 0:
-            setattr(config, name, 1)
-    config.vocab_size = SMALL["vocab"]
+        if value is None and name in (*EXPERTS_PER_TOKEN, "n_group", "topk_group"):
+            value = 1  # a class whose default leaves routing to the checkpoint
+        small = _smaller(name, value, hidden, width * heads, heads)
+        if small is not None:
+            setattr(config, name, small)
     for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
         if isinstance(getattr(config, name, None), int):
             setattr(config, name, 0)
@@ -192,35 +241,85 @@ def _small(config):
     if "head_dim" in vars(config) or hasattr(type(config), "head_dim"):
         config.head_dim = width
     config.hidden_size = width * heads
+    _mixer_heads(config)
     config._attn_implementation = "eager"
     config.use_cache = False
     return config
 
 
+def _smaller(name: str, value, hidden: int, small_hidden: int, heads: int):
+    """A size field's small value (a list of sizes, one per layer, elementwise), or None."""
+    if isinstance(value, list) and value and all(_integer(v) for v in value):
+        smaller = [_smaller(name, v, hidden, small_hidden, heads) for v in value]
+        return None if None in smaller else smaller
+    if not _integer(value) or value <= 0:
+        return None
+    if "vocab_size" in name:  # Gemma 3n's per-layer tables too
+        return min(value, SMALL["vocab"])
+    if any(part in name for part in ("intermediate_size", "ffn_dim", "ffn_hidden_size")):
+        return SMALL["intermediate"]
+    if name in EXPERT_COUNTS:
+        return min(value, SMALL["experts"])
+    if name in (*EXPERTS_PER_TOKEN, "n_group", "topk_group", "n_shared_experts"):
+        return 1
+    if name in MIXERS:
+        return min(value, MIXERS[name])
+    if "heads" in name:
+        return min(value, heads)
+    if value == hidden:  # another name for the model's width (an LRU's, an expert's)
+        return small_hidden
+    return None
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _mixer_heads(config) -> None:
+    """A Mamba-2 mixer's one head as wide as its inner size (expand * hidden_size), as the
+    hybrid models' classes require."""
+    expand = getattr(config, "mamba_expand", getattr(config, "expand", None))
+    if not isinstance(expand, int):
+        return
+    inner = expand * config.hidden_size
+    for field in ("mamba_d_head", "mamba_head_dim"):
+        if isinstance(getattr(config, field, None), int):
+            setattr(config, field, inner)
+    if isinstance(getattr(config, "mamba_d_ssm", None), int):
+        config.mamba_d_ssm = inner
+
+
 def _model(config):
     """The text model transformers builds for ``config``: AutoModel's class for its type, else
     the modeling module's base model class for its config class (a multimodal model's text
-    tower)."""
+    tower); first on torch's meta device, to refuse a model still too large scaled down."""
     import importlib
 
+    import torch
     from transformers import AutoModel, PreTrainedModel
 
     if type(config) in AutoModel._model_mapping:
-        return AutoModel.from_config(config, attn_implementation="eager").float().eval()
-    modeling = importlib.import_module(
-        type(config).__module__.replace(".configuration_", ".modeling_")
-    )
-    found = [
-        value
-        for value in vars(modeling).values()
-        if isinstance(value, type)
-        and issubclass(value, PreTrainedModel)
-        and getattr(value, "config_class", None) is type(config)
-        and value.__name__.endswith("Model")
-    ]
-    if not found:
-        raise Unrunnable(f"transformers has no model class for {type(config).__name__}")
-    return min(found, key=lambda cls: len(cls.__name__))(config).float().eval()
+        build = AutoModel._model_mapping[type(config)]
+    else:
+        modeling = importlib.import_module(
+            type(config).__module__.replace(".configuration_", ".modeling_")
+        )
+        found = [
+            value
+            for value in vars(modeling).values()
+            if isinstance(value, type)
+            and issubclass(value, PreTrainedModel)
+            and getattr(value, "config_class", None) is type(config)
+            and value.__name__.endswith("Model")
+        ]
+        if not found:
+            raise Unrunnable(f"transformers has no model class for {type(config).__name__}")
+        build = min(found, key=lambda cls: len(cls.__name__))
+    with torch.device("meta"):
+        size = sum(weight.numel() for weight in build(config).parameters())
+    if size > MOST_WEIGHTS:
+        raise Unrunnable(f"scaled down, it still has {size:,} weights (at most {MOST_WEIGHTS:,})")
+    return build(config).float().eval()
 
 
 def _decoder_layers(model, count: int):
@@ -293,7 +392,7 @@ def _run(model, config, torch) -> tuple[Layer, ...]:
         except Exception as error:
             raise Unrunnable(f"running it failed ({_said(error)})") from None
     if not any(layer.attends for layer in layers):
-        raise Unrunnable("no layer's attention went through eager_attention_forward")
+        raise Unrunnable("no layer attended through its eager attention at this config")
     _classify_layers(layers, _head_dim(config), torch)
     return tuple(layers)
 
@@ -301,7 +400,7 @@ def _run(model, config, torch) -> tuple[Layer, ...]:
 def _classify_layers(layers, head_dim: int, torch) -> None:
     """Each rotating layer's turns, from its first rotation call re-run on unit queries (layers
     whose call took the same cos and sin share the answer)."""
-    seen = []  # (the call's arguments past q and k, turns)
+    seen = []  # (the call's arguments past q and k, rotation)
     for layer in layers:
         query, layer.query = layer.query, None
         if not layer.calls:
@@ -309,15 +408,18 @@ def _classify_layers(layers, head_dim: int, torch) -> None:
         original, args, kwargs, out = layer.calls[0]
         layer.calls = []
         rest = [a for a in args[2:] if isinstance(a, torch.Tensor)]
-        for other, turns in seen:
+        for other, rotation in seen:
             if len(other) == len(rest) and all(
                 a.shape == b.shape and torch.equal(a, b) for a, b in zip(other, rest)
             ):
-                layer.turns = turns
+                layer.rotation = rotation
                 break
         else:
-            layer.turns = _turns(original, args, kwargs, torch)
-            seen.append((rest, layer.turns))
+            try:
+                layer.rotation = classify(_turns(original, args, kwargs, torch))
+            except Unrunnable as error:
+                layer.rotation = str(error)
+            seen.append((rest, layer.rotation))
         axis = _position_axis(args[0].shape)
         layer.offset, layer.query_scale = _placed(out[0].detach().double(), query, axis)
         layer.head_dim = head_dim if query is None else query.shape[-1]
@@ -325,11 +427,23 @@ def _classify_layers(layers, head_dim: int, torch) -> None:
 
 def _turns(original, args, kwargs, torch) -> np.ndarray:
     """(T, D, D) float64: the rotation call's turn of each unit query e_j at each position
-    (column j of R_t), the call re-run with q = e_j everywhere."""
+    (column j of R_t), the call re-run with q = e_j everywhere: the D units at once along the
+    batch axis where the call broadcasts its cos and sin over it, else one by one."""
     q = args[0]
     width, axis = q.shape[-1], _position_axis(q.shape)
+    units = torch.eye(width, dtype=q.dtype)
+    if q.shape[0] == 1 and axis != 0:
+        probe = torch.zeros((width, *q.shape[1:]), dtype=q.dtype)
+        probe[..., :] = units.reshape(width, *[1] * (q.dim() - 2), width)
+        try:
+            turned = original(probe, *args[1:], **kwargs)[0]
+        except RuntimeError:  # cos and sin do not broadcast over the batch
+            turned = None
+        if turned is not None and turned.shape == probe.shape:
+            columns = turned.movedim(axis, 1).reshape(width, POSITIONS, -1, width)[:, :, 0]
+            return columns.permute(1, 2, 0).double().numpy()
     columns = []
-    for unit in torch.eye(width, dtype=q.dtype):
+    for unit in units:
         probe = torch.zeros_like(q)
         probe[..., :] = unit
         turned = original(probe, *args[1:], **kwargs)[0]
@@ -362,21 +476,22 @@ def _placed(turned, query, axis: int):
         scale[norm == 0] = float("nan")  # a zero query says nothing of its scale
         fit = (scale[:, None, None] * turned).nan_to_num()
         if np.allclose(part.numpy(), fit.numpy(), rtol=1e-5, atol=1e-6):
-            return offset, scale.numpy()
+            return offset, _unnormalized(scale.numpy(), norm.sqrt().numpy())
     return 0, None
 
 
+def _unnormalized(scale: np.ndarray, norm: np.ndarray) -> np.ndarray | None:
+    """The scale per position, or None where it is the rotated query's norm taken off (a
+    qk-norm after the rotation: Llama 4's, Hunyuan's), which depends on the query, not on the
+    position, and leaves the rotation the kit checks as it is."""
+    known = ~np.isnan(scale)
+    seen, product = scale[known], (scale * norm)[known]
+    if not np.allclose(seen, seen[0], rtol=1e-5) and np.allclose(product, product[0], rtol=1e-4):
+        return None
+    return scale
+
+
 # --- classification: a (T, D, D) stack of turns in the kit's terms ---------------------------
-
-
-@dataclass(frozen=True)
-class Turns:
-    layout: str  # "half", "interleaved", or a description of another pairing
-    start: int  # the first rotated dim
-    width: int  # the rotated width
-    frequencies: np.ndarray  # (width/2,) per pair, radians per position
-    factor: np.ndarray  # (width/2,) the factor on cos and sin
-    reordered: bool = False  # the output's dims reordered after the turn (q . k unchanged)
 
 
 def classify(turns: np.ndarray) -> Turns:
@@ -398,14 +513,16 @@ def classify(turns: np.ndarray) -> Turns:
             raise Unrunnable(f"dim {j} is mixed with {others.size} others: not a rotation of pairs")
         partner[int(j)] = int(others[0])
     lows = sorted(j for j, k in partner.items() if j < k)
-    start, width = int(rotated[0]), int(rotated.size)
-    half = width // 2
-    if rotated[-1] != start + width - 1:
-        raise Unrunnable("the rotated dims are not one run")
-    if lows == list(range(start, start + half)) and all(partner[j] == j + half for j in lows):
-        layout = "half"
-    elif lows == list(range(start, start + width, 2)) and all(partner[j] == j + 1 for j in lows):
-        layout = "interleaved"
+    gaps = {partner[j] - j for j in lows}
+    if len(gaps) != 1:
+        raise Unrunnable(f"dims pair at {len(gaps)} distances: neither layout")
+    gap, start, count = gaps.pop(), lows[0], len(lows)
+    if gap == 1 and lows == list(range(start, start + 2 * count, 2)):
+        layout, width = "interleaved", 2 * count
+    elif gap >= count and lows == list(range(start, start + count)):
+        # (i, i + gap): the half layout over 2 * gap dims; pairs past the moving ones turn at
+        # frequency 0 (Gemma 4's proportional rule rotates a quarter of its frequency slots)
+        layout, width = "half", 2 * gap
     else:
         raise Unrunnable(f"dims pair as {sorted(partner.items())[:4]} ...: neither layout")
     cos = turns[:, lows, lows]  # (T, pairs)
@@ -414,6 +531,9 @@ def classify(turns: np.ndarray) -> Turns:
     angles = np.unwrap(np.arctan2(sin, cos), axis=0)
     positions = np.arange(t, dtype=np.float64)
     frequencies = (angles * positions[:, None]).sum(0) / (positions**2).sum()
+    still = width // 2 - count  # pairs of the block that do not turn
+    frequencies = np.concatenate([frequencies, np.zeros(still)])
+    factor = np.concatenate([factor, np.full(still, factor.mean())])
     return Turns(layout, start, width, frequencies, factor, reordered)
 
 
@@ -466,34 +586,32 @@ def _frequency_bound(frequencies: np.ndarray) -> np.ndarray:
     return 8 * eps * (np.abs(frequencies) + 1.0 / last)
 
 
-def _difference(configuration: Configuration, layers) -> str | None:
-    """The first way the owner's layers differ from the kit's reading, in words; None if none."""
+def _difference(configuration: Configuration, layers) -> tuple[str, str] | None:
+    """(kind, words) of the first way the owner's layers differ from the kit's reading."""
     for index, layer in enumerate(layers):
         if not layer.attends:
             continue
         rotates, *_, why = _kit_layer(configuration, index)
         where = f"layer {index}"
-        if layer.turns is None and rotates:
-            return f"{where}: its code does not rotate the query (NoPE), the kit rotates it"
-        if layer.turns is None:
+        if layer.rotation is None and rotates:
+            return "differs", f"{where}: its code does not rotate the query (NoPE), the kit does"
+        if layer.rotation is None:
             continue
         if not rotates:
-            return f"{where}: its code rotates the query, the kit reads it as NoPE [{why}]"
-        said = _turns_differ(configuration, index, layer)
+            return "differs", f"{where}: its code rotates the query, the kit reads NoPE [{why}]"
+        if isinstance(layer.rotation, str):
+            return "unrunnable", f"{where}: its rotation could not be classified ({layer.rotation})"
+        said = _turns_differ(configuration, index, layer.rotation, layer.offset)
         if said:
-            return f"{where}: {said}"
+            return "differs", f"{where}: {said}"
     return _scales_differ(configuration, layers)
 
 
-def _turns_differ(configuration: Configuration, index: int, layer: Layer) -> str | None:
-    try:
-        owner = classify(layer.turns)
-    except Unrunnable as error:
-        return f"its rotation could not be classified ({error})"
+def _turns_differ(configuration: Configuration, index: int, owner: Turns, offset: int):
     kit = kit_turns(configuration, index)
     # an MLA query is [nope | rope] (DeepSeek): the kit's head is its rope part, at the end
     mla = (configuration.attention or {}).get("qk_head_dim", configuration.head_dim)
-    owner_start = owner.start + layer.offset - (mla - configuration.head_dim)
+    owner_start = owner.start + offset - (mla - configuration.head_dim)
     if owner.layout != kit.layout:
         return f"its code pairs dims in the {owner.layout} layout, the kit reads {kit.layout}"
     if (owner_start, owner.width) != (kit.start, kit.width):
@@ -501,7 +619,9 @@ def _turns_differ(configuration: Configuration, index: int, layer: Layer) -> str
             f"its code rotates dims {owner_start} to {owner_start + owner.width - 1}, the kit "
             f"dims {kit.start} to {kit.start + kit.width - 1}"
         )
-    far = np.abs(owner.frequencies - kit.frequencies) > _frequency_bound(kit.frequencies)
+    # at integer positions w and w + 2 pi turn alike: the code's w is read modulo 2 pi
+    apart = np.remainder(owner.frequencies - kit.frequencies + np.pi, 2 * np.pi) - np.pi
+    far = np.abs(apart) > _frequency_bound(kit.frequencies)
     if far.any():
         k = int(np.flatnonzero(far)[0])
         return (
@@ -517,25 +637,30 @@ def _turns_differ(configuration: Configuration, index: int, layer: Layer) -> str
     return None
 
 
-def _scales_differ(configuration: Configuration, layers) -> str | None:
-    """The query scale after the rotation and the softmax scale, held to the kit's."""
+def _scales_differ(configuration: Configuration, layers) -> tuple[str, str] | None:
+    """The query's scale after the rotation and the softmax scale, held to the kit's: "differs"
+    where the kit reads a rule for it, "unread" where it reads none."""
     attention = configuration.attention or {}
-    own_scale = configuration.model_type in OWN_ATTENTION_SCALE
     expected = _expected_softmax(attention, configuration.head_dim)
+    wanted = expected_query_scale(configuration)
     for index, layer in enumerate(layers):
-        if layer.turns is not None and layer.query_scale is not None:
-            wanted = expected_query_scale(configuration)
-            if not np.allclose(layer.query_scale, wanted, rtol=1e-5, atol=0):
-                t = int(np.flatnonzero(~np.isclose(layer.query_scale, wanted, rtol=1e-5))[0])
-                return (
-                    f"layer {index}: its code scales the rotated query by "
-                    f"{layer.query_scale[t]:.9g} at position {t}, the kit by {wanted[t]:.9g}"
+        scale = layer.query_scale
+        if layer.rotation is not None and scale is not None:
+            off = np.flatnonzero(~np.isnan(scale) & ~np.isclose(scale, wanted, rtol=1e-5))
+            if off.size:
+                t = int(off[0])
+                kind = "differs" if "llama_4_scaling" in attention else "unread"
+                return kind, (
+                    f"layer {index}: its code scales the rotated query by {scale[t]:.9g} at "
+                    f"position {t}, the kit by {wanted[t]:.9g}"
                 )
-        scale = layer.softmax_scale
-        if layer.attends and not own_scale and isinstance(scale, int | float):
-            if not math.isclose(scale, expected, rel_tol=1e-6):
-                return (
-                    f"layer {index}: its attention scales q . k by {scale:.9g}, the kit by "
+        softmax = layer.softmax_scale
+        own = configuration.model_type in OWN_ATTENTION_SCALE
+        if layer.attends and not own and isinstance(softmax, int | float):
+            if not math.isclose(softmax, expected, rel_tol=1e-6):
+                kind = "differs" if "mscale" in attention else "unread"
+                return kind, (
+                    f"layer {index}: its attention scales q . k by {softmax:.9g}, the kit by "
                     f"{expected:.9g}"
                 )
     return None
