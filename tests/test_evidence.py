@@ -91,7 +91,10 @@ def test_differences_all_expected_are_no_verdict():
         rows = lookup(token_table, position_table, token_ids, start)  # a bad id raises
         return np.zeros_like(rows)
 
-    report = check(zeros, "lookup", framework="numpy", expected={"forward *": "a stub"})
+    # the contract alone (its invariances conform for a stub too, and are no evidence of it)
+    report = check(
+        zeros, "lookup", framework="numpy", expected={"forward *": "a stub"}, invariances=False
+    )
     assert all(c.status == "expected" for c in report.checks if c.valid)
     assert report.verdict == "NO VERDICT" and "forward float32: expected" in report.unanswered()
 

@@ -323,7 +323,7 @@ def test_the_invariance_kinds_take_the_rope_kinds_options_and_a_config():
         "rope_invariance", "--model", layer="full_attention"
     )
     assert KINDS["rope_invariance"].cases(gemma)[0].params["rope"]["head_dim"] == 512
-    with pytest.raises(UsageError, match="one rotated layer type"):
+    with pytest.raises(UsageError, match="name one layer type"):
         KINDS["rope_invariance"].cases(configs.preset("gemma-4-e2b").options("rope", "--model"))
     with pytest.raises(UsageError, match="Gemma's scaled"):
         configs.preset("gemma-7b").options("lookup_invariance", "--model")

@@ -31,16 +31,19 @@ FLOAT64 = {"rotation float64": "computes in float32", "long positions float64": 
 def test_a_callable_is_checked_in_process_and_the_report_is_data():
     report = check(ports.rope, "rope", dtypes=["float32", "bfloat16"])
     assert report.conforms
+    asked = [c.check for c in KINDS["rope_invariance"].cases({})]  # in float32, asked too
     assert [c.check for c in report.checks] == [
         "rotation float32",
         "long positions float32",
         "rotation bfloat16",
         "long positions bfloat16",
+        *asked,
     ]
     assert report.target == "ports.rope" and report.framework == "numpy"
     record = json.loads(json.dumps(report.record(), allow_nan=False))
     assert record["schema_version"] == reports.SCHEMA_VERSION
     assert {"check", "status", "detail", "ulps", "mismatch", "reason"} <= set(record["checks"][0])
+    assert record["invariances"] == {"kind": "rope_invariance", "asked": asked}
 
 
 def test_a_float32_port_differs_in_float64_unless_that_is_expected():
@@ -104,14 +107,15 @@ def test_the_sign_of_a_zero_and_a_nan_payload_are_named(target, shown):
 
 
 def test_a_port_held_to_its_source_is_bit_identical_or_one_ulp_at_its_index():
-    same = check(ports.rope_same, "rope", against=ports.rope)
+    held = {"against": ports.rope, "invariances": False}  # the contract's cases, one by one
+    same = check(ports.rope_same, "rope", **held)
     assert not same.conforms  # as wrong as its source in float64 (test_battery_integrity.py)
-    same = check(ports.rope_same, "rope", against=ports.rope, expected=FLOAT64)
+    same = check(ports.rope_same, "rope", expected=FLOAT64, **held)
     assert same.conforms
     assert all("bit-identical to ports.rope" in c.detail for c in same.checks)
     # both compute in float32: their float64 cases differ from the contract, not each other
     assert [c["status"] for c in same.against["own"]][:2] == ["differs", "differs"]
-    off = check(ports.rope_one_ulp, "rope", against=ports.rope, dtypes=["float32"])
+    off = check(ports.rope_one_ulp, "rope", dtypes=["float32"], **held)
     first = off.checks[0]
     assert first.status == "differs" and off.checks[1].status == "conforms"
     assert first.detail.endswith(
@@ -163,15 +167,16 @@ def shared(capsys, monkeypatch, ports_worker):
 
 def test_the_command_line_says_what_is_expected(shared, tmp_path):
     target = f"{PORTS}:rope"
-    code, out = shared(target, "--kind", "rope", "--dtypes", "float64,float32")
+    rope = ["--kind", "rope", "--dtypes", "float64,float32", "--no-invariances"]
+    code, out = shared(target, *rope)
     assert code == 1 and "DIFFERS" in out
     expect = ["--expect", "rotation float64=computes in float32", "--expect", "long*64=same"]
-    code, out = shared(target, "--kind", "rope", "--dtypes", "float64,float32", *expect)
+    code, out = shared(target, *rope, *expect)
     assert code == 0, out
     assert "  xf   rotation float64  " in out and "expected (computes in float32)" in out
     listed = tmp_path / "expected.txt"
     listed.write_text("# float32 inside\n* float64 = computes in float32\nrotation float32=stale\n")
-    flags = [target, "--kind", "rope", "--dtypes", "float64,float32", "--expect-file", str(listed)]
+    flags = [target, *rope, "--expect-file", str(listed)]
     code, out = shared(*flags)
     assert code == 0 and "  XP   rotation float32" in out
     code, out = shared(*flags, "--strict", "--json", str(tmp_path / "r.json"))
@@ -216,7 +221,7 @@ EXPECTED = {{
 
 
 @parametrize_with_checks([rope, rope_off_by_one], kind="rope", dtypes=["float64", "float32"],
-                         expected_failed_checks=EXPECTED{strict})
+                         invariances=False, expected_failed_checks=EXPECTED{strict})
 def test_rope(implementation, check):
     check(implementation)
 """
@@ -279,7 +284,9 @@ def test_strict_makes_a_stale_expectation_a_failure(pytester):
 
 
 def test_the_shapes_ports_call_with():
-    batched = check(ports.rope_batched, "rope", batched=True, head_dim=64, dtypes=["float32"])
+    batched = check(
+        ports.rope_batched, "rope", batched=True, head_dim=64, dtypes=["float32"], invariances=False
+    )
     assert batched.conforms, batched.lines()
     assert [c.check for c in batched.checks] == [
         "packed batch float32",

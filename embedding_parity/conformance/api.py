@@ -55,6 +55,7 @@ def check(
     table: tuple[int, int, int] | None = None,
     through: str | None = None,
     layer: int | str | None = None,
+    invariances: bool = True,
 ) -> Report:
     """The report of ``implementation`` against ``kind``'s contract (``compare.py check``).
 
@@ -71,7 +72,12 @@ def check(
     ("torch.compile", "torch.export", "onnx", "jax.jit", "jax.export"), each case run
     eagerly too so that what the path changes is named as the path's. ``layer``: with a config
     whose layers rotate differently, a layer's index or a layer type's name: that type alone,
-    the implementation called f(x, positions) (default: every type, f(x, positions, layer)). A callable along a
+    the implementation called f(x, positions) (default: every type, f(x, positions, layer)).
+    ``invariances``: rope and lookup are asked two ways too (``rope_invariance``,
+    ``lookup_invariance``: a batch and its rows, chunks and one call, ...), their checks part
+    of the verdict, where the call is one they are built for (not along a path, not every
+    layer type at once); ``False`` runs the contract alone, and the report's last line says
+    they were not asked. A callable along a
     torch path in this process leaves what torch leaves: $TMPDIR/torchinductor_$USER (empty
     after an export, Inductor's cache and headers after a compilation); a string target's
     stay in the worker's private folder. The caller's NumPy error state and environment are
@@ -86,6 +92,13 @@ def check(
             raise UsageError(f"{name}={value!r}: choose from {', '.join(FRAMEWORKS)}")
     if not (isinstance(timeout, (int, float)) and 0 < timeout <= 86400):
         raise UsageError(f"timeout={timeout!r}: seconds per case, more than 0, at most a day")
+    if not isinstance(invariances, bool):
+        raise UsageError(f"invariances={invariances!r}: True (the default) or False")
+    if not invariances and kind not in runner.ASKED_TWICE:
+        raise UsageError(
+            f"invariances=False goes with kind {' or '.join(runner.ASKED_TWICE)} (asked two "
+            f"ways by default), not {kind}"
+        )
     if isolate:
         implementation, against = isolated(implementation), isolated(against)
     report = runner.run(
@@ -101,6 +114,7 @@ def check(
         against=absolute(against),
         against_framework=against_framework,
         through=through,
+        invariances=invariances,
     )
     for entry in report.unmatched:
         warnings.warn(
@@ -227,6 +241,7 @@ def reproduce(implementation, kind: str, name: str, kwargs: dict) -> str:
     if layer is not None:
         words += ["--layer-type" if isinstance(layer, str) else "--layer", str(layer)]
     words += [f"--{key}" for key in ("batched", "qk") if kwargs.get(key)]
+    words += ["--no-invariances"] if kwargs.get("invariances") is False else []
     return shlex.join(words)
 
 

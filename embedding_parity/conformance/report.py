@@ -54,6 +54,8 @@ class Report:
     against: dict | None = None  # against.py: the other target and both contract verdicts
     through: dict | None = None  # the production path: its name, how, versions, eager's checks
     left_out: list[str] = field(default_factory=list)  # --results: checks the folder lacks
+    # the kind's invariances: {"kind", "asked": their checks} or {"kind", "not_asked": why}
+    invariances: dict | None = None
 
     @property
     def conforms(self) -> bool:
@@ -85,12 +87,20 @@ class Report:
     def answered(self) -> bool:
         """Whether a valid case was answered and held to its contract: the evidence a verdict
         of conformance needs (a bad id that raises, a refused dtype, a difference expected are
-        none)."""
-        return any(case["status"] == "conforms" for c in self.checks if c.valid for case in c.cases)
+        none; nor are the kind's invariances beside its contract's checks: they hold the
+        target to itself, and a stub that answers zeros answers the same zeros two ways)."""
+        return any(case["status"] == "conforms" for c in self._held() for case in c.cases)
+
+    def _held(self) -> list[CheckResult]:
+        """The checks of valid cases that are evidence: the contract's, or the invariances'
+        where they alone were run (as under --kind rope_invariance)."""
+        valid = [c for c in self.checks if c.valid]
+        asked = (self.invariances or {}).get("asked", ())
+        return [c for c in valid if c.check not in asked] or valid
 
     def unanswered(self) -> str:
         """Why no valid case was answered, in one line: a report of NO VERDICT's."""
-        valid = ", ".join(f"{c.check}: {c.status}" for c in self.checks if c.valid)
+        valid = ", ".join(f"{c.check}: {c.status}" for c in self._held())
         why = (
             f"no valid check conforms ({valid}): try a dtype or a format it reads"
             if valid
@@ -111,12 +121,17 @@ class Report:
             lines.append(against_line(self.against))
         if self.through:
             lines.append(through_line(self.through))
+        asked = (self.invariances or {}).get("asked", [])
         for c in self.checks:
+            if asked and c.check == asked[0]:
+                lines.append(
+                    f"asked two ways ({self.invariances['kind']}): each answer held to the other"
+                )
             detail = c.detail
             if c.status in ("expected", "fixed"):
                 said = "expected" if c.status == "expected" else "expected to differ, but conforms"
                 detail = f"{said} ({c.reason}): {detail}"
-            if self.against:
+            if self.against and c.check not in asked:  # an invariance holds the target alone
                 detail += beside(self.against, c.check)
             if self.through and c.check in self.through["bits"]:
                 detail += f"  [eager: {self.through['bits'][c.check]}]"
@@ -145,7 +160,16 @@ class Report:
             )
         if self.verdict == "NO VERDICT":
             lines.append(self.unanswered())
-        return [*lines, f"{self.verdict}: {summary} ({self.seconds:.1f} s)"]
+        return [*lines, f"{self.verdict}: {summary} ({self.seconds:.1f} s){self._twice()}"]
+
+    def _twice(self) -> str:
+        """The last line's word on the kind's invariances: asked too, or why not."""
+        if self.invariances is None:
+            return ""
+        kind = self.invariances["kind"]
+        if "asked" in self.invariances:
+            return f"; invariances asked too ({kind})"
+        return f"; invariances not asked ({kind}): {self.invariances['not_asked']}"
 
     def record(self) -> dict:
         """Everything, JSON-ready: an infinite or NaN error as the string "inf" or "nan"."""

@@ -3,7 +3,8 @@
 The cases are chosen (``select_cases``), each asked of the target in a worker or in this
 process (``process``), eagerly and along a production path (``paths``) where one is given,
 judged against the contract (``report``) and, where another target is given, held to it
-case by case (``against``)."""
+case by case (``against``). A kind with invariances (rope, lookup: ``kinds.invariance``) has
+them asked too where the caller asks (``asked_twice``): the front doors do by default."""
 
 from __future__ import annotations
 
@@ -28,6 +29,34 @@ from embedding_parity.conformance.report import (
 from embedding_parity.usage import UsageError
 
 
+# The kinds asked two ways (kinds/invariance.py), by the kind whose question they ask
+ASKED_TWICE = {
+    name.removesuffix("_invariance"): name for name in KINDS if name.endswith("_invariance")
+}
+
+
+def asked_twice(
+    kind: str, options: dict, asked: bool = True, through: str | None = None
+) -> tuple[str | None, str | None]:
+    """(the kind that asks ``kind``'s questions two ways, where it is asked; why it is not,
+    where ``kind`` has one). Not ``asked``; not along a production path (each of their calls'
+    shapes one more program to make: asked along it on their own, ``--kind rope_invariance
+    --through PATH``); not where the options set a call they are not built for (their kind's
+    refusal, in one line)."""
+    twice = ASKED_TWICE.get(kind)
+    if twice is None:
+        return None, None
+    if not asked:
+        return None, "turned off"
+    if through is not None:
+        return None, f"ask them along {through} with --kind {twice} --through {through}"
+    try:
+        KINDS[twice].cases(options)
+    except UsageError as refused:
+        return None, str(refused)
+    return twice, None
+
+
 def select_cases(
     kind: str,
     options: dict | None = None,
@@ -35,11 +64,15 @@ def select_cases(
     only: str | tuple[str, ...] | None = None,
     checks=None,
     dtypes=None,
+    also: str | None = None,
 ) -> list[Case]:
     """The cases of ``kind``'s battery to run: those of the checks named exactly in
     ``checks``, or starting with ``only`` (the check of that name, where one has it); of the ``dtypes`` given (every case that names a
-    dtype, but a bad id's, which is about the ids); UsageError where nothing is left."""
+    dtype, but a bad id's, which is about the ids); UsageError where nothing is left.
+    ``also``: a kind whose battery joins ``kind``'s, its invariances (``asked_twice``)."""
     every = KINDS[kind].cases(options or {})
+    if also is not None:
+        every += KINDS[also].cases(options or {})
     names = list(dict.fromkeys(c.check for c in every))
     if isinstance(only, str) and only in names:  # a check's whole name: that check alone
         only, checks = None, [only]
@@ -98,6 +131,7 @@ def run(
     against_framework: str | None = None,
     through: str | None = None,
     worker: Worker | None = None,
+    invariances: bool = False,
 ) -> Report:
     """The report of ``target`` against ``kind``'s battery.
 
@@ -109,25 +143,34 @@ def run(
     that conforms fails the report; ``against``: another target (or a source of
     ``adapters.sources``) to hold this one to, case by case (``against_framework``: what it
     takes); ``through``: a production path (``paths.PATHS``) to run it along, each case run
-    eagerly too, so that what the path changes is named as the path's. UsageError when a
+    eagerly too, so that what the path changes is named as the path's; ``invariances``: the
+    kind's invariances asked too, where ``asked_twice`` says they can be, their checks part
+    of the battery and of the verdict (else the report says why not). UsageError when a
     target cannot be imported or called, or cannot go along the path."""
     began = time.monotonic()
     options = options or {}
     chosen = KINDS[kind]
-    cases = select_cases(kind, options, only=only, checks=checks, dtypes=dtypes)
+    also, not_asked = asked_twice(kind, options, invariances, through)
+    selected = select_cases(kind, options, only=only, checks=checks, dtypes=dtypes, also=also)
+    # an invariance's case names the invariance it asks (kinds/invariance.py)
+    twice = [c for c in selected if also and "invariance" in c.params]
+    cases = [c for c in selected if not (also and "invariance" in c.params)]
     if through is not None:
         _check_path(through, against)
         cases = at_every_shape(cases)
+    caller = None
+    outcomes, answers = [], []
     with contextlib.ExitStack() as stack:
-        caller = _caller(stack, target, kind, options, framework, env, worker, timeout)
-        if through is not None:
-            _check_path_framework(through, caller, name_of(target))
-        outcomes = _outcomes(chosen, cases, caller, timeout)
+        if cases:
+            caller = _caller(stack, target, kind, options, framework, env, worker, timeout)
+            if through is not None:
+                _check_path_framework(through, caller, name_of(target))
+            outcomes = _outcomes(chosen, cases, caller, timeout)
         if through is not None:
             eager = outcomes
             along = _outcomes(chosen, cases, caller, timeout, through)
             outcomes = _runnable(chosen, options, cases, along, caller, timeout, through)
-        if against is not None:
+        if against is not None and cases:
             try:
                 other = _caller(
                     stack, against, kind, options, against_framework, env, None, timeout
@@ -135,13 +178,24 @@ def run(
             except UsageError as error:
                 raise UsageError(f"--against: {error}") from None
             theirs = _outcomes(chosen, cases, other, timeout)
+        # the framework and how it was told, before a worker's reload says "given"
+        told = (caller.framework, caller.why) if caller else None
+        if twice:  # the same worker, the target loaded again as the invariance kind's
+            known = caller.framework if caller else framework
+            again = caller if isinstance(caller, Worker) else worker
+            asker = _caller(stack, target, also, options, known, env, again, timeout)
+            answers = _outcomes(KINDS[also], twice, asker, timeout)
+            told = told or (asker.framework, asker.why)
     verdicts = [judged(chosen, case, outcome) for case, outcome in zip(cases, outcomes)]
+    judged_twice = [(c, judged(KINDS[also], c, o)) for c, o in zip(twice, answers)]
+    # judged as one battery: a dtype refused in one part and answered in the other differs
+    results = check_results(list(zip(cases, verdicts)) + judged_twice)
+    asked = list(dict.fromkeys(c.check for c in twice))
     report = Report(
         name_of(target),
         kind,
-        caller.framework,
-        caller.why,
-        check_results(list(zip(cases, verdicts))),
+        *told,
+        [c for c in results if c.check not in asked],
         0.0,
         chosen.describe(options),
         strict,
@@ -150,13 +204,24 @@ def run(
         eager_checks = check_results([(c, judged(chosen, c, o)) for c, o in zip(cases, eager)])
         report.through = _along(through, report.checks, eager_checks)
         report.through["bits"] = _bits(cases, outcomes, eager)
-    if against is not None:
+    if against is not None and cases:
         held.hold(report, chosen, cases, outcomes, verdicts, theirs, other, name_of(against))
+    report.checks += [c for c in results if c.check in asked]
+    report.invariances = _invariances(kind, also, asked, not_asked)
     if expected:
-        battery = [c.check for c in chosen.cases(options)]
+        battery = [c.check for c in select_cases(kind, options, also=also)]
         report.unmatched = mark_expected(report.checks, expected, battery)
     report.seconds = time.monotonic() - began
     return report
+
+
+def _invariances(kind: str, also, asked: list[str], not_asked) -> dict | None:
+    """Report.invariances: which of the kind's invariances were asked, or why none was."""
+    if asked:
+        return {"kind": also, "asked": asked}
+    if also is not None:  # asked for, and every one filtered out
+        not_asked = "the checks chosen leave them out"
+    return {"kind": ASKED_TWICE[kind], "not_asked": not_asked} if not_asked else None
 
 
 def name_of(target) -> str:

@@ -22,9 +22,8 @@ import warnings
 
 from embedding_parity.conformance import api
 from embedding_parity.conformance import report as reports
-from embedding_parity.conformance.kinds import KINDS
 from embedding_parity.conformance.report import Report, check_id, mark_expected
-from embedding_parity.conformance.runner import name_of, select_cases
+from embedding_parity.conformance.runner import asked_twice, name_of, select_cases
 from embedding_parity.usage import UsageError
 
 
@@ -37,7 +36,8 @@ def parametrize_with_checks(
     **settings,
 ):
     """``pytest.mark.parametrize("implementation, check", ...)``: one test per
-    implementation and check of ``kind``'s battery. ``expected_failed_checks``: {check name,
+    implementation and check of ``kind``'s battery (rope's and lookup's invariances among
+    them, as ``check`` asks them). ``expected_failed_checks``: {check name,
     test id or glob: reason}, or a function of the implementation that returns one;
     ``strict``: an expected failure that passes fails the test (default: pytest's
     xfail_strict). ``settings``: what ``check`` takes but ``expected`` and ``strict`` (config,
@@ -57,11 +57,13 @@ def parametrize_with_checks(
     options |= api.configured(
         settings.get("config"), kind, settings.get("base"), settings.get("layer")
     )
+    asked = settings.get("invariances", True) is True  # check() refuses what is not a bool
+    also, _ = asked_twice(kind, options, asked, settings.get("through"))
     chosen = select_cases(
-        kind, options, checks=settings.get("checks"), dtypes=settings.get("dtypes")
+        kind, options, checks=settings.get("checks"), dtypes=settings.get("dtypes"), also=also
     )
     names = list(dict.fromkeys(c.check for c in chosen))
-    battery = list(dict.fromkeys(c.check for c in KINDS[kind].cases(options)))
+    battery = list(dict.fromkeys(c.check for c in select_cases(kind, options, also=also)))
     params = []
     for ident, implementation in zip(implementation_ids(implementations), implementations):
         expected = expected_failed_checks or {}

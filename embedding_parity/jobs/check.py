@@ -20,6 +20,11 @@ sliding and global layers, SmolLM3's NoPE layers: TARGET called f(x, positions, 
 f(x, positions) for the one type --layer-type or --layer names); lookup with Gemma's scale f(token_table, token_ids); position_ids by its rule
 (OPT, RoBERTa, BART); bert with its type_vocab_size.
 
+rope and lookup are asked two ways too, their invariances (rope_invariance, lookup_invariance:
+a batch and its rows, chunks and one call, a call after one in another dtype, ...) checks of
+the same verdict, where the call is one they are built for; --no-invariances runs the contract
+alone. The last line says whether they were asked, and why not.
+
 Every case is held to the float64 reference rounded once to the dtype tried: lookups, slopes,
 buckets and gradient rows of at most two terms bit for bit; a sixteen-term gradient row within
 n * eps * sum|terms|; tables and rotations within the suite's derived tolerance.
@@ -138,6 +143,13 @@ def add_arguments(parser) -> None:
         f"{', '.join(PATHS)}; each case runs eagerly too, and what the path changes is "
         "named as the path's",
     )
+    add(
+        "--no-invariances",
+        action="store_true",
+        help="rope and lookup: the contract alone, not asked two ways too (rope_invariance, "
+        "lookup_invariance: a batch and its rows, chunks and one call, ...); the last line "
+        "says they were not asked",
+    )
     add("--head-dim", type=command.at_least(2), help="rope: the head width (default 16)")
     add("--batched", action="store_true", help="rope: positions (B, T), x (B, H, T, head_dim)")
     add("--qk", action="store_true", help="rope: f(q, k, positions) -> (q, k) rotated in one call")
@@ -209,6 +221,11 @@ def main(args) -> int:
         )
     from embedding_parity.conformance import api, runner
 
+    if args.no_invariances and args.kind not in runner.ASKED_TWICE:
+        raise UsageError(
+            f"--no-invariances goes with --kind {' or '.join(runner.ASKED_TWICE)} (asked two "
+            f"ways by default), not {args.kind}"
+        )
     options = api.options_for(
         args.kind,
         base=args.base,
@@ -236,6 +253,7 @@ def main(args) -> int:
         against=api.absolute(args.against),
         against_framework=args.against_framework,
         through=args.through,
+        invariances=not args.no_invariances,
     )
     return _report(args, report)
 
@@ -315,6 +333,10 @@ def _export(args, options) -> int:
             )
     if args.expect or args.expect_file or args.strict:
         raise UsageError("--expect and --strict go with the judging (--results), not the export")
+    if args.no_invariances:
+        raise UsageError(
+            "--no-invariances does not go with --export-cases: it exports the contract alone"
+        )
     selected = runner.select_cases(args.kind, options, only=args.only, dtypes=args.dtypes)
     folder = cases.export(args.export_cases, args.kind, options, selected)
     print(f"{len(selected)} cases of {args.kind}: {os.path.abspath(folder)}")
@@ -326,7 +348,7 @@ def _export(args, options) -> int:
 
 
 def _results(args) -> int:
-    from embedding_parity.conformance import cases
+    from embedding_parity.conformance import cases, runner
 
     given = {"TARGET": args.target, "--kind": args.kind, "--config": args.config}
     given.update({"--model": args.model, "--against": args.against, "--only": args.only})
@@ -337,10 +359,16 @@ def _results(args) -> int:
     given["--through"] = args.through
     given["--base"] = args.base
     given.update({"--layer": args.layer, "--layer-type": args.layer_type})
+    given["--no-invariances"] = args.no_invariances or None
     for flag, value in given.items():
         if value is not None:
             raise UsageError(f"{flag} does not go with --results: the folder's cases.json says")
-    return _report(args, cases.judge(args.results, _expected(args), args.strict))
+    report = cases.judge(args.results, _expected(args), args.strict)
+    twice = runner.ASKED_TWICE.get(report.kind)
+    if twice is not None:  # a file holds one answer to a case; an invariance asks for several
+        why = f"a folder holds one answer a case: ask them of the target, --kind {twice}"
+        report.invariances = {"kind": twice, "not_asked": why}
+    return _report(args, report)
 
 
 def _configured(args) -> dict:
@@ -391,6 +419,7 @@ def _known(args) -> int:
     given["--through"] = args.through
     given["--base"] = args.base
     given.update({"--layer": args.layer, "--layer-type": args.layer_type})
+    given["--no-invariances"] = args.no_invariances or None
     for flag, value in given.items():
         if value is not None:
             raise UsageError(f"{flag} does not go with --known: each row has its own settings")

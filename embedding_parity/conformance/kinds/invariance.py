@@ -12,6 +12,8 @@ one's answer), and returns the two answers stacked, (2, ...): the one call's fir
 rotation's per-element bound, ``positional.rope_bound``; a lookup's is 0: a gather and an add
 are exact); else the verdict names the batch rows and positions where they differ.
 
+They are asked with their kind by default (``check --kind rope``: ``runner.asked_twice``),
+their checks part of its verdict: a kernel right once and wrong in a batch is wrong.
 The target takes the contract of its kind (``rope``: f(x, positions), with the options
 ``batched`` and ``qk``; ``lookup``: f(token_table, position_table, token_ids, start)). A
 lookup's positions are ``start`` + t, one run per call: its packed and left-padded
@@ -71,16 +73,29 @@ class Invariance(Kind):
 
     def cases(self, options):
         if self.of == "lookup":
+            if options.get("embed_scale"):
+                raise UsageError(
+                    "lookup_invariance takes f(token_table, position_table, token_ids, start), "
+                    "not Gemma's scaled f(token_table, token_ids)"
+                )
             checks = LOOKUP_CHECKS
             given = {"table": options["table"]} if options.get("table") else {}
         else:
             rope = _rope(options)
-            every_layer = options.get("layers") and options.get("layer_type") is None
-            if rope.get("mrope") or every_layer or rope.get("nope"):
+            if options.get("layers") and options.get("layer_type") is None:
                 raise UsageError(
-                    "rope_invariance takes one rotation of positions (T,) or (B, T): give a "
-                    "config with one rule, or one rotated layer type (--layer-type), not "
-                    "M-RoPE's positions (3, T)"
+                    "rope_invariance asks one rotation, f(x, positions): name one layer type "
+                    "of a config whose layers rotate differently (--layer-type)"
+                )
+            if rope.get("mrope") or rope.get("nope"):
+                raise UsageError(
+                    "rope_invariance takes one rotation of positions (T,) or (B, T), not "
+                    "M-RoPE's positions (3, T), nor a layer type that rotates nothing (NoPE)"
+                )
+            if rope.get("rotary_last"):
+                raise UsageError(
+                    "rope_invariance bounds a rotation of the first dims of each head, not "
+                    f"llama.cpp's of the last {rope['rotary_dim']} (rotary_last)"
                 )
             batched, qk = bool(options.get("batched")), bool(options.get("qk"))
             checks = [
