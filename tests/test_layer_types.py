@@ -120,7 +120,9 @@ ENCODINGS = {
 
 def both(fields: dict) -> configs.Configuration:
     """The Configuration both readers give; they must agree."""
-    kit, theirs = (hf.from_fields(fields, "case", WHERE, reader=r) for r in ("kit", "transformers"))
+    kit, theirs = (
+        hf.from_fields(fields, "case", WHERE, reader=r, hold=False) for r in ("kit", "transformers")
+    )
     assert kit == theirs
     return kit
 

@@ -93,9 +93,16 @@ def test_the_kits_reading_of_llama_is_its_codes(llama):
     "change, said",
     [
         ({"layout": "interleaved"}, "pairs dims in the half layout, the kit reads interleaved"),
-        ({"rope_theta": 500000.0}, "turns pair 1 by 0.865964352 rad per position, the kit's reading by 0.814617234 (base or scaling rule)"),
+        (
+            {"rope_theta": 500000.0},
+            "turns pair 1 by 0.865964 rad per position, the kit's reading by 0.814617 (base or "
+            "scaling rule)",
+        ),
         ({"rotary_dim": 64}, "its code rotates dims 0 to 127, the kit dims 0 to 63"),
-        ({"scaling": {"rope_type": "linear", "factor": 2.0}}, "turns pair 0 by 1 rad per position, the kit's reading by 0.5"),
+        (
+            {"scaling": {"rope_type": "linear", "factor": 2.0}},
+            "turns pair 0 by 1 rad per position, the kit's reading by 0.5",
+        ),
     ],
 )
 def test_a_reading_its_code_contradicts_is_named(llama, change, said):
@@ -110,7 +117,7 @@ def test_a_query_scale_the_code_does_not_apply_is_named(llama):
     scale = {"beta": 0.1, "original_max_position_embeddings": 16, "max_position_embeddings": 64}
     attention = {**configuration.attention, "llama_4_scaling": scale}
     finding = owner.compare(dataclasses.replace(configuration, attention=attention), fields)
-    assert "scales the rotated query by 1 at position 16, the kit by 1.06931472" in finding.said
+    assert "scales the rotated query by 1 at position 16, the kit by 1.06931" in finding.said
 
 
 def test_a_softmax_scale_the_code_does_not_apply_is_named(llama):
@@ -118,7 +125,7 @@ def test_a_softmax_scale_the_code_does_not_apply_is_named(llama):
     mscale = {"factor": 4.0, "mscale_all_dim": 1.0, "mscale": 1.0}  # DeepSeek's, squared
     attention = {**configuration.attention, "mscale": mscale}
     finding = owner.compare(dataclasses.replace(configuration, attention=attention), fields)
-    assert "its attention scales q . k by 0.0883883476, the kit by 0.1145" in finding.said
+    assert "its attention scales q . k by 0.0883883, the kit by 0.1145" in finding.said
 
 
 def test_a_layout_the_kits_list_forgets_is_refused_not_judged(monkeypatch):
@@ -128,7 +135,7 @@ def test_a_layout_the_kits_list_forgets_is_refused_not_judged(monkeypatch):
     fields = default_fields("glm4")
     read = hf.from_fields(fields, "glm4", "glm4")
     assert read.layout == "interleaved" and read.unconfirmed is None
-    assert "(transformers' modeling code run on it: 40 of 40 attention layers rotate, as read)" in (
+    assert "held to transformers' modeling code: 40 of 40 attention layers rotate, as read" in (
         read.line()
     )
     monkeypatch.setattr(hf, "INTERLEAVED", hf.INTERLEAVED - {"glm4"})
@@ -169,3 +176,22 @@ def test_the_kits_own_reading_runs_no_model_code(monkeypatch):
     monkeypatch.setattr(owner, "observe", lambda *_: pytest.fail("the owner's code was run"))
     configuration = hf.from_fields(default_fields("llama"), "llama", "llama", reader="kit")
     assert configuration.layout == "half"
+
+
+def test_the_length_beside_the_rope_dict_is_the_one_the_code_turns_by():
+    """transformers' config object keeps the dict's original_max_position_embeddings (1024),
+    but its rotary module standardises the dict again and the file's top-level 2048 wins: the
+    oracle found the kit reading the object, and the kit now reads what the code does."""
+    fields = {
+        "model_type": "llama", "hidden_size": 256, "num_attention_heads": 4,
+        "max_position_embeddings": 8192, "original_max_position_embeddings": 2048,
+        "rope_scaling": {
+            "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024
+        },
+    }
+    read = hf.from_fields(fields, "yarn", "yarn")
+    assert read.scaling["original_max_position_embeddings"] == 2048
+    assert read.unconfirmed is None and read.held == "32 of 32 attention layers rotate, as read"
+    dict_length = {**read.scaling, "original_max_position_embeddings": 1024}
+    wrong = dataclasses.replace(read, scaling=dict_length)
+    assert owner.compare(wrong, fields).kind == "differs"

@@ -365,8 +365,6 @@ class Configuration:
     def line(self) -> str:
         """What was understood: one line, and a line per layer type where layers differ."""
         said = [f"config {self.name}" + (f" [{self.note}]" if self.note else "")]
-        if self.held or self.unconfirmed:
-            said[0] += f" (transformers' modeling code run on it: {self.held or self.unconfirmed})"
         if self.layer_types:
             own = any(t.head_dim for t in self.layer_types)  # each type says its head_dim
             width = "" if own else f", head_dim {self.head_dim}"
@@ -411,6 +409,10 @@ class Configuration:
                 read.append("each video frame a grid of its own")
             said.append(", ".join(read))
         said += _attention_words(self.attention)
+        if self.held:
+            said.append(f"held to transformers' modeling code: {self.held}")
+        elif self.unconfirmed:
+            said.append(f"not confirmed: {self.unconfirmed}")
         line = ": ".join(said[:2]) + ("; " + "; ".join(said[2:]) if said[2:] else "")
         return "\n".join([line, *(f"  layer type {t.line()}" for t in self.layer_types)])
 

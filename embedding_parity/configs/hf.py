@@ -18,6 +18,7 @@ its own (Phi-3), which wins; a multimodal config is read through its ``text_conf
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.util
 import math
 
@@ -56,6 +57,20 @@ INTERLEAVED = {
     *("deepseek_v4", "glm_moe_dsa", "longcat_flash", "bailing_hybrid", "axk2", "dots3_note_text"),
     *("mistral_large4_text", "hy_v4_vl_text", "openai_privacy_filter"),
 }
+# Model types whose rotation the kit's reading does not express, and what it leaves out: the
+# kinds that judge the rotation refuse them with it (the lookup at the same file is checked).
+# Held by the sweep (tests/test_owner_sweep.py): each is one the model's own code does not
+# confirm as the kit would otherwise read it.
+UNREAD = {
+    "cohere2_moe": "its dense prefix layers rotate whatever their attention type (force_rope, "
+    "where prefix_dense_sliding_window_pattern is 1)",
+    "muse_glimmer_text": "a base per layer (layer_rope_theta, 0 for a NoPE layer)",
+    "ernie4_5_vl_moe_text": "pairs (2i, 2i+1) over frequency slots reordered for its 3-D "
+    "positions",
+    "minimax_m3_vl_text": "its rotary module reads partial_rotary_factor from the rope dict "
+    "alone, not beside it",
+    "nanochat": "it turns each pair the other way round (x1 cos + x2 sin, x2 cos - x1 sin)",
+}
 # Multimodal RoPE (M-RoPE): the text model types whose rotary module turns each frequency slot by
 # the t, h or w row of (3, T) position ids, how the three share the slots, and the section the
 # class takes where the rope dict gives none (their recomposition_frequencies, transformers 5.24;
@@ -90,6 +105,12 @@ def from_fields(
     reading["vision"] = _vision(fields, where)
     reading["vocab_size"] = text.get("vocab_size")  # the table's rows, where the file says
     configuration = build(reading, name, where)
+    if configuration.rope and model_type in UNREAD:
+        return dataclasses.replace(
+            configuration,
+            unconfirmed=f"model_type {model_type!r}: {UNREAD[model_type]}, which the kit does "
+            "not read: it will not judge a port of this rotation",
+        )
     known = model_type in KNOWN_TO_TRANSFORMERS  # else transformers has no code to run
     if reader == "transformers" and hold and configuration.rope and known:
         return owner.hold(configuration, fields)
@@ -287,7 +308,7 @@ def _kit_rope(fields: dict, model_type, known: dict, get) -> dict:
 def _standardised(rope: dict, fields: dict, known: dict, get, *, nested: bool) -> dict:
     """A rope dict as ``standardize_rope_params`` leaves it: the base and the rotated share
     from the top level where it gives none, its rope_type, and the length the length rules
-    scale from (a class's own original_max_position_embeddings field wins over a flat dict's)."""
+    scale from (an original_max_position_embeddings beside a flat dict wins over its own)."""
     theta_key = known.get("rope_theta_key", "rope_theta")
     partial_key = known.get("partial_key", "partial_rotary_factor")
     rope.setdefault("rope_theta", fields.get(theta_key, known.get("rope_theta", 10000.0)))
@@ -296,8 +317,12 @@ def _standardised(rope: dict, fields: dict, known: dict, get, *, nested: bool) -
         rope.setdefault("partial_rotary_factor", partial)
     rope.setdefault("rope_type", rope.get("type", "default"))
     if rope["rope_type"] in SCALED_LENGTH:
-        if "original_max_position_embeddings" in known and not nested:
-            rope["original_max_position_embeddings"] = get("original_max_position_embeddings")
+        # as standardize_rope_params runs again when the rotary module is built: an
+        # original_max_position_embeddings beside the flat dict (Phi-3's class field, or any
+        # file's) wins over the dict's own
+        own = get("original_max_position_embeddings")
+        if own is not None and not nested:
+            rope["original_max_position_embeddings"] = own
         else:
             rope.setdefault("original_max_position_embeddings", get("max_position_embeddings"))
     return rope

@@ -38,8 +38,9 @@ def transformers_reading(fields: dict, where: str) -> dict:
             said = str(error).strip().splitlines() or [type(error).__name__]
             said = said[-1].strip()
             checks.refuse(where, f"transformers refuses it: {said[:SAID]}")
-    per_layer = _per_layer(config, where)
-    reading = {key: _global(config, key) for key in PLAIN}
+    with _quiet():  # a heterogeneous config warns of each model-wide read of a per-layer field
+        per_layer = _per_layer(config, where)
+        reading = {key: _global(config, key) for key in PLAIN}
     raw = fields.get("text_config") or fields
     reading["model_type"] = config.model_type or raw.get("model_type") or None
     rope = copy.deepcopy(getattr(config, "rope_parameters", None))
@@ -93,7 +94,17 @@ def _global(config, key: str):
 
 
 def _text_config(fields: dict):
-    """transformers' config object for the text model ``fields`` describe."""
+    """transformers' config object for the text model ``fields`` describe, its rope dict
+    standardised again as the model's rotary module does when it is built (a field the file
+    gives beside the dict, such as original_max_position_embeddings, is an attribute only
+    then, and wins)."""
+    config = _config(fields)
+    if getattr(config, "rope_parameters", None) and hasattr(config, "standardize_rope_params"):
+        config.standardize_rope_params()
+    return config
+
+
+def _config(fields: dict):
     from transformers import CONFIG_MAPPING, PretrainedConfig
 
     model_type = fields.get("model_type")
@@ -103,7 +114,7 @@ def _text_config(fields: dict):
         if isinstance(text, PretrainedConfig):
             return text
     if isinstance(fields.get("text_config"), dict):
-        return _text_config(fields["text_config"])
+        return _config(fields["text_config"])
     return PretrainedConfig.from_dict(copy.deepcopy(fields))
 
 

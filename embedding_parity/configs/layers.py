@@ -41,10 +41,17 @@ NO_ROPE_LAYERS = ("smollm3", "llama4_text")
 #   window no layer rotates;
 # - "every": modeling_exaone4.py (EXAONE 4.5's text model is one), modeling_exaone_moe.py,
 #   modeling_kolibri1.py: ``if self.sliding_window is None or self.is_sliding``, the config's
-#   window: with none every layer rotates.
-SLIDING_ONLY = {"cohere2": "none", "flint": "none"} | dict.fromkeys(
-    ("exaone4", "exaone_moe", "kolibri1"), "every"
+#   window: with none every layer rotates;
+# - "types": modeling_lara_mini.py passes the rotation to the layers whose layer type is
+#   sliding_attention, window or none.
+SLIDING_ONLY = (
+    {"cohere2": "none", "flint": "none", "lara_mini": "types"}
+    | dict.fromkeys(("exaone4", "exaone_moe", "kolibri1"), "every")
 )
+# Model types whose text attention has no rotary embedding at all, though their modeling file
+# defines apply_rotary_pos_emb: Jamba's and Nemotron-H's attention layers sit beside Mamba
+# layers unrotated, Inkling 2's rotation is its vision tower's. Every layer is NoPE.
+NO_ROTARY = ("jamba", "nemotron_h", "inkling2_text")
 # Model types whose model builds its rotary module only where position_embedding_type names it
 # (modeling_granitemoehybrid.py: ``GraniteMoeHybridRotaryEmbedding(config) if
 # config.position_embedding_type == "rope" else None``): any other value, null (the class's
@@ -263,7 +270,7 @@ def table(reading: dict, model_type, rotation, where: str) -> tuple[LayerType, .
         count = len(no_rope)
     if head_dims is not None:
         head_dims = [checks.head_dim(h, "head_dim of a layer", where) for h in head_dims]
-    own_rule = model_type in SLIDING_ONLY or model_type in ROTARY_NAMED
+    own_rule = model_type in (*SLIDING_ONLY, *ROTARY_NAMED, *NO_ROTARY)
     if count is None or not (nested or no_rope is not None or own_rule):
         return ()
     attention = layer_types or ["full_attention"] * count
@@ -292,7 +299,9 @@ def table(reading: dict, model_type, rotation, where: str) -> tuple[LayerType, .
 
 def _not_rotated(kind: str, reading: dict, model_type) -> str | None:
     """Why a layer of attention type ``kind`` is not rotated by its model's own rule
-    (ROTARY_NAMED, SLIDING_ONLY), or None."""
+    (NO_ROTARY, ROTARY_NAMED, SLIDING_ONLY), or None."""
+    if model_type in NO_ROTARY:
+        return f"{model_type}'s text attention has no rotary embedding"
     named = reading["position_embedding_type"]
     if model_type in ROTARY_NAMED and named != ROTARY_NAMED[model_type]:
         return (
@@ -302,7 +311,7 @@ def _not_rotated(kind: str, reading: dict, model_type) -> str | None:
     if model_type not in SLIDING_ONLY:
         return None
     when_null = SLIDING_ONLY[model_type]
-    if reading["sliding_window"] is None:
+    if reading["sliding_window"] is None and when_null != "types":
         null = f"{model_type} rotates its sliding-window layers only, and sliding_window is null"
         return null if when_null == "none" else None
     if kind != "sliding_attention":

@@ -3,28 +3,31 @@ query, layer by layer, established by running it, and the kit's reading held to 
 
 The kit reads a config.json by its own rules (``hf``, ``layers``): which dims pair, how wide
 the rotation is, which layers are NoPE. Those rules are a transcription, and a transcription
-falls behind the next model. So wherever transformers (and torch) is installed, ``hold`` runs
-the owner's code before the kit judges anyone:
+falls behind the next model. So wherever transformers is installed, ``hold`` runs the owner's
+code on the file before the kit judges anyone:
 
 1. the config is built by transformers' config class, scaled down where only sizes that do
    not bear on the rotation change (one head of the same width, a hidden size of that width,
    tiny MLPs, vocabularies and expert counts; every layer and every rope field kept);
-2. the text model is built from it and run once on ``POSITIONS``, with the modeling module's
-   rotary functions (``apply_rotary_pos_emb`` and its kin) and its eager attention wrapped, so
-   each layer's call is seen: whether the layer rotates, the query and key it turns with their
-   cos and sin, and the query and softmax scale its attention then takes;
+2. the text model is built from it (torch's meta device first: a model still too large is
+   refused) and run once on positions 0 .. ``POSITIONS`` - 1, on one thread, with the modeling
+   module's rotary functions (``apply_rotary_pos_emb`` and its kin) and its eager attention
+   wrapped, so each layer's call is seen: whether the layer rotates, the query it turns with
+   its cos and sin, and the query and softmax scale its attention then takes;
 3. each rotating layer's function is called again on a basis of unit queries: the turn it
-   applies at every position, a (T, D, D) matrix stack, classified into pairs (the layout), the
-   rotated width, each pair's frequency (unwrapped over the positions) and the factor on cos
-   and sin;
-4. the kit's own reading gives the same stack through ``backends.positional.apply_rope``,
-   classified the same way, and the two are compared: layout, width, frequencies, factor,
-   NoPE layers, the query scale per position and the softmax scale.
+   applies at every position, a (T, D, D) stack, classified (``classify``) into its pairs (the
+   layout), the rotated dims, each pair's frequency (unwrapped over the positions, read modulo
+   2 pi) and the factor on cos and sin;
+4. the kit's reading gives the same terms from ``backends.positional.rope_parameters``
+   (``kit_turns``), and the two are compared: layout, rotated dims, frequencies, factor, NoPE
+   layers, the query's scale per position after the rotation, the softmax scale.
 
-Where they disagree, or the owner's code cannot be run or classified, the reading is refused in
-one line that names the model type and what differs: never a verdict on a reading the model's
-own code contradicts. ``compare`` returns the finding for the sweep (tests/test_owner_sweep.py,
-docs/owners.md), ``hold`` refuses.
+A reading the code confirms says so on its line (``Configuration.held``). Where the two
+disagree, or the code cannot be run or classified, the reading keeps the reason
+(``Configuration.unconfirmed``) and the kinds that judge the rotation refuse in that one line,
+naming the model type and the difference: never a verdict on a reading the model's own code
+does not confirm. ``compare`` gives the finding itself, for the sweep (``sweep``,
+tests/test_owner_sweep.py, docs/owners.md).
 """
 
 from __future__ import annotations
@@ -138,7 +141,8 @@ def hold(configuration: Configuration, fields: dict) -> Configuration:
     model type and the difference or what could not be established)."""
     finding = compare(configuration, fields)
     if finding.agrees:
-        return dataclasses.replace(configuration, held=f"{finding.said.removeprefix('agrees: ')}, as read")
+        held = f"{finding.said.removeprefix('agrees: ')}, as read"
+        return dataclasses.replace(configuration, held=held)
     return dataclasses.replace(
         configuration,
         unconfirmed=f"{REFUSALS[finding.kind]}: {finding.line}; the kit will not judge a port "
@@ -176,6 +180,7 @@ def observe(fields_json: str) -> tuple[Layer, ...]:
     from embedding_parity.configs.hf_transformers import _quiet, _text_config
 
     fields = json.loads(fields_json)
+    torch.manual_seed(0)  # the model's weights: its answer, to the digit, each time
     with _quiet(), torch.no_grad(), _one_thread(torch):
         for heads in HEADS:  # a class that splits its heads in two (DiffLlama) needs two
             try:
@@ -625,14 +630,14 @@ def _turns_differ(configuration: Configuration, index: int, owner: Turns, offset
     if far.any():
         k = int(np.flatnonzero(far)[0])
         return (
-            f"its code turns pair {k} by {owner.frequencies[k]:.9g} rad per position, the "
-            f"kit's reading by {kit.frequencies[k]:.9g} (base or scaling rule)"
+            f"its code turns pair {k} by {owner.frequencies[k]:.6g} rad per position, the "
+            f"kit's reading by {kit.frequencies[k]:.6g} (base or scaling rule)"
         )
     eps = float(np.finfo(np.float32).eps)
     if np.abs(owner.factor - kit.factor).max() > 8 * eps * kit.factor.max():
         return (
-            f"its code multiplies cos and sin by {owner.factor.max():.9g}, the kit by "
-            f"{kit.factor.max():.9g} (the rule's attention factor)"
+            f"its code multiplies cos and sin by {owner.factor.max():.6g}, the kit by "
+            f"{kit.factor.max():.6g} (the rule's attention factor)"
         )
     return None
 
@@ -651,8 +656,8 @@ def _scales_differ(configuration: Configuration, layers) -> tuple[str, str] | No
                 t = int(off[0])
                 kind = "differs" if "llama_4_scaling" in attention else "unread"
                 return kind, (
-                    f"layer {index}: its code scales the rotated query by {scale[t]:.9g} at "
-                    f"position {t}, the kit by {wanted[t]:.9g}"
+                    f"layer {index}: its code scales the rotated query by {scale[t]:.6g} at "
+                    f"position {t}, the kit by {wanted[t]:.6g}"
                 )
         softmax = layer.softmax_scale
         own = configuration.model_type in OWN_ATTENTION_SCALE
@@ -660,8 +665,8 @@ def _scales_differ(configuration: Configuration, layers) -> tuple[str, str] | No
             if not math.isclose(softmax, expected, rel_tol=1e-6):
                 kind = "differs" if "mscale" in attention else "unread"
                 return kind, (
-                    f"layer {index}: its attention scales q . k by {softmax:.9g}, the kit by "
-                    f"{expected:.9g}"
+                    f"layer {index}: its attention scales q . k by {softmax:.6g}, the kit by "
+                    f"{expected:.6g}"
                 )
     return None
 

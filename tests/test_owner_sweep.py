@@ -1,0 +1,69 @@
+"""Every model type transformers knows whose text decoder rotates, read by the kit and held to
+its own modeling code (embedding_parity/configs/sweep.py): none disagrees, each refusal names
+its reason, and docs/owners.md is the table the sweep makes. The hand lists the kit keeps for
+a reading without transformers (INTERLEAVED, SLIDING_ONLY, NO_ROPE_LAYERS, LAYER_HEAD_DIM) are
+held to the same answers; OWN_ATTENTION_SCALE by the sweep itself (every type off that list is
+held to head_dim ** -0.5, or its own softmax scale is a disagreement).
+
+In the matrix tier: the sweep builds and runs about 200 models (a minute or two on 2 cores),
+which the main tier's time cannot hold."""
+
+import pathlib
+
+import pytest
+
+from embedding_parity.configs import hf, layers, sweep
+
+pytestmark = pytest.mark.matrix
+
+DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "owners.md"
+
+
+@pytest.fixture(scope="module")
+def types():
+    return sweep.model_types()
+
+
+@pytest.fixture(scope="module")
+def rows(types):
+    return [sweep.sweep_one(name, fields) for name, fields in types.items()]
+
+
+def test_no_model_type_is_read_otherwise_than_its_code_does(rows):
+    disagreeing = [f"{row.model_type}: {row.said}" for row in rows if row.outcome == "disagrees"]
+    assert disagreeing == []
+
+
+def test_every_refusal_names_its_reason(rows):
+    for row in rows:
+        if row.outcome == "refused":
+            assert len(row.said) > 20 and "\n" not in row.said, row
+
+
+def test_the_docs_table_is_the_sweeps(rows):
+    assert DOC.read_text() == sweep.markdown(rows)
+
+
+def by_type(rows):
+    return {row.model_type: row for row in rows}
+
+
+def test_the_interleaved_list_is_what_the_code_pairs(rows, types):
+    """Each listed type that the sweep confirms pairs (2i, 2i+1) in its code; each confirmed
+    type read as interleaved is on the list, or its file says so (DeepSeek's rope_interleave)."""
+    found = by_type(rows)
+    for name in hf.INTERLEAVED & found.keys():
+        if found[name].outcome == "confirmed":
+            assert ", interleaved," in found[name].reading, name
+    for name, row in found.items():
+        model_type = hf.text_fields(types[name], name)[1]  # a preset's, or the type itself
+        if row.outcome == "confirmed" and ", interleaved," in row.reading:
+            assert model_type in hf.INTERLEAVED or types[name].get("rope_interleave"), name
+
+
+def test_the_per_layer_lists_are_what_the_code_rotates(rows):
+    """The types whose layers the kit maps by hand are confirmed layer by layer."""
+    found = by_type(rows)
+    listed = {*layers.SLIDING_ONLY, *layers.NO_ROPE_LAYERS, *layers.LAYER_HEAD_DIM}
+    for name in sorted(listed & found.keys()):
+        assert found[name].outcome != "disagrees", found[name]
