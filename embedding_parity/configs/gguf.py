@@ -42,7 +42,11 @@ from embedding_parity.usage import UsageError
 LLAMA_CPP = "llama.cpp 00342301d01a"
 
 # llama_model_rope_type (src/llama-model.cpp at LLAMA_CPP), each LLM_ARCH_* by its GGUF name
-# (src/llama-arch.cpp's LLM_ARCH_NAMES, which gguf-py's MODEL_ARCH_NAMES repeats).
+# (src/llama-arch.cpp's LLM_ARCH_NAMES, which gguf-py's MODEL_ARCH_NAMES repeats); held, with
+# WHOLE_HEAD and SWA_BASE_10000, to the engine's newer llama.cpp (FACTOR_SOURCE below) by
+# tests/test_gguf_owner.py. That one knows 54 architectures more, refused here until their
+# graphs are read: a rope type alone does not say their per-layer widths, NoPE layers, query
+# scales, own YaRN factors or sliding-window bases, which no table below holds.
 ROPE_TYPES = {
     **dict.fromkeys(
         (
@@ -73,10 +77,13 @@ ROPE_TYPES = {
     "qwen2vl": "MROPE",
 }
 LAYOUTS = {"NORM": "interleaved", "NEOX": "half"}
-# llama.cpp checks n_rot == head_dim for these (load_hparams: "invalid n_rot").
+# llama.cpp checks n_rot == head_dim for these (load_hparams: "invalid n_rot"; and for
+# llama-embed, which the reader refuses).
 WHOLE_HEAD = ("llama", "deci", "falcon")
-# Their sliding-window layers rotate at base 10000 whatever rope.freq_base says (load_hparams
-# sets rope_freq_base_train_swa = 10000 and rope_freq_scale_train_swa = 1 for them).
+# Their sliding-window layers rotate at base 10000 whatever rope.freq_base says, unscaled: their
+# graphs rotate those layers by rope_freq_base_train_swa and _scale_train_swa, which their
+# load_arch_hparams leaves at llama_hparams' defaults, 10000 and 1 (rope.freq_base_swa where the
+# file gives it); every other architecture's graph rotates them as the rest, or copies the rest's.
 SWA_BASE_10000 = ("gemma3", "gemma3n", "gemma-embedding")
 # The scaling types llama.cpp knows (LLAMA_ROPE_SCALING_TYPES); absent means linear.
 SCALING_TYPES = ("none", "linear", "yarn", "longrope")
