@@ -134,7 +134,8 @@ def test_a_layout_the_kits_list_forgets_is_refused_not_judged(monkeypatch):
     by the half layout; the line the command prints says what the code confirmed."""
     fields = default_fields("glm4")
     read = hf.from_fields(fields, "glm4", "glm4")
-    assert read.layout == "interleaved" and read.unconfirmed is None
+    assert read.layout == "interleaved" and "transformers' modeling code" not in read.line()
+    assert read.options("rope")["rope"]["layout"] == "interleaved"  # the code asked first
     assert "held to transformers' modeling code: 40 of 40 attention layers rotate, as read" in (
         read.line()
     )
@@ -165,10 +166,12 @@ def test_an_unconfirmed_rotation_leaves_the_lookup_to_be_checked(monkeypatch):
     fields = {**default_fields("granitemoe"), "embedding_multiplier": 12.0}
     monkeypatch.setattr(hf, "INTERLEAVED", hf.INTERLEAVED | {"granitemoe"})
     read = hf.from_fields(fields, "granite", "granite")
-    assert "pairs dims in the half layout" in read.unconfirmed
+    monkeypatch.setattr(owner, "observe", lambda *_: pytest.fail("the model was built"))
     assert read.options("scaled_inputs") == {
         "embedding_scale": {"rule": "granite", "value": 12.0}
     }
+    monkeypatch.undo()
+    assert "pairs dims in the half layout" in read.owners_answer()[1]
 
 
 def test_the_kits_own_reading_runs_no_model_code(monkeypatch):
@@ -191,7 +194,7 @@ def test_the_length_beside_the_rope_dict_is_the_one_the_code_turns_by():
     }
     read = hf.from_fields(fields, "yarn", "yarn")
     assert read.scaling["original_max_position_embeddings"] == 2048
-    assert read.unconfirmed is None and read.held == "32 of 32 attention layers rotate, as read"
+    assert read.owners_answer() == ("32 of 32 attention layers rotate, as read", None)
     dict_length = {**read.scaling, "original_max_position_embeddings": 1024}
     wrong = dataclasses.replace(read, scaling=dict_length)
     assert owner.compare(wrong, fields).kind == "differs"

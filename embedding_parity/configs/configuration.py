@@ -3,7 +3,8 @@ one ``Configuration``, and what it sets for each kind of the conformance kit."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from embedding_parity.usage import UsageError
 
@@ -144,11 +145,24 @@ class Configuration:
     # Ministral 3's every layer's {"llama_4_scaling": {beta, original_max_position_embeddings}}
     attention: dict | None = None
     note: str | None = None  # a choice the reading made that the file alone does not say
-    # The model's own code run on the file (configs.owner): what it confirmed ("24 of 32
-    # attention layers rotate, as read"), or why the rotation is not confirmed, which the kinds
-    # that judge the rotation then refuse with (a lookup at the same file is still checked)
-    held: str | None = None
+    # Why the kit will not judge this rotation (a rotation its reading does not express), which
+    # the kinds that judge the rotation refuse with (a lookup at the same file is still checked)
     unconfirmed: str | None = None
+    # The model's own code, to be run on the file when a kind that judges the rotation first
+    # asks (configs.owner.hold): () -> (what it confirmed, or None; why not, or None)
+    oracle: Callable[[], tuple[str | None, str | None]] | None = field(
+        default=None, compare=False, repr=False
+    )
+    _answer: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def owners_answer(self) -> tuple[str | None, str | None]:
+        """(held, refusal): what the model's own code confirmed ("24 of 32 attention layers
+        rotate, as read"), or why it did not confirm the reading; run once, when first asked."""
+        if self.oracle is None:
+            return None, None
+        if "answer" not in self._answer:
+            self._answer["answer"] = self.oracle()
+        return self._answer["answer"]
 
     @property
     def rope(self) -> bool:
@@ -174,8 +188,9 @@ class Configuration:
 
     def confirmed(self, flag: str | None = None) -> None:
         """UsageError where the model's own code did not confirm the rotation as read."""
-        if self.unconfirmed:
-            raise UsageError(f"{flag or self.name}: {self.unconfirmed}")
+        refusal = self.unconfirmed or self.owners_answer()[1]
+        if refusal:
+            raise UsageError(f"{flag or self.name}: {refusal}")
 
     def _rotation(self) -> dict:
         """The rotation's fields, as apply_rope and the rope kind name them."""
@@ -409,10 +424,11 @@ class Configuration:
                 read.append("each video frame a grid of its own")
             said.append(", ".join(read))
         said += _attention_words(self.attention)
-        if self.held:
-            said.append(f"held to transformers' modeling code: {self.held}")
-        elif self.unconfirmed:
-            said.append(f"not confirmed: {self.unconfirmed}")
+        held, refusal = self._answer.get("answer", (None, None))  # only once it was asked
+        if held:
+            said.append(f"held to transformers' modeling code: {held}")
+        elif self.unconfirmed or refusal:
+            said.append(f"not confirmed: {self.unconfirmed or refusal}")
         line = ": ".join(said[:2]) + ("; " + "; ".join(said[2:]) if said[2:] else "")
         return "\n".join([line, *(f"  layer type {t.line()}" for t in self.layer_types)])
 

@@ -22,11 +22,11 @@ code on the file before the kit judges anyone:
    (``kit_turns``), and the two are compared: layout, rotated dims, frequencies, factor, NoPE
    layers, the query's scale per position after the rotation, the softmax scale.
 
-A reading the code confirms says so on its line (``Configuration.held``). Where the two
-disagree, or the code cannot be run or classified, the reading keeps the reason
-(``Configuration.unconfirmed``) and the kinds that judge the rotation refuse in that one line,
-naming the model type and the difference: never a verdict on a reading the model's own code
-does not confirm. ``compare`` gives the finding itself, for the sweep (``sweep``,
+The code is run when a kind that judges the rotation first asks (``hold`` leaves it on the
+reading: ``Configuration.owners_answer``). A reading the code confirms says so on its line;
+where the two disagree, or the code cannot be run or classified, those kinds refuse in one
+line naming the model type and the difference: never a verdict on a reading the model's own
+code does not confirm. ``compare`` gives the finding itself, for the sweep (``sweep``,
 tests/test_owner_sweep.py, docs/owners.md).
 """
 
@@ -136,17 +136,21 @@ REFUSALS = {
 
 
 def hold(configuration: Configuration, fields: dict) -> Configuration:
-    """``configuration`` with what the owner's code confirmed (``held``), or why it did not
-    (``unconfirmed``: the kinds that judge the rotation refuse with it, in one line naming the
-    model type and the difference or what could not be established)."""
+    """``configuration`` with the owner's code to run on ``fields`` when a kind that judges the
+    rotation first asks (``Configuration.owners_answer``): what the code confirmed, or why not
+    (the kinds refuse with it, in one line naming the model type and the difference or what
+    could not be established); a lookup at the same file never builds the model."""
+    return dataclasses.replace(configuration, oracle=lambda: answer(configuration, fields))
+
+
+def answer(configuration: Configuration, fields: dict) -> tuple[str | None, str | None]:
+    """(held, refusal) of the owner's code for ``fields`` against ``configuration``."""
     finding = compare(configuration, fields)
     if finding.agrees:
-        held = f"{finding.said.removeprefix('agrees: ')}, as read"
-        return dataclasses.replace(configuration, held=held)
-    return dataclasses.replace(
-        configuration,
-        unconfirmed=f"{REFUSALS[finding.kind]}: {finding.line}; the kit will not judge a port "
-        "against a reading its owner's code does not confirm",
+        return f"{finding.said.removeprefix('agrees: ')}, as read", None
+    return None, (
+        f"{REFUSALS[finding.kind]}: {finding.line}; the kit will not judge a port against a "
+        "reading its owner's code does not confirm"
     )
 
 

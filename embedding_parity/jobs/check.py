@@ -387,8 +387,10 @@ def _configured(args) -> dict:
         )
     config = configs.read(args.config) if args.config else configs.preset(args.model)
     flag = "--config" if args.config else "--model"
-    print(config.line())
-    return config.options(args.kind, flag, layer=_layer(args))
+    try:  # the options first: a kind that judges the rotation runs the model's own code
+        return config.options(args.kind, flag, layer=_layer(args))
+    finally:
+        print(config.line())
 
 
 def _layer(args):
