@@ -56,8 +56,8 @@ def test_the_interleaved_list_is_what_the_code_pairs(rows, types):
         if found[name].outcome == "confirmed":
             assert ", interleaved," in found[name].reading, name
     for name, row in found.items():
-        model_type = hf.text_fields(types[name], name)[1]  # a preset's, or the type itself
         if row.outcome == "confirmed" and ", interleaved," in row.reading:
+            model_type = hf.text_fields(types[name], name)[1]  # a preset's, or the type itself
             assert model_type in hf.INTERLEAVED or types[name].get("rope_interleave"), name
 
 
