@@ -426,11 +426,12 @@ def test_a_config_json_is_named_by_its_model_not_its_folder(tmp_path, fields, na
         ),
         (
             {"rope_local_base_freq": 10000.0},
-            "rope_local_base_freq: the kit knows it as gemma3_text's, not model_type 'llama''s",
+            "rope_local_base_freq: read by the classes of gemma3_text, gemma3n_text, t5gemma2_text, "
+            "t5gemma2_decoder only, not model_type 'llama''s",
         ),
         (
             {"no_rope_layers": [1, 0]},
-            "no_rope_layers: the kit knows it as smollm3 and llama4_text's",
+            "no_rope_layers: read by the classes of smollm3, llama4_text, mistral_large4_text only",
         ),
     ],
 )

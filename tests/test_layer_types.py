@@ -335,11 +335,12 @@ def test_a_config_of_one_layer_type_keeps_that_types_rule(name):
         ),
         (
             {"model_type": "llama", "rope_local_base_freq": 10000.0},
-            "rope_local_base_freq: the kit knows it as gemma3_text's, not model_type 'llama''s",
+            "rope_local_base_freq: read by the classes of gemma3_text, gemma3n_text, t5gemma2_text, "
+            "t5gemma2_decoder only, not model_type 'llama''s",
         ),
         (
             {"model_type": "llama", "no_rope_layers": [1, 0]},
-            "no_rope_layers: the kit knows it as smollm3 and llama4_text's",
+            "no_rope_layers: read by the classes of smollm3, llama4_text, mistral_large4_text only",
         ),
         (
             {"model_type": "gemma3_text", "rope_local_base_freq": 0.5},

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from backends import positional
-from embedding_parity.configs import hf, layers, owner
+from embedding_parity.configs import hf, layers, owner, presets
 from embedding_parity.usage import UsageError
 
 def default_fields(model_type: str) -> dict:
@@ -198,3 +198,27 @@ def test_the_length_beside_the_rope_dict_is_the_one_the_code_turns_by():
     dict_length = {**read.scaling, "original_max_position_embeddings": 1024}
     wrong = dataclasses.replace(read, scaling=dict_length)
     assert owner.compare(wrong, fields).kind == "differs"
+
+
+def test_a_partial_rotation_with_a_factor_on_cos_and_sin_is_read():
+    """YaRN or LongRoPE on part of the head: the rotated dims carry the rule's factor at
+    position 0, the rest 1 (Phi-4-mini's file was refused as unclassifiable)."""
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}
+    found = owner.classify(stack(16, scaling=yarn, rotary_dim=8))
+    assert (found.layout, found.start, found.width, found.reordered) == ("half", 0, 8, False)
+    _, attention = positional.rope_parameters(8, 10000.0, yarn, owner.POSITIONS)
+    np.testing.assert_allclose(found.factor, attention, rtol=1e-12)
+
+
+def test_phi4_minis_partial_longrope_is_confirmed_by_its_code():
+    """microsoft/Phi-4-mini-instruct's rotation: LongRoPE on 96 of 128 dims (its 48 factors
+    here Phi-3-mini-128k's, which the preset keeps: the same shape)."""
+    phi3 = presets.PRESETS["phi-3-mini-128k"]["fields"]
+    fields = {
+        **phi3, "hidden_size": 3072, "num_attention_heads": 24, "num_key_value_heads": 8,
+        "partial_rotary_factor": 0.75, "num_hidden_layers": 32,
+    }
+    read = hf.from_fields(fields, "phi-4-mini", "phi-4-mini")
+    assert (read.head_dim, read.rotary_dim, read.scaling["rope_type"]) == (128, 96, "longrope")
+    assert read.options("rope")["rope"]["rotary_dim"] == 96
+    assert read.owners_answer() == ("32 of 32 attention layers rotate, as read", None)

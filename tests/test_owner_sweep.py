@@ -67,3 +67,25 @@ def test_the_per_layer_lists_are_what_the_code_rotates(rows):
     listed = {*layers.SLIDING_ONLY, *layers.NO_ROPE_LAYERS, *layers.LAYER_HEAD_DIM}
     for name in sorted(listed & found.keys()):
         assert found[name].outcome != "disagrees", found[name]
+
+
+def test_the_fields_the_kit_credits_to_a_few_classes_are_read_by_those_alone():
+    """layers.OWNERS (the fields a file may give only for the classes that read them) held to
+    transformers' config classes: every class whose own code names such a field is among the
+    model types the kit credits it to (Gemma 3n's rope_local_base_freq was refused)."""
+    import inspect
+
+    from transformers import CONFIG_MAPPING, PretrainedConfig
+
+    readers = {}
+    for name in CONFIG_MAPPING.keys():
+        module = inspect.getmodule(CONFIG_MAPPING[name])
+        for cls in vars(module).values():
+            mine = isinstance(cls, type) and cls.__module__ == module.__name__
+            if mine and issubclass(cls, PretrainedConfig) and cls.model_type:
+                source = inspect.getsource(cls)
+                for field in layers.OWNERS:
+                    if field in source:
+                        readers.setdefault(field, set()).add(cls.model_type)
+    for field, owners in layers.OWNERS.items():
+        assert readers.get(field, set()) <= set(owners), (field, readers[field] - set(owners))

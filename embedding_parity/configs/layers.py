@@ -32,8 +32,9 @@ from embedding_parity.configs import checks
 from embedding_parity.configs.configuration import LayerType
 
 # Model types whose layers rotate where no_rope_layers[i] is 1 (modeling_smollm3.py,
-# modeling_llama4.py: ``self.use_rope = config.no_rope_layers[layer_idx]``).
-NO_ROPE_LAYERS = ("smollm3", "llama4_text")
+# modeling_llama4.py, modeling_mistral_large4.py: ``self.use_rope =
+# config.no_rope_layers[layer_idx]``).
+NO_ROPE_LAYERS = ("smollm3", "llama4_text", "mistral_large4_text")
 # Model types that rotate only their sliding-window layers, and which layers they rotate where
 # the config's sliding_window is null:
 # - "none": modeling_cohere2.py, modeling_flint.py: a layer keeps config.sliding_window if it
@@ -43,9 +44,9 @@ NO_ROPE_LAYERS = ("smollm3", "llama4_text")
 #   modeling_kolibri1.py: ``if self.sliding_window is None or self.is_sliding``, the config's
 #   window: with none every layer rotates;
 # - "types": modeling_lara_mini.py passes the rotation to the layers whose layer type is
-#   sliding_attention, window or none.
+#   sliding_attention, modeling_afmoe.py rotates where is_local_attention, window or none.
 SLIDING_ONLY = (
-    {"cohere2": "none", "flint": "none", "lara_mini": "types"}
+    {"cohere2": "none", "flint": "none", "lara_mini": "types", "afmoe": "types"}
     | dict.fromkeys(("exaone4", "exaone_moe", "kolibri1"), "every")
 )
 # Model types whose text attention has no rotary embedding at all, though their modeling file
@@ -94,10 +95,10 @@ KEYED_ROPE = (
 # Fields that set a layer's rotation in these model types' classes alone (another class takes
 # them silently and rotates every layer alike: a file that gives one is refused there).
 OWNERS = {
-    "rope_local_base_freq": ("gemma3_text",),
-    "global_rope_theta": ("modernbert",),
-    "local_rope_theta": ("modernbert",),
-    "global_attn_every_n_layers": ("modernbert",),
+    "rope_local_base_freq": ("gemma3_text", "gemma3n_text", "t5gemma2_text", "t5gemma2_decoder"),
+    "global_rope_theta": ("modernbert", "modernbert-decoder"),
+    "local_rope_theta": ("modernbert", "modernbert-decoder"),
+    "global_attn_every_n_layers": ("modernbert", "modernbert-decoder", "afmoe"),
     "no_rope_layers": NO_ROPE_LAYERS,
     "no_rope_layer_interval": NO_ROPE_LAYERS,
     "global_head_dim": tuple(LAYER_HEAD_DIM),
@@ -135,7 +136,7 @@ def check_owned(fields: dict, model_type, where: str) -> None:
         if fields.get(field) is not None and model_type not in owners:
             checks.refuse(
                 where,
-                f"{field}: the kit knows it as {' and '.join(owners)}'s, not model_type "
+                f"{field}: read by the classes of {', '.join(owners)} only, not model_type "
                 f"{checks.shown(model_type)}'s, whose transformers class would pass it over "
                 "and rotate every layer alike; remove it, or name the model_type that reads it",
             )

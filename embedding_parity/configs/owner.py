@@ -550,13 +550,13 @@ def _unreordered(turns: np.ndarray) -> tuple[np.ndarray, bool]:
     """The stack with a fixed reordering of the output dims taken off (DeepSeek-V3's
     rope_interleave path turns pairs (2i, 2i+1) and writes them to (i, i + d/2): q . k is
     unchanged, since q and k are reordered alike); at position 0 every pair is unturned, so
-    what remains there is the reordering (times the rule's factor on cos and sin)."""
-    first = turns[0] / np.abs(turns[0]).max()
-    order = np.round(first)
-    if not np.allclose(first, order, atol=1e-6) or not (
-        (order.sum(0) == 1).all() and (order.sum(1) == 1).all() and set(np.unique(order)) <= {0, 1}
-    ):
+    what remains there is the reordering, each rotated dim times the rule's factor on cos and
+    sin (a partial rotation's other dims times 1)."""
+    first = turns[0]
+    kept = np.abs(first) > 1e-6 * np.abs(first).max(0)
+    if not ((kept.sum(0) == 1).all() and (kept.sum(1) == 1).all() and (first[kept] > 0).all()):
         raise Unrunnable("at position 0 it neither leaves the query as it is nor reorders it")
+    order = kept.astype(np.float64)
     if (order == np.eye(len(order))).all():
         return turns, False
     return np.einsum("ji,tjk->tik", order, turns), True
