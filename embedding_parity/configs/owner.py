@@ -38,6 +38,7 @@ import dataclasses
 import functools
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -80,7 +81,9 @@ MIXERS = {
 
 @dataclass(frozen=True)
 class Turns:
-    layout: str  # "half", "interleaved", or a description of another pairing
+    """A rotation in the kit's terms: how its dims pair, which turn, at what frequencies."""
+
+    layout: str  # "half" or "interleaved" ("none": no dim turns)
     start: int  # the first rotated dim
     width: int  # the rotated width
     frequencies: np.ndarray  # (width/2,) per pair, radians per position
@@ -98,7 +101,6 @@ class Layer:
     attends: bool = False
     rotation: Turns | str | None = None
     offset: int = 0
-    head_dim: int | None = None
     query_scale: np.ndarray | None = None
     softmax_scale: float | None = None
     calls: list = field(default_factory=list)
@@ -210,8 +212,11 @@ def _one_thread(torch):
 
 
 def _said(error: Exception) -> str:
-    lines = str(error).strip().splitlines() or [""]
-    return f"{type(error).__name__}: {lines[0][:160]}"
+    """An error in a few words: its first line, a file's path as the file's name (the same
+    words on every machine)."""
+    line = (str(error).strip().splitlines() or [""])[0]
+    line = re.sub(r"(['\"])/[^'\"]*/([^/'\"]+)\1", r"\1\2\1", line)
+    return f"{type(error).__name__}: {line[:160]}"
 
 
 def _head_dim(config) -> int:
@@ -402,11 +407,11 @@ def _run(model, config, torch) -> tuple[Layer, ...]:
             raise Unrunnable(f"running it failed ({_said(error)})") from None
     if not any(layer.attends for layer in layers):
         raise Unrunnable("no layer attended through its eager attention at this config")
-    _classify_layers(layers, _head_dim(config), torch)
+    _classify_layers(layers, torch)
     return tuple(layers)
 
 
-def _classify_layers(layers, head_dim: int, torch) -> None:
+def _classify_layers(layers, torch) -> None:
     """Each rotating layer's turns, from its first rotation call re-run on unit queries (layers
     whose call took the same cos and sin share the answer)."""
     seen = []  # (the call's arguments past q and k, rotation)
@@ -431,7 +436,6 @@ def _classify_layers(layers, head_dim: int, torch) -> None:
             seen.append((rest, layer.rotation))
         axis = _position_axis(args[0].shape)
         layer.offset, layer.query_scale = _placed(out[0].detach().double(), query, axis)
-        layer.head_dim = head_dim if query is None else query.shape[-1]
 
 
 def _turns(original, args, kwargs, torch) -> np.ndarray:
