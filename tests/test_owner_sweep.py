@@ -62,11 +62,18 @@ def test_the_interleaved_list_is_what_the_code_pairs(rows, types):
 
 
 def test_the_per_layer_lists_are_what_the_code_rotates(rows):
-    """The types whose layers the kit maps by hand are confirmed layer by layer."""
+    """The types whose layers the kit maps by hand are confirmed layer by layer, or their code
+    cannot run at its defaults (the kit then reads no verdict from them; Granite 4.0-H's real
+    files are held in tests/test_config_models_2026.py)."""
     found = by_type(rows)
-    listed = {*layers.SLIDING_ONLY, *layers.NO_ROPE_LAYERS, *layers.LAYER_HEAD_DIM}
+    listed = {
+        *layers.SLIDING_ONLY, *layers.NO_ROPE_LAYERS, *layers.LAYER_HEAD_DIM,
+        *layers.NO_ROTARY, *layers.ROTARY_NAMED,
+    }
     for name in sorted(listed & found.keys()):
-        assert found[name].outcome != "disagrees", found[name]
+        row = found[name]
+        ran = row.outcome == "confirmed"
+        assert ran or row.said.startswith("its code could not be run"), row
 
 
 def test_the_fields_the_kit_credits_to_a_few_classes_are_read_by_those_alone():
