@@ -281,3 +281,26 @@ def test_the_formats_accepted_unimported_are_matplotlibs(tmp_path):
         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
     )
     assert done.stdout == "False\n"
+
+
+def test_the_mrope_map_draws_both_layouts_at_the_models_own_section():
+    """Qwen3-VL's interleaved slots above the same section cut into chunks: the second row is
+    Qwen2-VL's layout, not Qwen2-VL's section, and the labels say so."""
+    from backends import positional
+    from embedding_parity import configs
+    from embedding_parity.drawing import schemes
+
+    config = configs.preset("qwen3-vl-8b")
+    fig = pyplot().figure()
+    schemes.wavelengths(config, 4)(fig)
+    slots = fig.axes[1]
+    _, section = config.mrope
+    pairs = config.head_dim // 2
+    np.testing.assert_array_equal(
+        slots.images[0].get_array(),
+        [positional.mrope_axes(pairs, section, kind) for kind in ("interleaved", "chunked")],
+    )
+    labels = [label.get_text() for label in slots.get_yticklabels()]
+    assert labels == ["interleaved\n(this model)", "chunked\n(as Qwen2-VL)"]
+    assert "both at this model's section t 24, h 20, w 20" in slots.get_title()
+    pyplot().close(fig)

@@ -203,20 +203,21 @@ def _temperature(axis, config, temperature, types):
 
 def _mrope_map(axis, config):
     """Which row (t, h or w) turns each frequency pair: the config's layout above the other
-    (Qwen2-VL's chunks beside Qwen3-VL's t h w t h w ...), at the config's section."""
+    (Qwen2-VL's chunks, Qwen3-VL's t h w t h w ...), both at the config's section, so the two
+    rows differ by the layout alone."""
     from matplotlib.colors import ListedColormap
 
     layout, section = config.mrope
-    other = "interleaved" if layout == "chunked" else "chunked"
+    other, owner = ("interleaved", "Qwen3-VL") if layout == "chunked" else ("chunked", "Qwen2-VL")
     pairs = (config.rotary_dim or config.head_dim) // 2
     rows = np.stack([positional.mrope_axes(pairs, section, kind) for kind in (layout, other)])
     axis.imshow(rows, aspect="auto", cmap=ListedColormap(["C0", "C1", "C2"]), vmin=-0.5, vmax=2.5)
     axis.set(
         yticks=[0, 1],
-        yticklabels=[f"{layout}\n(this model)", other],
+        yticklabels=[f"{layout}\n(this model)", f"{other}\n(as {owner})"],
         xlabel=f"frequency pair k (of {pairs}; fast to slow)",
-        title=f"M-RoPE's rows: t blue, h orange, w green\n(section t {section[0]}, h "
-        f"{section[1]}, w {section[2]})",
+        title=f"M-RoPE's rows: t blue, h orange, w green\n(both at this model's section t "
+        f"{section[0]}, h {section[1]}, w {section[2]})",
     )
 
 
