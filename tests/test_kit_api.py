@@ -366,6 +366,9 @@ def test_rope(implementation, check):
         ({"expected": ["rotation float64"]}, "expected differences must be a dict"),
         ({"config": 123}, "config=123: a config.json or .gguf path"),
         ({"dtypes": ["float8"]}, "dtype 'float8' is not one the kit tries"),
+        ({"dtype": ["float32"]}, "check() takes no dtype=: did you mean dtypes=?"),  # no default
+        ({"only": ["rotation float32"]}, "--only is checks= in Python"),
+        ({"layer_type": "sliding"}, "--layer-type is layer= in Python (layer='sliding')"),
     ],
 )
 def test_bad_arguments_to_check_are_one_line(kwargs, said):
@@ -376,10 +379,26 @@ def test_bad_arguments_to_check_are_one_line(kwargs, said):
 def test_check_takes_the_settings_a_contract_has():
     gradient = check(ports.lookup, "lookup", table=(100, 4, 8), dtypes=["float32"])
     assert gradient.conforms
-    with pytest.raises(TypeError):
-        check(ports.rope, "rope", dtype=["float32"])  # a typo is no silent default
     with pytest.raises(ValueError, match="kind 'ropee' is not one of"):
         check(ports.rope, "ropee")
+
+
+def test_a_preset_is_config_everywhere_and_model_is_answered_with_it():
+    """One spelling: config= takes a preset's name as it takes a path; model=, the command
+    line's --model, is refused naming config= by check, assert_conforms and the decorator."""
+    from embedding_parity import configs
+    from embedding_parity.conformance import parametrize_with_checks
+
+    preset = configs.preset("llama-3.1-8b").options("rope", "config", None)
+    assert api.configured("llama-3.1-8b", "rope") == preset
+    said = "no model=: the command line's --model is config= in Python (config='llama-3.1-8b')"
+    for call in (
+        functools.partial(check, ports.rope, "rope"),
+        functools.partial(assert_conforms, ports.rope, "rope"),
+        functools.partial(parametrize_with_checks, [ports.rope], kind="rope"),
+    ):
+        with pytest.raises(UsageError, match=re.escape(said)):
+            call(model="llama-3.1-8b")
 
 
 def test_an_expected_entry_names_a_check_by_its_test_id_and_is_not_stale_when_filtered():

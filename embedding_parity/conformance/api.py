@@ -2,6 +2,7 @@
 
     from embedding_parity.conformance import assert_conforms, check
     report = check(my_rope, "rope", config="path/to/config.json", dtypes=["float32"])
+    report = check(my_rope, "rope", config="llama-3.1-8b")  # a bundled preset: config= too
     assert_conforms(my_rope, "rope", expected={"rotation float64": "computes in float32"})
 
 A callable runs in this process: quick, and what a test has in hand (an ``nn.Module``, a
@@ -13,6 +14,7 @@ name, runs in the kit's worker process, each case under ``timeout`` seconds.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import math
 import os
@@ -27,6 +29,9 @@ from embedding_parity.conformance.report import ACCEPTED, Report
 from embedding_parity.usage import UsageError
 
 DEFAULT_BASE = 10000.0
+# The command line's flags that Python spells otherwise (check's keyword for each): a keyword
+# guessed from the command line is answered with the one to write.
+SPELLED_OTHERWISE = {"model": "config", "layer_type": "layer", "only": "checks"}
 
 
 class UnmatchedExpectation(UserWarning):
@@ -56,11 +61,13 @@ def check(
     through: str | None = None,
     layer: int | str | None = None,
     invariances: bool = True,
+    **unknown,
 ) -> Report:
     """The report of ``implementation`` against ``kind``'s contract (``compare.py check``).
 
-    ``config``: a model's config.json or .gguf path, a bundled preset's name, or a
-    ``configs.Configuration``: the contract it sets. ``dtypes``: the dtypes tried (default
+    ``config``: a model's config.json or .gguf path, a bundled preset's name
+    (``config="llama-3.1-8b"``), or a ``configs.Configuration``: the contract it sets (the
+    command line's ``--config`` and ``--model`` both). ``dtypes``: the dtypes tried (default
     all four; a bad id is always tried; none, ``[]``, is refused). ``framework``: what it takes and returns (default:
     told by a probe call). ``against``: another implementation, or a source the kit ships
     ("hf", "torchtune"), to hold this one to case by case (``against_framework``: its
@@ -83,7 +90,8 @@ def check(
     stay in the worker's private folder. The caller's NumPy error state and environment are
     given back as they were; the target's own call runs under the caller's error state. An entry of ``expected`` that names no check of the
     battery is an ``UnmatchedExpectation`` warning; bad arguments are a UsageError (a
-    ValueError) in one line."""
+    ValueError) in one line, a keyword it does not take too (``model=`` names ``config=``)."""
+    refuse_unknown("check()", unknown, KEYWORDS)
     call = {"base": base, "padding_idx": padding_idx, "head_dim": head_dim}
     call |= {"batched": batched, "qk": qk, "table": table}
     options = {**options_for(kind, **call), **configured(config, kind, base, layer)}
@@ -124,6 +132,31 @@ def check(
             stacklevel=2,
         )
     return report
+
+
+KEYWORDS = tuple(
+    p.name for p in inspect.signature(check).parameters.values() if p.kind is p.KEYWORD_ONLY
+)
+
+
+def refuse_unknown(caller: str, given: dict, taken) -> None:
+    """A UsageError for the first keyword of ``given`` that ``caller`` does not take, naming
+    the one to write: the command line's flag as Python spells it, else the nearest, else all."""
+    unknown = sorted(set(given) - set(taken))
+    if not unknown:
+        return
+    name = unknown[0]
+    if name in SPELLED_OTHERWISE:
+        right = SPELLED_OTHERWISE[name]
+        hint = (
+            f"the command line's --{name.replace('_', '-')} is {right}= in Python "
+            f"({right}={given[name]!r})"
+        )
+    elif close := difflib.get_close_matches(name, taken, n=1):
+        hint = f"did you mean {close[0]}=?"
+    else:
+        hint = f"it takes {', '.join(taken)}"
+    raise UsageError(f"{caller} takes no {name}=: {hint}")
 
 
 def options_for(

@@ -17,14 +17,12 @@ implementation's name and the check's, stable across runs and pytest-xdist worke
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import warnings
 
 from embedding_parity.conformance import api
 from embedding_parity.conformance import report as reports
 from embedding_parity.conformance.report import Report, check_id, mark_expected
 from embedding_parity.conformance.runner import asked_twice, name_of, select_cases
-from embedding_parity.usage import UsageError
 
 
 def parametrize_with_checks(
@@ -46,12 +44,8 @@ def parametrize_with_checks(
     ``against`` source's, started once); each test then reads its check."""
     import pytest
 
-    taken = set(inspect.signature(api.check).parameters) - {"implementation", "kind"}
-    unknown = sorted(set(settings) - (taken - {"expected", "strict"}))
-    if unknown:
-        raise UsageError(
-            f"parametrize_with_checks takes no {unknown[0]!r}: it takes {sorted(taken)}"
-        )
+    taken = ["expected_failed_checks", *(k for k in api.KEYWORDS if k != "expected")]
+    api.refuse_unknown("parametrize_with_checks", settings, taken)
     call = {k: settings[k] for k in SHAPES if k in settings}
     options = api.options_for(kind, **call)
     options |= api.configured(
