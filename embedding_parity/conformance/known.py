@@ -1,7 +1,9 @@
 """The matrix: the battery run on the implementations people use, each row in its own worker.
 
 Every row names its library's installed version (read from the package metadata, without
-importing it). Rows whose library is not installed are reported as missing, never dropped."""
+importing it). Rows whose library is not installed, or whose kind's reference needs a package
+that is not (gguf for quantized_lookup), are reported as missing, never dropped: each names the
+package and what adds it, and the other rows run."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ from dataclasses import dataclass, field, replace
 
 from embedding_parity import configs, outputs
 from embedding_parity.conformance import runner
+from embedding_parity.conformance.kinds import KINDS
 from embedding_parity.conformance.kinds.scaled_inputs import MODELS
 from embedding_parity.conformance.paths import PATHS
 from embedding_parity.conformance.process import Worker
-from embedding_parity.conformance.versions import versions
+from embedding_parity.conformance.versions import missing, not_installed, versions
 from embedding_parity.usage import UsageError
 
 ADAPTERS = "embedding_parity.conformance.adapters"
@@ -125,7 +128,7 @@ CONFIGURED = [
     ),
     Row(
         "keras-hub Gemma3Backbone's layers at gemma-3-4b (jax)",
-        ("keras-hub", "keras"),
+        ("keras-hub", "keras", "transformers"),  # its converter reads transformers' config
         "keras_hub_layers:gemma3_backbone_gemma_3_4b",
         "rope",
         "jax",
@@ -752,7 +755,7 @@ def run(names=None, *, timeout: float = 60.0, progress=None, only: dict | None =
         # every worker started at once, importing its first row's library (the imports overlap)
         for row in rows:
             key = _environment(row)
-            if key in workers or _missing(versions(row.packages)):
+            if key in workers or _absent(row):
                 continue
             workers[key] = Worker(row.env)
             with contextlib.suppress(UsageError):  # a preset refused: said by the row itself
@@ -777,9 +780,9 @@ def _run_row(row: Row, workers: dict, timeout: float, progress, only) -> dict:
         "path": row.through or "eager",
         "versions": versions(row.packages),
     }
-    missing = _missing(record["versions"])
-    if missing:
-        record["missing"] = f"{missing} is not installed (make install-conformance adds it)"
+    absent = _absent(row)
+    if absent:
+        record["missing"] = not_installed(absent)
     else:
         key = _environment(row)
         if key not in workers:
@@ -807,9 +810,9 @@ def _environment(row: Row) -> tuple:
     return tuple(sorted(row.env.items()))
 
 
-def _missing(found: dict) -> str | None:
-    """The first package of ``found`` ({package: version or None}) not installed, or None."""
-    return next((p for p, v in found.items() if v is None), None)
+def _absent(row: Row) -> str | None:
+    """The first package the row needs that is not installed: its own, or its kind's."""
+    return missing((*row.packages, *KINDS[row.kind].packages))
 
 
 def _target(row: Row) -> str:

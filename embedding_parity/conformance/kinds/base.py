@@ -148,6 +148,7 @@ class Kind:
     name = ""
     contract = ""
     exact = True  # bit-identical required; else within positional.tolerance
+    packages: tuple[str, ...] = ()  # what its battery needs beyond NumPy (its reference's owner)
 
     def __init_subclass__(cls, **keywords):
         # one place for the error state: each kind's cases, arguments, references and

@@ -24,7 +24,7 @@ import ml_dtypes
 import numpy as np
 
 from backends import quantized
-from embedding_parity.conformance import numerics
+from embedding_parity.conformance import numerics, versions
 from embedding_parity.conformance.kinds.base import (
     BAD_IDS,
     VOCAB,
@@ -35,6 +35,7 @@ from embedding_parity.conformance.kinds.base import (
     differs,
     names,
 )
+from embedding_parity.usage import UsageError
 
 BAD_FORMATS = ("Q8_0", "Q4_K")  # one of each block size tries the bad ids
 # (shape of the ids, blocks per row, the rows they fetch): each format's cases
@@ -49,8 +50,13 @@ class QuantizedLookup(Kind):
         "row_bytes) uint8 as a GGUF file stores the table: gguf.quants.dequantize(blocks, "
         "format)[token_ids], for format Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K"
     )
+    packages = ("gguf",)  # the reference: gguf.quants.dequantize
 
     def cases(self, options):
+        absent = versions.missing(self.packages)
+        if absent:
+            said = versions.not_installed(absent)
+            raise UsageError(f"{self.name}'s reference is gguf.quants.dequantize: {said}")
         found = []
         for kind in quantized.KINDS:
             for shape, blocks, rows in ASKED:
