@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 
-from embedding_parity.conformance.kinds import KINDS, Case, Outcome, Verdict
+from embedding_parity.conformance.kinds import KINDS, Case, Outcome, Verdict, base
 from embedding_parity.usage import UsageError
 
 SHOWN_CHARACTERS = 300  # of a target's text in a report: one line, at most this long
@@ -291,6 +291,9 @@ def check_results(verdicts: list[tuple[Case, Verdict]]) -> list[CheckResult]:
             said = [v for _, v in pairs if v.status == status]
             worst = max(said, key=lambda v: v.ulps or 0.0)
             count = f" ({len(pairs)} cases)" if len(pairs) > 1 else ""
+            rejected = [c.label for c, v in pairs if v.status == "rejected"]
+            if status == "conforms" and rejected:  # a bad id's, in a format the target refuses
+                count = f" ({len(said)} of {len(pairs)} cases; rejected: {'; '.join(rejected)})"
             results.append(CheckResult(check, status, worst.detail + count, cases_, phase, **more))
     return results
 
@@ -299,7 +302,9 @@ def answered_elsewhere(verdicts: list[tuple[Case, Verdict]]) -> list[tuple[Case,
     """The verdicts with each refusal of a dtype (quantized_lookup: a format) that a valid case
     of the same battery answered and held to the contract made a difference: a target that
     reads float16 and raises on float16 only at long positions refuses a hard case, not the
-    dtype."""
+    dtype. And a bad id's error that names a format (a dtype) the valid cases found refused is
+    that refusal again, no id checked: rejected, saying so (a target that reads Q4_K alone
+    raises naming Q8_0 for Q8_0's bad ids)."""
     answered: dict[str, Case] = {}
     for case, verdict in verdicts:
         if verdict.status == "conforms" and case.params.get("bad") is None:
@@ -317,7 +322,17 @@ def answered_elsewhere(verdicts: list[tuple[Case, Verdict]]) -> list[tuple[Case,
                 ),
             )
         found.append((case, verdict))
-    return found
+    refused = {refusable(c) for c, v in found if v.status == "rejected"}
+    return [(c, _unchecked(c, v) if refusable(c) in refused else v) for c, v in found]
+
+
+def _unchecked(case: Case, verdict: Verdict) -> Verdict:
+    """A bad id's verdict, rejected where the error it raised names what the target refuses."""
+    what = refusable(case)
+    raised = case.params.get("bad") is not None and verdict.status == "conforms"
+    if not raised or not base.names(verdict.detail, (what,)):
+        return verdict
+    return Verdict("rejected", shown(f"rejects {what}, no bad id checked in it: {verdict.detail}"))
 
 
 def refusable(case: Case) -> str:

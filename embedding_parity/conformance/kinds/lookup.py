@@ -60,10 +60,20 @@ def battery_ids(params: dict) -> np.ndarray:
             return np.resize(np.array([before, 1.5, after], np.float32), params["shape"])
         return np.resize(np.array([before, bad, after], np.int64), params["shape"])
     rng = np.random.default_rng(params["seed"] + 1)
-    # at most two of each id, so that the gradient's rows sum at most two terms (taken again
-    # in turn where a small vocabulary has fewer than the ids asked for)
-    ids = np.resize(rng.permutation(np.repeat(np.arange(vocab), 2)), math.prod(params["shape"]))
-    return ids.reshape(params["shape"]).astype(np.int64)
+    # the table's ends, then at most two of each id, so that the gradient's rows sum at most
+    # two terms (taken again in turn where a small vocabulary has fewer than the ids asked for)
+    ends = table_ends(vocab)
+    rest = np.concatenate([np.arange(vocab), np.setdiff1d(np.arange(vocab), ends)])
+    ids = np.resize(np.concatenate([ends, rng.permutation(rest)]), math.prod(params["shape"]))
+    return rng.permutation(ids).reshape(params["shape"]).astype(np.int64)
+
+
+def table_ends(vocab: int) -> list[int]:
+    """The rows every valid case reads, at both ends of a table of ``vocab`` rows: its first
+    two and its last two. A fetch wrong only there (a bound off by one, row 0 or the last row
+    taken for padding, a last tile or shard read wrong) is seen at any vocab_size, where a few
+    random ids of a large table would almost never draw them."""
+    return list(dict.fromkeys((0, 1, vocab - 2, vocab - 1)))
 
 
 def bad_ids(vocab: int) -> dict:

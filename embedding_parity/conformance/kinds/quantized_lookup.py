@@ -6,10 +6,11 @@ token; ``format`` its ggml type's name (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K
 ``backends.quantized``); the result is float32, (..., T, dim). Every value is a float16 scale
 times a small integer (exact in float32), plus or minus a min (one rounding), so there is no
 tolerance. The battery's tables hold random bytes with finite scales, 64 rows, and each
-format is asked three ways: ids from the table's first half, rows of two blocks (so that a port
-which counts its row offset in elements stays inside the bytes and its answer can be named);
-ids from both halves and the last row; and rows of three blocks (an odd count: a pairwise loop
-that forgets its tail drops the last). A port may refuse a format it does not read, its error
+format is asked three ways: ids from the table's first half, its first two rows among them, in
+rows of two blocks (so that a port which counts its row offset in elements stays inside the
+bytes and its answer can be named); ids from both halves and both ends (the first two rows and
+the last two); and rows of three blocks (an odd count: a pairwise loop that forgets its tail
+drops the last). A port may refuse a format it does not read, its error
 naming the format: that row says so; any other error on a valid case is a valid input refused,
 and it may never return another table's values.
 
@@ -35,11 +36,12 @@ from embedding_parity.conformance.kinds.base import (
     differs,
     names,
 )
+from embedding_parity.conformance.kinds.lookup import table_ends
 from embedding_parity.usage import UsageError
 
 BAD_FORMATS = ("Q8_0", "Q4_K")  # one of each block size tries the bad ids
 # (shape of the ids, blocks per row, the rows they fetch): each format's cases
-FIRST_HALF, EVERYWHERE = "the first half", "both halves and the last row"
+FIRST_HALF, EVERYWHERE = "the first half, rows 0 and 1 among them", "both halves and both ends"
 ASKED = (((T,), 2, FIRST_HALF), ((3, T), 2, EVERYWHERE), ((T,), 3, EVERYWHERE))
 
 
@@ -176,16 +178,24 @@ def _dim(params: dict) -> int:
 
 
 def _ids(params: dict) -> np.ndarray:
-    """A valid case's ids: from the first half of the table, or as many from each half with the
-    last row last (a fetch wrong past half the table, or at its end, is seen)."""
+    """A valid case's ids: the table's first two rows and more from its first half; or both its
+    ends and as many more from each half (a fetch wrong past half the table, or near either of
+    its ends, is seen)."""
     rng = np.random.default_rng(params["seed"] + 1)
     size = int(np.prod(params["shape"]))
+    ends = table_ends(VOCAB)
     if params["rows"] == FIRST_HALF:
-        ids = rng.integers(0, VOCAB // 2, size)
+        ends = [i for i in ends if i < VOCAB // 2]
+        drawn = rng.integers(0, VOCAB // 2, size - len(ends))
     else:
-        lower = rng.integers(0, VOCAB // 2, size // 2)
-        upper = rng.integers(VOCAB // 2, VOCAB - 1, size - size // 2 - 1)
-        ids = np.concatenate([lower, upper, [VOCAB - 1]])
+        lower = (size - len(ends)) // 2
+        drawn = np.concatenate(
+            [
+                rng.integers(0, VOCAB // 2, lower),
+                rng.integers(VOCAB // 2, VOCAB, size - len(ends) - lower),
+            ]
+        )
+    ids = rng.permutation(np.concatenate([ends, drawn]))
     return ids.reshape(params["shape"]).astype(np.int64)
 
 
