@@ -1,19 +1,22 @@
 """Shared fixtures: every test that takes ``backend`` runs once per installed backend; the
 real models load once per session, and skip (saying how to install them) when missing."""
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "tests.leftovers"]
 
 import ipaddress
 import os
-import shutil
 import signal
 import socket
 import struct
-import subprocess
-import tempfile
 
-import numpy as np
 import pytest
+
+pytest.register_assert_rewrite("tests.leftovers")  # imported here, before it is a plugin
+from tests import leftovers  # noqa: E402
+
+leftovers.unshare()  # before NumPy starts its threads: see its docstring
+
+import numpy as np  # noqa: E402
 
 # Two pytest workers share the two cores: an idle OpenMP thread of torch's that spins between
 # the tests' small operations takes the other worker's core (25 float64 training steps took
@@ -22,9 +25,9 @@ import pytest
 # same threads and the same split of the work: the same numbers.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import backends
-from backends import pretrained
-from embedding_parity import scratch
+import backends  # noqa: E402
+from backends import pretrained  # noqa: E402
+from embedding_parity import scratch  # noqa: E402
 
 BACKENDS = backends.names()
 
@@ -229,47 +232,6 @@ def socket_owners(pids) -> dict[int, list[str]]:
     return owners
 
 
-# --- nothing left behind, seen as a fresh machine sees it -----------------------------------
-# Tests write only under tmp_path. The controller (the one process under pytest-xdist) gives
-# the session a folder of its own before any worker starts, and every process below it
-# inherits it: ``tmp`` is the temporary folder (TMPDIR) and ``home`` the home folder (HOME),
-# both empty at the start, and the framework caches' variables are unset, as on a machine that
-# never ran the suite. Whatever a test, a worker or a library it drives leaves in either is a
-# leak on every machine, not only on one whose /tmp lacked it; so is a new entry in the system's
-# own temporary folder (written past TMPDIR) or an untracked file in the work tree. pytest's
-# tmp_path root is the exception; tmp_path_retention_policy = "failed" empties it of passing
-# tests' folders. A passing session's folder is removed; a failing one's is kept and named.
-#
-# Two caches are the session's (``caches``, outside both folders), for the library code the
-# tests run in their own processes, where no command's private folder is entered: Matplotlib's
-# (the tests draw) and torch.compile's (torch makes its folder when a dispatch mode is entered,
-# and on an optimizer's first step). Children inherit those two; the rest stay unset, so a
-# child that writes one of them is caught. fresh_machine() runs a command with none set, to
-# show that it finds its own place for every one (embedding_parity.scratch).
-
-
-def _controller(config) -> bool:
-    return not hasattr(config, "workerinput")
-
-
-def _entries(folder: str) -> set[str]:
-    return {name for name in os.listdir(folder) if not name.startswith("pytest-of-")}
-
-
-def _untracked(home: str) -> set[str]:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    listed = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=all", "--ignored=no"],
-        check=False,
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "HOME": home},  # git's own config (safe.directory) is the user's
-    )
-    return set(listed.stdout.splitlines()) if listed.returncode == 0 else set()
-
-
 # The order the two workers take whole files in (make test: --dist loadfile
 # --no-loadscope-reorder): the longest first, so that the workers finish together rather than
 # one waiting for the other's last long file. By default xdist hands out the files with the
@@ -306,72 +268,9 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: within a file too
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     # Started with SIGINT ignored (`nohup make test &`, or a background job of a shell without
     # job control), the session would pass that on to every command a test stops with Ctrl-C:
     # an ignored signal stays ignored across exec, a handler does not.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    if not _controller(config):
-        return
-    system = tempfile.gettempdir()
-    session = tempfile.mkdtemp(prefix="ep-tests-", dir=system)  # short: sockets go below
-    home = os.path.expanduser("~")  # the user's, before the session's replaces it
-    folders = {name: os.path.join(session, name) for name in ("tmp", "home", "caches")}
-    for folder in folders.values():
-        os.mkdir(folder)
-    for name in scratch.CACHES:
-        os.environ.pop(name, None)
-    os.environ.update(
-        TMPDIR=folders["tmp"],
-        HOME=folders["home"],
-        MPLCONFIGDIR=os.path.join(folders["caches"], "matplotlib"),
-        TORCHINDUCTOR_CACHE_DIR=os.path.join(folders["caches"], "torchinductor"),
-    )
-    tempfile.tempdir = folders["tmp"]
-    config.stash[_SESSION] = (session, _entries(system) - {os.path.basename(session)})
-    config.stash[_UNTRACKED] = (home, _untracked(home))
-
-
-def pytest_sessionfinish(session, exitstatus):
-    config = session.config
-    if not _controller(config) or _SESSION not in config.stash:
-        return
-    folder, system_before = config.stash[_SESSION]
-    system = os.path.dirname(folder)
-    problems = []
-    for name, left in (
-        (os.path.join(folder, "tmp"), _entries(os.path.join(folder, "tmp"))),
-        (os.path.join(folder, "home"), _entries(os.path.join(folder, "home"))),
-        (system, _entries(system) - system_before - {os.path.basename(folder)}),
-    ):
-        if left:
-            problems.append(f"left in {name}: {', '.join(sorted(left))}")
-    home, untracked = config.stash[_UNTRACKED]
-    written = sorted(_untracked(home) - untracked)
-    if written:
-        problems.append(f"written into the work tree: {', '.join(written)}")
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if problems:
-        if reporter is not None:
-            reporter.write("\n")
-            reporter.write_sep("=", "the test session left files behind", red=True)
-            for problem in problems:
-                reporter.write_line(problem, red=True)
-        if session.exitstatus == pytest.ExitCode.OK:  # an interrupted run stays interrupted
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    config.stash[_FAILED] = session.exitstatus != pytest.ExitCode.OK
-    if config.stash[_FAILED] and reporter is not None:
-        reporter.write_line(f"the session's temporary folder and home are kept: {folder}")
-
-
-def pytest_unconfigure(config):
-    """A passing session's folder goes once pytest has cleaned its own tmp_path root."""
-    if _controller(config) and _SESSION in config.stash and not config.stash.get(_FAILED, False):
-        shutil.rmtree(config.stash[_SESSION][0], ignore_errors=True)
-
-
-_SESSION = pytest.StashKey[tuple]()
-_UNTRACKED = pytest.StashKey[tuple]()
-_FAILED = pytest.StashKey[bool]()
