@@ -106,15 +106,19 @@ def _matched(actual: np.ndarray, other: np.ndarray, own: Verdict, name: str) -> 
     width, dtype = actual.dtype.itemsize, actual.dtype.name
     same = actual.view(f"V{width}") == other.view(f"V{width}")
     count = int((~same).sum())
-    # ulps where the numbers differ; a zero's sign or a NaN's bits differ by none
+    # ulps where the numbers differ (a zero's sign or a NaN's bits differ by none); the
+    # other's values kept where they match: the scale a difference next to 0 is said beside
     alike = same | (np.isnan(actual) & np.isnan(other))
-    mine, yours = np.where(alike, 0.0, actual), np.where(alike, 0.0, other.astype(np.float64))
+    yours = np.where(alike & np.isnan(other), 0.0, other.astype(np.float64))
+    mine = np.where(alike, yours, actual)
     size, where = numerics.ulps(mine, yours, dtype)
     first = numerics.mismatch(actual, other, dtype, where if size else None)
+    far = f"0 ulp at {first['index']}"
+    if size:
+        far = numerics.distance(mine, yours, dtype, named=name)
     return differs(
         f"{count} of {actual.size} elements differ from {name} in their bits, at most "
-        f"{size:.3g} ulp, at {first['index']}: {first['actual']} where {name} gives "
-        f"{first['expected']}{named}",
+        f"{far}: {first['actual']} where {name} gives {first['expected']}{named}",
         ulps=size,
         mismatch=first,
     )

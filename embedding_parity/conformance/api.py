@@ -230,6 +230,8 @@ def failure_message(report: Report, implementation, kind: str, kwargs: dict) -> 
         if c.mismatch:
             m = c.mismatch
             ulps = f", {m['ulps']:.3g} ulp" if "ulps" in m else ""
+            if "scale" in m:  # about 0 (numerics.about_zero): no count of ulps means anything
+                ulps = f" (about 0: the expected values reach {m['scale']:.3g})"
             lines.append(
                 f"    {m.get('which', 'first')} mismatch at {m['index']}: {m['actual']} where "
                 f"{m['expected']} "

@@ -30,20 +30,66 @@ def same_bits(actual: np.ndarray, expected: np.ndarray) -> bool:
 
 def ulps(actual: np.ndarray, reference: np.ndarray, dtype) -> tuple[float, tuple]:
     """(largest |actual - reference| in units in the last place of ``dtype`` at the reference's
-    value, where). NaN counts as infinitely far."""
+    value, where). NaN counts as infinitely far. Where the reference is about 0
+    (``about_zero``) the units are those of its largest magnitude: a count at the value itself
+    would measure nothing there."""
+    error = _ulps_each(actual, reference, dtype)
+    if error.size == 0:
+        return 0.0, ()
+    where = np.unravel_index(int(np.argmax(error)), error.shape)
+    return float(error[where]), tuple(int(i) for i in where)
+
+
+def _ulps_each(actual, reference, dtype) -> np.ndarray:
+    """``ulps`` of each element."""
     info = ml_dtypes.finfo(validation.resolve_dtype(dtype))
     reference = np.asarray(reference, dtype=np.float64)
-    magnitude = np.abs(reference)
+    magnitude = np.where(about_zero(reference, dtype), _largest(reference), np.abs(reference))
     exponent = np.floor(np.log2(np.where(magnitude > 0, magnitude, 1.0)))
     exponent = np.maximum(np.where(magnitude > 0, exponent, info.minexp), info.minexp)
     spacing = np.exp2(exponent - info.nmant)
     with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN results are reported
         error = np.abs(np.asarray(actual, dtype=np.float64) - reference) / spacing
-    error = np.where(np.isnan(error), np.inf, error)
-    if error.size == 0:
-        return 0.0, ()
-    where = np.unravel_index(int(np.argmax(error)), error.shape)
-    return float(error[where]), tuple(int(i) for i in where)
+    return np.where(np.isnan(error), np.inf, error)
+
+
+def about_zero(reference: np.ndarray, dtype) -> np.ndarray:
+    """Where ``reference`` is about 0 for a count of ulps: below one ulp of its largest finite
+    magnitude (``dtype``'s eps times it), or below ``dtype``'s smallest normal number.
+
+    A count of ulps at the reference's own value is its relative error, which means nothing
+    near 0. Below the smallest normal the spacing stops shrinking (1.4e-45 in float32), so an
+    error of the case's own size reads as 1e44 ulps; and a value below one ulp of the case's
+    largest is one that the rounding of values of the case's size cannot tell from 0 (the
+    remainder of a cancellation, a quantized 0 plus a min), so a count there reads that
+    rounding as millions of ulps. There the difference itself says how far, beside the
+    case's scale (``distance``)."""
+    info = ml_dtypes.finfo(validation.resolve_dtype(dtype))
+    reference = np.asarray(reference, dtype=np.float64)
+    floor = max(float(info.eps) * _largest(reference), float(info.smallest_normal))
+    return np.abs(reference) < floor
+
+
+def _largest(reference: np.ndarray) -> float:
+    """The largest finite magnitude of ``reference`` (0 for none)."""
+    magnitude = np.abs(reference[np.isfinite(reference)])
+    return float(magnitude.max(initial=0.0))
+
+
+def distance(actual: np.ndarray, reference: np.ndarray, dtype, named="the reference") -> str:
+    """Where ``actual`` is furthest from ``reference`` and how far, in words: "3 ulp at [1, 2]";
+    where the reference is about 0 there (``about_zero``), the difference itself and the
+    reference's scale instead of a count: "0.51 at [4, 25], where the reference is 0 (its
+    values reach 2.3)". ``named``: what the reference is called."""
+    size, where = ulps(actual, reference, dtype)
+    reference = np.asarray(reference, dtype=np.float64)
+    if not where or not about_zero(reference, dtype)[where]:
+        return f"{size:.3g} ulp at {list(where)}"
+    value = float(reference[where])
+    error = abs(float(np.asarray(actual, np.float64)[where]) - value)
+    scale = f"its values reach {_largest(reference):.3g}"
+    said = f"0 ({scale})" if value == 0 else f"{value:.3g} (about 0: {scale})"
+    return f"{error:.3g} at {list(where)}, where {named} is {said}"
 
 
 def ulps_at_scale(error: float, reference: np.ndarray, dtype) -> float:
@@ -147,7 +193,8 @@ def shown_value(value, dtype) -> str:
 def mismatch(actual: np.ndarray, expected: np.ndarray, dtype, at: tuple | None = None) -> dict:
     """The first element where ``actual`` and ``expected`` (both in ``dtype``) differ in their
     bits, or the element ``at`` (the worst, said as such): its index, both values as numbers
-    and bits, the ulps between them (at the expected value's magnitude)."""
+    and bits, the ulps between them (``ulps``': where the expected value is about 0, of the
+    largest magnitude, which ``scale`` gives)."""
     which = "worst" if at is not None else "first"
     if at is None:
         width = actual.dtype.itemsize
@@ -157,11 +204,14 @@ def mismatch(actual: np.ndarray, expected: np.ndarray, dtype, at: tuple | None =
         if not found.size:
             return {}
         at = tuple(int(i) for i in found[0])
-    size, _ = ulps(actual[at].reshape(1), np.float64(expected[at]).reshape(1), dtype)
-    return {
+    found = {
         "which": which,
         "index": [int(i) for i in at],
         "actual": shown_value(actual[at], dtype),
         "expected": shown_value(expected[at], dtype),
-        "ulps": size,
+        "ulps": float(_ulps_each(actual, expected, dtype)[at]),
     }
+    wide = np.asarray(expected, np.float64)
+    if about_zero(wide, dtype)[at]:
+        found["scale"] = _largest(wide)
+    return found

@@ -290,7 +290,7 @@ class Kind:
         if not math.isfinite(size):
             found = f"NaN at {list(where)}"
         elif self.exact:
-            found = f"{size:.3g} ulp at {list(where)}"
+            found = numerics.distance(actual, reference, dtype)
         else:
             found = f"{at:.2g} > {bound:.2g} at {list(worst)} ({ratio:.3g} times the bound)"
         diagnosis = self.diagnose(params, actual, dtype, tolerance, error)
