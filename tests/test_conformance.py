@@ -305,8 +305,8 @@ def test_a_target_that_prints_still_conforms(shared):
         (
             ["check", "--known", "--rows", "nothing"],
             (
-                "no row named 'nothing'; the rows are 'NumPy: table[ids] + positions'; "
-                "'torch nn.Embedding'; "
+                "--rows 'nothing' names no row (a row's name, a glob or part of one, in any "
+                "case); the rows are 'NumPy: table[ids] + positions'; 'torch nn.Embedding'; "
             ),
         ),
         (["check", "--known", "--only", "bad"], "--only does not go with --known"),

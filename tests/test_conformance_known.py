@@ -390,13 +390,14 @@ FINDINGS = {
     "transformers DataCollatorWithFlattening at roberta-base": {
         "packed positions from 2": "start ignored: each document from 0, not 2",
     },
-    "vLLM get_rope, a fresh instance per call": {
+    "vLLM get_rope at base 10000, head_dim 16, a fresh instance per call": {
         "batch = row by row, T = 1 (decode)": "bit-identical",
         "a call in another dtype leaves later calls unchanged": "bit-identical",
     },
     # get_rope's one instance per configuration recasts its table to a call's dtype in place
     # (_match_cos_sin_cache_dtype): after a bfloat16 call, float32 calls read bfloat16 values
-    "vLLM get_rope, one shared instance (as its models call it)": {
+    "vLLM get_rope at base 10000, head_dim 16, one shared float32 instance (as its models "
+    "call it)": {
         "a call in another dtype leaves later calls unchanged": "positions [1000, 1001",
         "strided x = contiguous x": "bit-identical",
     },
@@ -465,7 +466,8 @@ FINDINGS = {
         "rotation float32": "dynamic NTK computed once at the longest length",
         "long positions float32": "dynamic NTK computed once at the longest length",
     },
-    "SGLang get_rope, one shared instance (as its models call it)": {
+    "SGLang get_rope at base 10000, head_dim 16, one shared float32 instance (as its models "
+    "call it)": {
         "a call in another dtype leaves later calls unchanged": "bit-identical",
     },
     # llama.cpp's ggml 0.25.3: float32 and float16 only (a bfloat16 rotation would abort the
@@ -590,6 +592,20 @@ def test_each_finding_holds_at_its_version(matrix, name):
 def test_the_suites_own_rows_conform_everywhere(matrix, name):
     report = matrix[name]["report"]
     assert report["conforms"], [c for c in report["checks"] if c["status"] != "conforms"]
+
+
+@pytest.mark.slow
+def test_vllms_llama_3_2_rotation_is_transformers_bit_for_bit():
+    # held row to row (--against ROW): every case the same bits; float64 as wrong in both
+    # (each computes it in float32)
+    vllm, hf = "vLLM get_rope at llama-3.2-1b", "transformers rotary at llama-3.2-1b"
+    [record] = known.run([vllm], against=hf)["rows"]
+    assert record["against"] == hf
+    assert record["versions"] == {p: PINNED[p] for p in ("vllm", "torch")}, record
+    for check in record["report"]["checks"]:
+        assert "bit-identical to " in check["detail"], check
+        float64 = check["check"].endswith("float64")
+        assert check["status"] == ("differs" if float64 else "conforms"), check
 
 
 def test_every_tensorflow_row_has_its_findings():

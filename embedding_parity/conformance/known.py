@@ -8,6 +8,7 @@ package and what adds it, and the other rows run."""
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import re
 from dataclasses import dataclass, field, replace
 
@@ -17,6 +18,7 @@ from embedding_parity.conformance.kinds import KINDS
 from embedding_parity.conformance.kinds.scaled_inputs import MODELS
 from embedding_parity.conformance.paths import PATHS
 from embedding_parity.conformance.process import Worker
+from embedding_parity.conformance.report import ACCEPTED
 from embedding_parity.conformance.versions import missing, not_installed, versions
 from embedding_parity.usage import UsageError
 
@@ -351,7 +353,8 @@ ENGINES = [
         layer="full_attention",
     ),
     Row(
-        "SGLang get_rope, one shared instance (as its models call it)",
+        "SGLang get_rope at base 10000, head_dim 16, one shared float32 instance (as its models "
+        "call it)",
         ("sglang", "torch"),
         "sglang_layers:rope_shared",
         "rope_invariance",
@@ -403,7 +406,7 @@ ENGINES = [
         GGML,
     ),
     Row(
-        "vLLM get_rope, a fresh instance per call",
+        "vLLM get_rope at base 10000, head_dim 16, a fresh instance per call",
         ("vllm", "torch"),
         "vllm_layers:rope",
         "rope_invariance",
@@ -411,7 +414,8 @@ ENGINES = [
         VLLM,
     ),
     Row(
-        "vLLM get_rope, one shared instance (as its models call it)",
+        "vLLM get_rope at base 10000, head_dim 16, one shared float32 instance (as its models "
+        "call it)",
         ("vllm", "torch"),
         "vllm_layers:rope_shared",
         "rope_invariance",
@@ -740,20 +744,110 @@ ROWS += [
 ]
 
 
-def run(names=None, *, timeout: float = 60.0, progress=None, only: dict | None = None) -> dict:
+def chosen(patterns) -> list[Row]:
+    """The rows ``patterns`` name, in the matrix's order: a row's exact name names that row
+    alone; any other pattern every row whose name it matches as a glob (``*``, ``?``,
+    ``[...]``) or holds, ignoring case. UsageError for a pattern that names none."""
+    named = set()
+    for pattern in patterns:
+        found = _named(pattern)
+        if not found:
+            raise UsageError(f"--rows {pattern!r} {_names_none()}")
+        named |= found
+    return [r for r in ROWS if r.name in named]
+
+
+def _named(pattern: str) -> set[str]:
+    names = {r.name for r in ROWS}
+    if pattern in names:
+        return {pattern}
+    low = pattern.lower()
+    return {n for n in names if fnmatch.fnmatchcase(n.lower(), low) or low in n.lower()}
+
+
+def _names_none() -> str:
+    every = "; ".join(repr(r.name) for r in ROWS)
+    return f"names no row (a row's name, a glob or part of one, in any case); the rows are {every}"
+
+
+def held_to(pattern: str, rows: list[Row]) -> tuple[Row, list[Row]]:
+    """(the row ``pattern`` names, the rows of ``rows`` that can be held to it): those other
+    than it of its kind at its configuration, eagerly, whose cases are its cases (a row along
+    a production path is held to eager by its own report). UsageError where the pattern
+    names no row or several, where the row's package is not installed, or where no row of
+    ``rows`` can be held to it."""
+    found = _named(pattern)
+    if len(found) != 1:
+        several = "; ".join(repr(r.name) for r in ROWS if r.name in found)
+        why = _names_none() if not found else f"names {len(found)} rows ({several}): name one"
+        raise UsageError(f"--against {pattern!r} {why}")
+    other = next(r for r in ROWS if r.name in found)
+    absent = _absent(other)
+    if absent:
+        raise UsageError(f"--against {other.name!r}: {not_installed(absent)}")
+    if other.through:
+        raise UsageError(
+            f"--against {other.name!r} runs along {other.through}, which its own report holds "
+            "to eager: hold a row to an eager row"
+        )
+    alike = [r for r in rows if r != other and _setting(r) == _setting(other)]
+    if not alike:
+        raise UsageError(
+            f"--against {other.name!r} runs {_said(other)}, and no other row chosen does: a "
+            "row is held to another of its kind at its configuration (choose them with --rows)"
+        )
+    return other, alike
+
+
+def _holding(other: Row, alike: list[Row], left_out: int) -> str:
+    """The line that says which rows are held to ``other``, and how."""
+    rows = f"{len(alike)} row{'s' if len(alike) > 1 else ''}"
+    out = f"; {left_out} other rows chosen run another kind or configuration" if left_out else ""
+    shown = ", ".join(f"{p} {v}" for p, v in versions(other.packages).items())
+    return (
+        f"held to {other.name} ({_said(other)}; {shown}), each case bit for bit in its dtype: "
+        f"{rows}{out}"
+    )
+
+
+def _setting(row: Row) -> tuple:
+    """What makes two rows' cases the same: the kind, what sets its options and the path
+    (read without building them: a preset's options may run the model's code)."""
+    return row.kind, row.preset, row.layer, row.options, row.through
+
+
+def _said(row: Row) -> str:
+    """ "rope at gemma-3-4b full_attention": the row's kind at its configuration."""
+    at = f" at {row.preset}" + (f" {row.layer}" if row.layer else "") if row.preset else ""
+    return row.kind + at
+
+
+def run(
+    names=None,
+    *,
+    timeout: float = 60.0,
+    progress=None,
+    only: dict | None = None,
+    against: str | None = None,
+) -> dict:
     """{"rows": [...]} with each row's versions and report (or why it could not run).
-    ``only``: {row name: the names (or prefixes) of the checks to run}; other rows run all."""
-    rows = ROWS if not names else [r for r in ROWS if r.name in names]
-    unknown = set(names or ()) - {r.name for r in ROWS}
-    if unknown:
-        named = "; ".join(repr(r.name) for r in ROWS)
-        raise UsageError(f"--rows: no row named {min(unknown)!r}; the rows are {named}")
+    ``names``: the rows to run, each a row's name or a pattern (``chosen``); ``only``: {row
+    name: the names (or prefixes) of the checks to run}; other rows run all. ``against``: a
+    row (its name or a pattern naming one) that each row of ``names`` of its kind and
+    configuration is held to case by case instead (``held_to``), each record naming it."""
+    rows = chosen(names) if names else ROWS
+    other = None
+    if against is not None:
+        other, alike = held_to(against, rows)
+        if progress:
+            progress(_holding(other, alike, len(rows) - len(alike) - (other in rows)))
+        rows = alike
     matrix = []
     workers = {}  # one worker process per environment: a library is imported once
     stopped = None  # Ctrl-C or an error: workers still importing are killed, not waited for
     try:
         # every worker started at once, importing its first row's library (the imports overlap)
-        for row in rows:
+        for row in [*rows, *([other] if other else [])]:
             key = _environment(row)
             if key in workers or _absent(row):
                 continue
@@ -762,7 +856,7 @@ def run(names=None, *, timeout: float = 60.0, progress=None, only: dict | None =
                 workers[key].begin(_target(row), row.kind, row.framework, _options(row))
         for row in rows:
             checks = tuple((only or {}).get(row.name, ())) or row.only or None
-            matrix.append(_run_row(row, workers, timeout, progress, checks))
+            matrix.append(_run_row(row, workers, timeout, progress, checks, other))
     except BaseException as error:
         stopped = type(error)
         raise
@@ -772,7 +866,7 @@ def run(names=None, *, timeout: float = 60.0, progress=None, only: dict | None =
     return {"rows": matrix}
 
 
-def _run_row(row: Row, workers: dict, timeout: float, progress, only) -> dict:
+def _run_row(row: Row, workers: dict, timeout: float, progress, only, other=None) -> dict:
     record = {
         "name": row.name,
         "kind": row.kind,
@@ -780,6 +874,11 @@ def _run_row(row: Row, workers: dict, timeout: float, progress, only) -> dict:
         "path": row.through or "eager",
         "versions": versions(row.packages),
     }
+    held, lines = {}, []
+    if other is not None:
+        record["against"] = other.name
+        held = {"against": _target(other), "against_framework": other.framework}
+        held["against_worker"] = workers[_environment(other)]
     absent = _absent(row)
     if absent:
         record["missing"] = not_installed(absent)
@@ -797,12 +896,16 @@ def _run_row(row: Row, workers: dict, timeout: float, progress, only) -> dict:
                 only=only,
                 through=row.through,
                 worker=workers[key],
+                **held,
             )
             record["report"] = report.record()
+            lines = report.lines() if other is not None else []  # held: each check, as check says
         except UsageError as error:
             record["missing"] = str(error)
     if progress:
         progress(_progress_line(record))
+        for line in lines:
+            progress(f"    {line}")
     return record
 
 
@@ -832,9 +935,39 @@ def _progress_line(record) -> str:
     if "missing" in record:
         return f"  --   {record['name']}: {record['missing']}"
     report = record["report"]
-    return (
-        f"  {'ok' if report['conforms'] else 'NO':<4} {record['name']} ({report['seconds']:.1f} s)"
-    )
+    name = record["name"] + (f", held to {record['against']}" if "against" in record else "")
+    line = f"  {'ok' if report['conforms'] else 'NO':<4} {name} ({report['seconds']:.1f} s)"
+    return line if report["conforms"] else f"{line}: {what_failed(report)}"
+
+
+SAID_FAILING = 3  # the groups of failing checks a row's line names; the rest are counted
+
+
+def what_failed(report: dict) -> str:
+    """Why a row's report does not conform, in a few words: its failing checks, those that the
+    matrix's cells say alike grouped ("rotation float64, long positions float64: computed in
+    float32"), or its verdict where none fails (no valid case answered)."""
+    groups: dict[str, list[str]] = {}
+    for check in report["checks"]:
+        if check["status"] not in (*ACCEPTED, "fixed"):
+            groups.setdefault(_failing_words(check), []).append(check["check"])
+    if not groups:
+        return report["verdict"].lower()
+    said = [f"{', '.join(checks)}: {words}" for words, checks in groups.items()]
+    rest = sum(len(checks) for checks in list(groups.values())[SAID_FAILING:])
+    return "; ".join(said[:SAID_FAILING]) + (f"; and {rest} more" if rest else "")
+
+
+def _failing_words(check: dict) -> str:
+    """A failing check's few words, as its cell says them."""
+    if "bad id" in check["check"]:
+        return bad_id_answer(check)
+    own, eager = split_path(check["detail"])
+    said = _short(own)
+    if ", and as wrong: " in own:  # held to a row (against.py): its answer, and as wrong
+        said = f"the same bits, as wrong ({said})"
+    said = said if check["status"] == "differs" else f"failed: {said}"
+    return said + (f" (eager {_eager_mark(eager)})" if eager else "")
 
 
 def controls_conform(matrix: dict) -> bool:

@@ -129,6 +129,7 @@ def run(
     strict: bool = False,
     against=None,
     against_framework: str | None = None,
+    against_worker: Worker | None = None,
     through: str | None = None,
     worker: Worker | None = None,
     invariances: bool = False,
@@ -142,8 +143,9 @@ def run(
     ``expected``: {check name or glob: why it differs}; ``strict``: an expected difference
     that conforms fails the report; ``against``: another target (or a source of
     ``adapters.sources``) to hold this one to, case by case (``against_framework``: what it
-    takes); ``through``: a production path (``paths.PATHS``) to run it along, each case run
-    eagerly too, so that what the path changes is named as the path's; ``invariances``: the
+    takes; ``against_worker``: the worker it runs in, else one of ``env``'s); ``through``: a
+    production path (``paths.PATHS``) to run it along, each case run eagerly too, so that
+    what the path changes is named as the path's; ``invariances``: the
     kind's invariances asked too, where ``asked_twice`` says they can be, their checks part
     of the battery and of the verdict (else the report says why not). UsageError when a
     target cannot be imported or called, or cannot go along the path."""
@@ -170,16 +172,16 @@ def run(
             eager = outcomes
             along = _outcomes(chosen, cases, caller, timeout, through)
             outcomes = _runnable(chosen, options, cases, along, caller, timeout, through)
+        # the framework and how it was told, before a worker's reload says "given"
+        told = (caller.framework, caller.why) if caller else None
         if against is not None and cases:
             try:
                 other = _caller(
-                    stack, against, kind, options, against_framework, env, None, timeout
+                    stack, against, kind, options, against_framework, env, against_worker, timeout
                 )
             except UsageError as error:
                 raise UsageError(f"--against: {error}") from None
             theirs = _outcomes(chosen, cases, other, timeout)
-        # the framework and how it was told, before a worker's reload says "given"
-        told = (caller.framework, caller.why) if caller else None
         if twice:  # the same worker, the target loaded again as the invariance kind's
             known = caller.framework if caller else framework
             again = caller if isinstance(caller, Worker) else worker

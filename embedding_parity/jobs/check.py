@@ -40,12 +40,15 @@ A result that differs is named by the mistake it matches; a bad id must raise.
     compare.py check --export-cases DIR --kind rope --model llama-3.2-1b   # the battery as files
     compare.py check --results DIR            # judge the results DIR/results/ holds
     compare.py check --known                  # the matrix of the implementations people use
+    compare.py check --known --rows 'vllm*llama-3.2-1b' \\
+        --against 'transformers rotary at llama-3.2-1b'   # one row held to another, bit for bit
 
 From Python and pytest: embedding_parity.conformance.check, assert_conforms and
 parametrize_with_checks (docs/conformance.md, "Add it to your CI").
 
 Exit status: 0 every check conforms, or differs as --expect said (with --known: the suite's
-own control rows conform), 1 one differs or fails (the report says which and how; with
+own control rows conform; with --known --against: every row held is bit-identical to it and
+keeps the contract), 1 one differs or fails (the report says which and how; with
 --strict, an expected difference that conforms too; with --results, a folder that leaves out
 checks of the battery), 2 bad usage (TARGET cannot be imported or is not callable, a flag
 that does not fit), 3 no verdict: not one valid case was answered (every one refused, its
@@ -128,7 +131,8 @@ def add_arguments(parser) -> None:
         metavar="TARGET",
         help="hold the implementation to TARGET, the one it is ported from, case by case and "
         "bit for bit in each dtype: path/to/file.py:NAME, package.module:NAME, or a source the "
-        "kit ships, built at the same --config: hf or torchtune",
+        "kit ships, built at the same --config: hf or torchtune; with --known, a row (named as "
+        "--rows names them): each row of its kind at its configuration is held to it",
     )
     add(
         "--against-framework",
@@ -178,7 +182,13 @@ def add_arguments(parser) -> None:
     )
     add("--json", metavar="OUT.json", help="write every case's verdict as JSON")
     add("--known", action="store_true", help="run the matrix of known implementations instead")
-    add("--rows", nargs="+", metavar="NAME", help="with --known: only these rows (default: all)")
+    add(
+        "--rows",
+        nargs="+",
+        metavar="NAME",
+        help="with --known: only these rows (default: all); a row's exact name, or a glob "
+        "('*llama-3.2-1b') or a part of names ('vllm'), in any case",
+    )
     add("--markdown", metavar="PATH.md", help="with --known: the page whose matrix to rewrite")
     add("--out", metavar="PICTURE", help="with --known: phase error against position, a picture")
     parser.set_defaults(run=main)
@@ -412,12 +422,12 @@ def _known(args) -> int:
         raise UsageError("--known runs its own targets: leave out TARGET and --kind")
     given = {"--only": args.only, "--framework": args.framework, "--padding-idx": args.padding_idx}
     given.update({"--config": args.config, "--model": args.model, "--dtypes": args.dtypes})
-    given.update({"--against": args.against, "--head-dim": args.head_dim, "--table": args.table})
+    given.update({"--head-dim": args.head_dim, "--table": args.table})
     given.update({"--export-cases": args.export_cases, "--results": args.results})
     given.update({"--expect-file": args.expect_file, "--expect": args.expect or None})
     given.update({"--strict": args.strict or None, "--batched": args.batched or None})
     given["--qk"] = args.qk or None
-    given["--against-framework"] = args.against_framework
+    given["--against-framework"] = args.against_framework  # a row's is its own
     given["--through"] = args.through
     given["--base"] = args.base
     given.update({"--layer": args.layer, "--layer-type": args.layer_type})
@@ -425,13 +435,21 @@ def _known(args) -> int:
     for flag, value in given.items():
         if value is not None:
             raise UsageError(f"{flag} does not go with --known: each row has its own settings")
+    if args.against is not None:
+        for flag in ("markdown", "out"):
+            if getattr(args, flag) is not None:
+                raise UsageError(
+                    f"--{flag} draws the matrix against the contract, not rows held to a row: "
+                    "leave out --against"
+                )
     if args.markdown is not None:
         command.check_file("--markdown", args.markdown, ".md")
         known.check_markdown(args.markdown)  # before minutes of work
     if args.out is not None:
         command.check_picture(args.out)
-    matrix = known.run(args.rows, timeout=args.timeout, progress=print)
-    print("\n".join(known.summary(matrix)))
+    matrix = known.run(args.rows, timeout=args.timeout, progress=print, against=args.against)
+    if args.against is None:
+        print("\n".join(known.summary(matrix)))
     if args.json:
         _write_json(args.json, {"schema_version": report.SCHEMA_VERSION, **matrix})
     if args.markdown:
@@ -442,4 +460,6 @@ def _known(args) -> int:
 
         pictures.phase_errors(matrix, args.out)
         print(f"picture: {os.path.abspath(args.out)}")
+    if args.against is not None:  # every row held bit-identical to it, keeping the contract
+        return 0 if all(r.get("report", {}).get("conforms") for r in matrix["rows"]) else 1
     return 0 if known.controls_conform(matrix) else 1
