@@ -65,6 +65,16 @@ def test_a_rows_line_names_the_checks_that_fail_and_why():
     assert known._progress_line({"name": "ports.rope", "report": right}).endswith(" s)")
 
 
+def test_a_rows_line_names_three_failures_and_counts_the_rest():
+    checks = [
+        {"check": f"check {i}", "status": "differs", "detail": f"case {i}: mistake {i % 4}"}
+        for i in range(6)
+    ]
+    said = known.what_failed({"verdict": "DIFFERS", "checks": checks})
+    expected = "check 0, check 4: mistake 0; check 1, check 5: mistake 1; check 2: mistake 2"
+    assert said == f"{expected}; 1 more failing"  # check 3's mistake 3
+
+
 def test_a_row_that_fails_no_check_but_answers_none_says_its_verdict():
     # every dtype refused: no check differs, and no valid case was answered
     refused = runner.run(ports.rope_float32_only, "rope", checks=["rotation float16"]).record()

@@ -955,7 +955,7 @@ def what_failed(report: dict) -> str:
         return report["verdict"].lower()
     said = [f"{', '.join(checks)}: {words}" for words, checks in groups.items()]
     rest = sum(len(checks) for checks in list(groups.values())[SAID_FAILING:])
-    return "; ".join(said[:SAID_FAILING]) + (f"; and {rest} more" if rest else "")
+    return "; ".join(said[:SAID_FAILING]) + (f"; {rest} more failing" if rest else "")
 
 
 def _failing_words(check: dict) -> str:
