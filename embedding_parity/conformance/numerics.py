@@ -33,11 +33,18 @@ def ulps(actual: np.ndarray, reference: np.ndarray, dtype) -> tuple[float, tuple
     value, where). NaN counts as infinitely far. Where the reference is about 0
     (``about_zero``) the units are those of its largest magnitude: a count at the value itself
     would measure nothing there."""
-    error = _ulps_each(actual, reference, dtype)
+    error = _ulps_each(actual, reference, dtype).ravel()
     if error.size == 0:
         return 0.0, ()
-    where = np.unravel_index(int(np.argmax(error)), error.shape)
-    return float(error[where]), tuple(int(i) for i in where)
+    furthest = np.flatnonzero(error == error.max())
+    if furthest.size > 1:
+        # A tie: where the reference lies on a midpoint, its correct rounding and the value one
+        # ulp past it are both half an ulp away. Name an element that is not the rounding.
+        rounded = np.asarray(reference, np.float64).astype(validation.resolve_dtype(dtype))
+        wrong = np.asarray(actual).ravel()[furthest] != rounded.ravel()[furthest]
+        furthest = furthest[wrong] if wrong.any() else furthest
+    where = np.unravel_index(int(furthest[0]), np.shape(reference))
+    return float(error[furthest[0]]), tuple(int(i) for i in where)
 
 
 def _ulps_each(actual, reference, dtype) -> np.ndarray:
