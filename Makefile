@@ -52,16 +52,18 @@ compare: install
 
 # Two test tiers (docs/development.md, "Tests"), two pytest workers each, one test file each at
 # a time (module fixtures are built once); three workers are slower. make test: everything the
-# project does itself (the tests not marked `matrix`); make conformance-test: the findings against
-# other packages and along the production paths (marked `matrix`), with their packages installed.
+# project does itself in one process (the tests marked neither `matrix` nor `slow`); make
+# conformance-test: the findings against other packages and along the production paths (marked
+# `matrix`), with their packages installed, and the heavy runs (marked `slow`: several processes,
+# a browser, training, the benchmarks' smoke runs, a wheel installed).
 TEST_WORKERS ?= 2
 PYTEST = REQUIRED_BACKENDS=$(REQUIRED_BACKENDS) REQUIRED_MODELS=$(REQUIRED_MODELS) \
 	REQUIRED_BROWSER=chromium MPLBACKEND=Agg $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: install-test
-	$(PYTEST) -m "not matrix"
+	$(PYTEST) -m "not matrix and not slow"
 
 conformance-test: install-conformance
-	$(PYTEST) -m matrix
+	$(PYTEST) -m "matrix or slow"
 
 # The layers contracts in pyproject.toml (also a test of make test: tests/test_layers.py).
 lint-imports: install-test

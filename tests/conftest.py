@@ -14,7 +14,8 @@ import pytest
 pytest.register_assert_rewrite("tests.leftovers")  # imported here, before it is a plugin
 from tests import leftovers  # noqa: E402
 
-leftovers.unshare()  # before NumPy starts its threads: see its docstring
+if "PYTEST_XDIST_WORKER" not in os.environ:  # the controller; its workers inherit the namespace
+    leftovers.unshare()  # before NumPy starts its threads: see its docstring
 
 import numpy as np  # noqa: E402
 

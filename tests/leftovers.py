@@ -52,7 +52,7 @@ _MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 0x40000
 _MNT_DETACH = 2
 
 # Why the session has no namespace of its own (None once it has one), from unshare()'s one try.
-_refused: str | None = None
+_refused: str | None = "no namespace was entered"
 _tried = False
 
 
@@ -62,23 +62,26 @@ def unshare() -> None:
     without CAP_SYS_ADMIN) can only be entered by a process with one thread, and NumPy's
     OpenBLAS starts its threads on import. The mounts come later (pytest_configure)."""
     global _refused, _tried
-    if _tried or not _controller_process():
+    if _tried:
         return
     _tried = True
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(_CLONE_NEWNS) == 0:
+        _refused = None
         return
     threads = len(os.listdir("/proc/self/task"))
     if threads > 1:
-        _refused = f"unshare(CLONE_NEWNS): {_errno()}, and {threads} threads rule out a user namespace"
+        _refused = f"unshare(CLONE_NEWNS): {_errno()}; {threads} threads rule out a user namespace"
         return
     uid, gid = os.getuid(), os.getgid()
     if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS) != 0:
         _refused = f"unshare(CLONE_NEWUSER | CLONE_NEWNS): {_errno()}"
         return
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+    maps = (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1"))
+    for name, text in maps:
         with open(f"/proc/self/{name}", "w") as map_file:
             map_file.write(text)
+    _refused = None
 
 
 def _errno() -> str:
@@ -96,10 +99,6 @@ def _umount(target: str) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.umount2(target.encode(), _MNT_DETACH) != 0:
         raise OSError(ctypes.get_errno(), f"umount {target}: {_errno()}")
-
-
-def _controller_process() -> bool:
-    return "PYTEST_XDIST_WORKER" not in os.environ
 
 
 def _controller(config) -> bool:
@@ -195,7 +194,7 @@ def pytest_sessionfinish(session, exitstatus):
     if not _controller(config) or _SESSION not in config.stash:
         return
     held = config.stash[_SESSION]
-    problems = [f"left in {folder}: {', '.join(sorted(left))}" for folder, left in held.held() if left]
+    problems = [f"left in {where}: {', '.join(sorted(left))}" for where, left in held.held() if left]
     home, untracked = config.stash[_UNTRACKED]
     written = sorted(_untracked(home) - untracked)
     if written:

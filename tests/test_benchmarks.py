@@ -70,6 +70,7 @@ def quick_run(tmp_path_factory):
     return done, json.loads((out / "bench.json").read_text()), out
 
 
+@pytest.mark.slow
 def test_quick_run_records_every_backend_and_variant(quick_run):
     _, report, _ = quick_run
     assert {"date", "machine", "versions", "settings", "records"} <= set(report)
@@ -87,6 +88,7 @@ def test_quick_run_records_every_backend_and_variant(quick_run):
     assert all(r["gbps"] > 0 and r["copy_fraction"] > 0 for r in timed)
 
 
+@pytest.mark.slow
 def test_quick_run_prints_a_table_and_draws_a_chart(quick_run):
     done, _, out = quick_run
     assert "copy_fraction" in done.stdout and "faults/call" in done.stdout
@@ -118,6 +120,7 @@ def test_a_wrong_variant_is_refused_before_timing():
     lookup_add.check(lookup_add.variants("numpy", *problem)[0], expected)  # the right one passes
 
 
+@pytest.mark.slow
 def test_records_follow_their_definitions(quick_run):
     _, report, _ = quick_run
     shapes = {name: lookup_add.Shape(**s) for name, s in report["settings"]["shapes"].items()}
@@ -132,6 +135,7 @@ def test_records_follow_their_definitions(quick_run):
         assert r["faults_per_call"] >= 0 and r["iqr_us"] >= 0
 
 
+@pytest.mark.slow
 def test_backward_benchmark_checks_and_records_every_variant(tmp_path):
     from benchmarks import backward
 
@@ -198,6 +202,7 @@ DECODE_VARIANTS = {
 }
 
 
+@pytest.mark.slow
 def test_decode_benchmark_records_every_variant_and_the_profile(tmp_path):
 
     out = tmp_path / "decode.json"
@@ -296,6 +301,7 @@ def test_the_kit_benchmark_times_conforming_checks(monkeypatch):
     assert 0 < kit.plugin_import() < 5
 
 
+@pytest.mark.slow
 def test_the_quantized_benchmark_measures_checks_and_draws(tmp_path, monkeypatch):
     """benchmarks.quantized at a small shape of its own: every backend held to gguf.quants
     before it is timed, a record per variant, each form's peak memory in a fresh process, and

@@ -61,6 +61,7 @@ def _commands():
     return list(cli._subcommands(parser))
 
 
+@pytest.mark.slow
 def test_the_wheel_installs_two_names_and_runs_the_seed_demo(tmp_path, capsys, monkeypatch):
     # Build from a copy, so that the build's own files (build/, *.egg-info) stay out of the tree.
     source = tmp_path / "source"

@@ -20,6 +20,7 @@ def float64_run():
     return train.run(NAMES, dtype="float64", steps=25)
 
 
+@pytest.mark.slow
 def test_float64_losses_agree_within_the_derived_tolerance(float64_run):
     tolerance = float64_run.tolerance()
     assert 0 < tolerance < 1e-11  # 25 steps * (32 + 32 + 3 + 10 + 32) terms * eps
@@ -35,12 +36,14 @@ def float32_run():
     return train.run(NAMES, dtype="float32", steps=80, seed=0)
 
 
+@pytest.mark.slow
 def test_without_position_the_test_pairs_stay_at_chance(float32_run):
     # "a verb b" and "b verb a" are the same multiset of rows: one prediction for both orders.
     for name in NAMES:
         assert float32_run.curve("none", name).test_accuracy.max() <= 0.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["learned", "sinusoidal", "rope", "alibi", "t5"])
 def test_with_position_the_test_pairs_are_learned(float32_run, scheme):
     for name in NAMES:
@@ -73,6 +76,7 @@ def test_numpy_adam_is_torch_adam():
     np.testing.assert_allclose(params["w"], w.detach().numpy(), rtol=1e-13, atol=0)
 
 
+@pytest.mark.slow
 def test_train_from_the_command_line(tmp_path, capsys):
     out, curves, tables = tmp_path / "t.png", tmp_path / "t.json", tmp_path / "t.safetensors"
     # Two schemes: the command's plumbing (every scheme is trained by the fixtures above).
@@ -163,6 +167,7 @@ def short_extrapolation():
     return extrapolate.run(NAMES, dtype="float64", steps=20, length=6)
 
 
+@pytest.mark.slow
 def test_extrapolation_agrees_across_backends_in_float64(short_extrapolation):
     done = short_extrapolation
     assert done.lengths == [6, 12, 24, 48]
@@ -173,6 +178,7 @@ def test_extrapolation_agrees_across_backends_in_float64(short_extrapolation):
     assert first[-5:].mean() < first[:5].mean()  # learning
 
 
+@pytest.mark.slow
 def test_learned_positions_are_an_error_past_their_table_not_a_number(short_extrapolation):
     for name in NAMES:
         test = short_extrapolation.run("learned", name).test
@@ -186,6 +192,7 @@ def test_learned_positions_are_an_error_past_their_table_not_a_number(short_extr
         assert all(np.isfinite(v) for v in short_extrapolation.run(scheme, NAMES[0]).test.values())
 
 
+@pytest.mark.slow
 def test_no_model_beats_the_bayes_optimal_loss(short_extrapolation):
     for run in short_extrapolation.runs:
         for length, value in run.test.items():
@@ -225,6 +232,7 @@ def test_the_language_has_the_stated_statistics():
     assert same.mean() > 0.2
 
 
+@pytest.mark.slow
 def test_extrapolate_from_the_command_line(tmp_path, capsys):
     out, record = tmp_path / "x.png", tmp_path / "x.json"
     # The fixture's length, dtype and widths: JAX reuses the programs it compiled for them.
@@ -239,6 +247,7 @@ def test_extrapolate_from_the_command_line(tmp_path, capsys):
     assert saved["settings"]["length"] == 6 and len(saved["runs"]) == 2 * len(NAMES)
 
 
+@pytest.mark.slow
 def test_one_backend_reports_no_drift(capsys, tmp_path):
     argv = ["train", "--extrapolate", "--steps", "2", "--length", "2", "--backends", "numpy"]
     assert compare.main([*argv, "--scheme", "alibi", "--out", str(tmp_path / "x.png")]) == 0
@@ -247,6 +256,7 @@ def test_one_backend_reports_no_drift(capsys, tmp_path):
     assert "agree to" not in printed and "differ by" not in printed
 
 
+@pytest.mark.slow
 def test_the_recorded_run_the_page_reads_is_what_training_computes(float32_run):
     # compare.py page reads docs/train-float32.json instead of training: it must be this code's.
     from embedding_parity.jobs import page
