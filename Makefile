@@ -52,7 +52,7 @@ compare: install
 
 # Two test tiers (docs/development.md, "Tests"), two pytest workers each, one test file each at
 # a time (module fixtures are built once); three workers are slower. make test: everything the
-# project does itself in one process (the tests marked neither `matrix` nor `slow`); make
+# project does itself but its heavy runs (the tests marked neither `matrix` nor `slow`); make
 # conformance-test: the findings against other packages and along the production paths (marked
 # `matrix`), with their packages installed, and the heavy runs (marked `slow`: several processes,
 # a browser, training, the benchmarks' smoke runs, a wheel installed).

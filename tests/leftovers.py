@@ -34,10 +34,12 @@ set, to show that it finds its own place for every one (embedding_parity.scratch
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -65,23 +67,82 @@ def unshare() -> None:
     if _tried:
         return
     _tried = True
+    _refused = _project_inside(tempfile.gettempdir())
+    if _refused:
+        return
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(_CLONE_NEWNS) == 0:
-        _refused = None
         return
     threads = len(os.listdir("/proc/self/task"))
     if threads > 1:
         _refused = f"unshare(CLONE_NEWNS): {_errno()}; {threads} threads rule out a user namespace"
         return
+    # Tried in a child first: a process whose id maps cannot be written is left in a user
+    # namespace with unmapped ids, which this one must never be.
+    child = os.fork()
+    if child == 0:
+        os._exit(0 if _user_namespace() is None else 1)
+    _, status = os.waitpid(child, 0)
+    if status != 0:
+        _refused = "unshare(CLONE_NEWUSER | CLONE_NEWNS) or its id maps refused"
+        return
+    _refused = _user_namespace()
+
+
+def _user_namespace() -> str | None:
+    """Enter a user and mount namespace that maps the user to itself; None, or why not."""
+    libc = ctypes.CDLL(None, use_errno=True)
     uid, gid = os.getuid(), os.getgid()
     if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS) != 0:
-        _refused = f"unshare(CLONE_NEWUSER | CLONE_NEWNS): {_errno()}"
-        return
+        return f"unshare(CLONE_NEWUSER | CLONE_NEWNS): {_errno()}"
     maps = (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1"))
-    for name, text in maps:
-        with open(f"/proc/self/{name}", "w") as map_file:
-            map_file.write(text)
-    _refused = None
+    try:
+        for name, text in maps:
+            with open(f"/proc/self/{name}", "w") as map_file:
+                map_file.write(text)
+    except OSError as refused:
+        return f"/proc/self/{name}: {refused.strerror}"
+    return None
+
+
+def _project_inside(system: str) -> str | None:
+    """Why the system's temporary folder cannot be covered: the work tree, the current folder
+    or the Python running the tests lies in it (a clone in /tmp), and would vanish under it."""
+    for what, path in (
+        ("the work tree", ROOT),
+        ("the current folder", os.getcwd()),
+        ("the Python running the tests", sys.prefix),
+        ("the Python running the tests", os.path.realpath(sys.executable)),
+    ):
+        system = os.path.realpath(system)
+        if os.path.commonpath([os.path.realpath(path), system]) == system:
+            return f"{what} ({path}) lies in it"
+    return None
+
+
+# linux/capability.h: a process in a user namespace of its own holds every capability there;
+# the session's tests run without them (as the user, not as its namespace's root), and the
+# controller takes them back only to unmount.
+_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint32) for name in ("effective", "permitted", "inheritable")]
+
+
+def _effective_capabilities(on: bool) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    header, data = _CapHeader(_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    if libc.capget(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), f"capget: {_errno()}")
+    for word in data:
+        word.effective = word.permitted if on else 0
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), f"capset: {_errno()}")
 
 
 def _errno() -> str:
@@ -92,7 +153,7 @@ def _errno() -> str:
 def _mount(source: str | None, target: str, flags: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.mount(source and source.encode(), target.encode(), None, flags, None) != 0:
-        raise OSError(ctypes.get_errno(), f"mount {source} on {target}: {_errno()}")
+        raise OSError(ctypes.get_errno(), f"mount {source or 'none'} on {target}: {_errno()}")
 
 
 def _umount(target: str) -> None:
@@ -131,6 +192,8 @@ def _private_view(system: str, backing: str) -> str | None:
         try:
             _mount(None, "/", _MS_REC | _MS_PRIVATE)
             _mount(backing, system, _MS_BIND)
+            if os.getuid() != 0:  # a user namespace's: the tests run as the user
+                _effective_capabilities(False)
         except OSError as refused:
             _refused = refused.strerror
     return _refused
@@ -185,8 +248,13 @@ class _Session:
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
         if not self.refused:
-            _umount(self.system)  # the machine's folder again, with the backing folder in it
-            os.rmdir(self.backing)
+            if os.getuid() != 0:
+                _effective_capabilities(True)
+            # the machine's folder again, with the backing folder in it; a mount that will not
+            # go ends with the namespace, when the session's last process does
+            with contextlib.suppress(OSError):
+                _umount(self.system)
+        shutil.rmtree(self.backing, ignore_errors=True)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -194,7 +262,7 @@ def pytest_sessionfinish(session, exitstatus):
     if not _controller(config) or _SESSION not in config.stash:
         return
     held = config.stash[_SESSION]
-    problems = [f"left in {where}: {', '.join(sorted(left))}" for where, left in held.held() if left]
+    problems = [f"left in {at}: {', '.join(sorted(left))}" for at, left in held.held() if left]
     home, untracked = config.stash[_UNTRACKED]
     written = sorted(_untracked(home) - untracked)
     if written:
@@ -211,7 +279,7 @@ def pytest_sessionfinish(session, exitstatus):
     if held.refused and reporter is not None:
         reporter.write_line(
             f"the system's temporary folder {held.system} is not held (only the session's own"
-            f" TMPDIR and HOME are): this machine refuses a private mount namespace, {held.refused}"
+            f" TMPDIR and HOME are): no private view of it, {held.refused}"
         )
     config.stash[_FAILED] = session.exitstatus != pytest.ExitCode.OK
     if config.stash[_FAILED] and reporter is not None:
