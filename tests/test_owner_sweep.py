@@ -2,8 +2,8 @@
 its own modeling code (embedding_parity/configs/sweep.py): none disagrees, each refusal names
 its reason, and docs/owners.md is the table the sweep makes. The hand lists the kit keeps for
 a reading without transformers (INTERLEAVED, SLIDING_ONLY, NO_ROPE_LAYERS, LAYER_HEAD_DIM) are
-held to the same answers; OWN_ATTENTION_SCALE by the sweep itself (every type off that list is
-held to head_dim ** -0.5, or its own softmax scale is a disagreement).
+held to the same answers; OWN_ATTENTION_SCALE both ways (every type off that list is held to
+head_dim ** -0.5 by the sweep itself, and every type on it, taken off, to another scale).
 
 In the matrix tier: the sweep builds and runs about 200 models (a minute or two on 2 cores),
 which the main tier's time cannot hold."""
@@ -12,7 +12,8 @@ import pathlib
 
 import pytest
 
-from embedding_parity.configs import hf, layers, sweep
+from embedding_parity.configs import hf, layers, owner, sweep
+from embedding_parity.configs.configuration import OWN_ATTENTION_SCALE
 
 pytestmark = pytest.mark.matrix
 
@@ -96,3 +97,17 @@ def test_the_fields_the_kit_credits_to_a_few_classes_are_read_by_those_alone():
                         readers.setdefault(field, set()).add(cls.model_type)
     for field, owners in layers.OWNERS.items():
         assert readers.get(field, set()) <= set(owners), (field, readers[field] - set(owners))
+
+
+def test_the_types_listed_as_scaling_attention_their_own_way_do(types, monkeypatch):
+    """configuration.OWN_ATTENTION_SCALE held the other way round: taken off the list, each
+    listed type the sweep can run is seen by its own code to scale q . k otherwise than
+    head_dim ** -0.5 (its field set away from that: query_pre_attn_scalar for Gemma 2 and 3,
+    attention_multiplier for Granite; Gemma 3n's and 4's RMS-normalised q and k scale by 1)."""
+    monkeypatch.setattr(owner, "OWN_ATTENTION_SCALE", {})
+    for name in sorted(OWN_ATTENTION_SCALE.keys() & types.keys()):
+        fields = {**types[name], "query_pre_attn_scalar": 64, "attention_multiplier": 0.5}
+        row = sweep.sweep_one(name, fields)
+        if row.said.startswith("its code could not be run"):
+            continue  # Granite 4.0-H at its defaults; its real files: test_config_models_2026.py
+        assert row.outcome == "refused" and ": its attention scales q . k by " in row.said, row
