@@ -1,0 +1,1 @@
+"""2-D positions (vision towers): being written for issue 56."""
