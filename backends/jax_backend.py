@@ -879,3 +879,23 @@ def _precision(dtype: np.dtype):
 
 def to_numpy(array: jax.Array) -> np.ndarray:
     return np.asarray(array)
+
+
+# --- 2-D positions: grid tables and patches (vision towers) --------------------------------
+
+
+def patchify(images, patch_size: int, *, channels: str = "first") -> jax.Array:
+    """(B, C, H, W) or (B, H, W, C) images -> (B, h*w, C*p*p) patch vectors (a reshape)."""
+    h, w = validation.check_patches(jnp.shape(images), patch_size, channels)
+    return _patchify(jnp.asarray(images), h, w, patch_size, channels)
+
+
+@partial(jax.jit, static_argnums=(1, 2, 3, 4))
+def _patchify(images, h: int, w: int, p: int, channels: str) -> jax.Array:
+    if channels == "first":
+        b, c = images.shape[:2]
+        x = images.reshape(b, c, h, p, w, p).transpose(0, 2, 4, 1, 3, 5)  # (B, h, w, C, p, p)
+    else:
+        b, c = images.shape[0], images.shape[3]
+        x = images.reshape(b, h, p, w, p, c).transpose(0, 1, 3, 2, 4, 5)  # (B, h, w, p, p, C)
+    return x.reshape(b, h * w, c * p * p)

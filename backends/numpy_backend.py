@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from backends import positional, quantized, validation
+from backends import grid, positional, quantized, validation
 
 name = "numpy"
 
@@ -432,3 +432,11 @@ class BertEmbeddings:
 
 def to_numpy(array) -> np.ndarray:
     return np.asarray(array)
+
+
+# --- 2-D positions: grid tables and patches (vision towers) --------------------------------
+
+
+def patchify(images, patch_size: int, *, channels: str = "first") -> np.ndarray:
+    """(B, C, H, W) or (B, H, W, C) images -> (B, h*w, C*p*p) patch vectors (a reshape)."""
+    return grid.patchify(images, patch_size, channels=channels)  # NumPy's reshape is the reference

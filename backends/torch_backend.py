@@ -800,3 +800,21 @@ def to_numpy(array: torch.Tensor) -> np.ndarray:
     if array.dtype == torch.bfloat16:
         return array.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
     return array.numpy()
+
+
+# --- 2-D positions: grid tables and patches (vision towers) --------------------------------
+
+
+def patchify(images: torch.Tensor, patch_size: int, *, channels: str = "first") -> torch.Tensor:
+    """(B, C, H, W) or (B, H, W, C) images -> (B, h*w, C*p*p) patch vectors (a reshape)."""
+    if not isinstance(images, torch.Tensor):
+        images = _as_tensor(validation.native(images))
+    h, w = validation.check_patches(tuple(images.shape), patch_size, channels)
+    p = patch_size
+    if channels == "first":
+        b, c = images.shape[:2]
+        x = images.reshape(b, c, h, p, w, p).permute(0, 2, 4, 1, 3, 5)  # (B, h, w, C, p, p)
+    else:
+        b, c = images.shape[0], images.shape[3]
+        x = images.reshape(b, h, p, w, p, c).permute(0, 1, 3, 2, 4, 5)  # (B, h, w, p, p, C)
+    return x.reshape(b, h * w, c * p * p)

@@ -1073,3 +1073,36 @@ def id_counts(token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
     """How often each id occurs in the whole input, (vocab_size,) int64 (for
     scale_grad_by_freq: each row's gradient is divided by its id's count)."""
     return np.bincount(token_ids.reshape(-1), minlength=vocab_size)
+
+
+# --- 2-D positions (vision towers) ---------------------------------------------------------
+
+CHANNELS = ("first", "last")  # images (B, C, H, W) or (B, H, W, C)
+
+
+def check_grid(grid, what: str = "grid") -> tuple[int, int]:
+    """A grid of patches as (h, w): two positive ints, h rows of w patches."""
+    if isinstance(grid, numbers.Integral) or len(grid) != 2:
+        raise ValueError(f"{what} must be (h, w), two ints, got {grid!r}: pass (14, 14), say")
+    h, w = (integer(side, what) for side in grid)
+    if h < 1 or w < 1:
+        raise ValueError(f"{what} {(h, w)} must have h >= 1 and w >= 1: a grid holds patches")
+    return h, w
+
+
+def check_patches(shape: tuple, patch_size, channels: str) -> tuple[int, int]:
+    """The (h, w) grid of patches of images of ``shape``, (B, C, H, W) or (B, H, W, C)."""
+    patch_size = integer(patch_size, "patch_size")
+    if patch_size < 1:
+        raise ValueError(f"patch_size must be at least 1, got {patch_size}")
+    channels = choice(channels, CHANNELS, "channels")
+    layout = "(B, C, H, W)" if channels == "first" else "(B, H, W, C)"
+    if len(shape) != 4:
+        raise ValueError(f"images must be 4-D {layout}, got shape {tuple(shape)}: add a batch axis")
+    height, width = shape[2:] if channels == "first" else shape[1:3]
+    if height % patch_size or width % patch_size:
+        raise ValueError(
+            f"images of {height}x{width} pixels do not divide into {patch_size}x{patch_size} "
+            f"patches: crop or resize them to multiples of {patch_size}"
+        )
+    return height // patch_size, width // patch_size
