@@ -1090,6 +1090,25 @@ def check_grid(grid, what: str = "grid") -> tuple[int, int]:
     return h, w
 
 
+def check_grid_rows(rows: int, grid, prefix_tokens, what: str = "position_table") -> tuple:
+    """A table of ``rows`` rows holding ``prefix_tokens`` prefix rows (CLS) then an (h, w) grid,
+    row-major: returns ((h, w), prefix_tokens)."""
+    h, w = check_grid(grid)
+    prefix_tokens = integer(prefix_tokens, "prefix_tokens")
+    if not 0 <= prefix_tokens <= rows:
+        raise ValueError(
+            f"prefix_tokens {prefix_tokens} must be in [0, {rows}], the rows of {what}: "
+            "count only the rows before the grid (1 for a CLS row, 0 for none)"
+        )
+    if rows != prefix_tokens + h * w:
+        raise ValueError(
+            f"{what} has {rows} rows but {prefix_tokens} prefix rows and a {h}x{w} grid make "
+            f"{prefix_tokens + h * w}: pass the grid the table was trained on, (h, w) with "
+            f"h * w = {rows - prefix_tokens}"
+        )
+    return (h, w), prefix_tokens
+
+
 def check_patches(shape: tuple, patch_size, channels: str) -> tuple[int, int]:
     """The (h, w) grid of patches of images of ``shape``, (B, C, H, W) or (B, H, W, C)."""
     patch_size = integer(patch_size, "patch_size")
