@@ -1080,6 +1080,15 @@ def id_counts(token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
 CHANNELS = ("first", "last")  # images (B, C, H, W) or (B, H, W, C)
 
 
+# Fixed 2-D sin-cos rules (backends.grid.SINCOS2D_RULES) -> the options each one reads.
+SINCOS2D_RULES = {
+    "mae": (),
+    "big_vision": ("temperature",),
+    "timm": ("temperature",),
+    "diffusers": ("base_size", "interpolation_scale"),
+}
+
+
 def check_grid(grid, what: str = "grid") -> tuple[int, int]:
     """A grid of patches as (h, w): two positive ints, h rows of w patches."""
     if isinstance(grid, numbers.Integral) or len(grid) != 2:
@@ -1107,6 +1116,34 @@ def check_grid_rows(rows: int, grid, prefix_tokens, what: str = "position_table"
             f"h * w = {rows - prefix_tokens}"
         )
     return (h, w), prefix_tokens
+
+
+def check_sincos2d(grid, dim, rule: str, prefix_tokens, options: dict) -> tuple:
+    """A 2-D sin-cos table's arguments: ((h, w), dim, prefix_tokens, options as floats)."""
+    h, w = check_grid(grid)
+    choice(rule, tuple(SINCOS2D_RULES), "sin-cos rule")
+    dim = integer(dim, "dim")
+    least = 8 if rule == "big_vision" else 4  # big_vision divides by dim/4 - 1
+    if dim < least or dim % 4:
+        raise ValueError(
+            f"a 2-D sin-cos table ({rule!r}) needs dim a multiple of 4 and at least {least}, got "
+            f"{dim}: a quarter of the columns each for sin and cos of each axis"
+        )
+    prefix_tokens = integer(prefix_tokens, "prefix_tokens")
+    if prefix_tokens < 0:
+        raise ValueError(f"prefix_tokens must be 0 or more, got {prefix_tokens}: 1 for a CLS row")
+    valid = SINCOS2D_RULES[rule]
+    for name in options:
+        if name not in valid:
+            raise ValueError(
+                f"the {rule!r} sin-cos rule takes no option {name!r}: its options are "
+                f"{', '.join(valid) or 'none'}"
+            )
+    options = {name: _positive(value, name) for name, value in options.items()}
+    if "temperature" in options:
+        check_base(options["temperature"], "temperature")
+    check_size((prefix_tokens + h * w) * dim, f"a {h}x{w} sin-cos table of dim {dim}", "use a smaller grid")
+    return (h, w), dim, prefix_tokens, options
 
 
 def check_patches(shape: tuple, patch_size, channels: str) -> tuple[int, int]:
