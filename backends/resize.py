@@ -1,1 +1,393 @@
-"""2-D positions (vision towers): being written for issue 56."""
+"""Resizing a learned 2-D position table to another grid, written once from each rule in float64.
+
+A vision tower trained at a 14x14 grid of patches meets a 16x16 image: its (prefix + h*w, dim)
+table is resized, the prefix rows (CLS) kept aside and re-attached untouched. There is no
+single "bicubic": each named kernel below is one owner's exact rule, a record with its 1-D
+weights (an (n_out, n_in) matrix, the resize separable: rows, then columns) and how torch and
+JAX say it. Two paths:
+
+- the **host path** (``resize_table``): the float64 weights applied in float64 and rounded
+  once to the table's dtype (through the computation dtype where the source upcasts: DINOv2
+  and timm resize a bfloat16 table in float32 and cast back). Every backend holds these bits,
+  so it is bit-identical everywhere; timm's ``checkpoint_filter_fn``, big_vision's loader and
+  keras-hub resize once at load this way.
+- the **framework path**: ``F.interpolate`` or ``jax.image.scale_and_translate``, each
+  computing its own weights and sums in float32; held to the float64 reference within
+  ``tolerance``. Its explicit twin, the **tap form** (``taps``: host indices, float32 weights,
+  summed element-wise tap by tap, rows then columns), is bit-identical in NumPy, torch and
+  eager JAX; under ``jax.jit`` XLA contracts each multiply-add into an FMA (one rounding, not
+  two), so jitted taps differ in the last bits, within the same tolerance.
+
+``scale`` below is torch's and JAX's inverse scale, input pixels per output pixel: n_in/n_out
+for ``size=``, 1/scale_factor for ``scale_factor=`` (``area_pixel_compute_scale``). An output
+pixel i samples the input at src = (i + 0.5) * scale - 0.5 (half-pixel centres), or at
+i * (n_in - 1)/(n_out - 1) with corners aligned.
+
+Sources (read for each rule; paths as each owner names them): ATen
+``aten/src/ATen/native/UpSample.h`` (``upsample_bicubic2d``, ``_compute_indices_weights_aa``);
+JAX ``jax/_src/image/scale.py`` (``compute_weight_mat``, jax 0.10.2); Pillow
+``src/libImaging/Resample.c``; scipy ``ndimage.zoom``; Hugging Face transformers 5.24
+``models/vit/modeling_vit.py``, ``models/dinov2/modeling_dinov2.py``,
+``models/dinov2_with_registers/modeling_dinov2_with_registers.py``,
+``models/siglip2/modeling_siglip2.py``, ``models/qwen3_vl/modeling_qwen3_vl.py``;
+DINOv2 ``dinov2/models/vision_transformer.py`` (``interpolate_pos_encoding``); timm
+``timm/layers/pos_embed.py`` (``resample_abs_pos_embed``); big_vision
+``big_vision/models/vit.py`` (``resample_posemb``), ``big_vision/models/proj/image_text/naflex_vit.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import ml_dtypes
+import numpy as np
+
+from backends import validation
+
+
+def _cubic(a: float) -> Callable[[np.ndarray], np.ndarray]:
+    """Keys' cubic convolution kernel of parameter a, of |x| in input pixels (support 2)."""
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        x = np.abs(x)
+        near = ((a + 2) * x - (a + 3)) * x * x + 1
+        far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+        return np.where(x < 1, near, np.where(x < 2, far, 0.0))
+
+    return kernel
+
+
+def _triangle(x: np.ndarray) -> np.ndarray:
+    return np.maximum(0.0, 1 - np.abs(x))
+
+
+_TORCH_CUBIC = _cubic(-0.75)  # ATen's upsample_bicubic2d, as OpenCV's INTER_CUBIC
+_KEYS_CUBIC = _cubic(-0.5)  # ATen's antialiased path, JAX, Pillow, TensorFlow
+
+
+def _half_pixel(n_in: int, n_out: int, scale: float) -> np.ndarray:
+    return (np.arange(n_out) + 0.5) * scale - 0.5
+
+
+def _corners(n_in: int, n_out: int, scale: float) -> np.ndarray:
+    step = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0  # torch: scale 0 for one output
+    return np.arange(n_out) * step
+
+
+def _replicated(src: np.ndarray, n_in: int, kernel, radius: int) -> np.ndarray:
+    """(n_out, n_in) weights of ATen's non-antialiased resize: taps floor(src) - radius + 1 ..
+    floor(src) + radius, their indices clamped to the grid (the edge replicated), the
+    weights not renormalized (a cubic's sum to 1 anyway)."""
+    weights = np.zeros((len(src), n_in))
+    base = np.floor(src)
+    for tap in range(1 - radius, radius + 1):
+        index = base + tap
+        np.add.at(
+            weights,
+            (np.arange(len(src)), np.clip(index, 0, n_in - 1).astype(np.int64)),
+            kernel(src - index),
+        )
+    return weights
+
+
+def _normalized(src: np.ndarray, n_in: int, kernel, width: float) -> np.ndarray:
+    """(n_out, n_in) weights kernel(|src - j| / width) over the grid's j only, renormalized to
+    sum 1; a sample outside [-0.5, n_in - 0.5] gets none (JAX's ``compute_weight_mat``;
+    ATen's ``_compute_indices_weights_aa`` is the same rule, its window never past that)."""
+    weights = kernel((src[:, None] - np.arange(n_in)[None, :]) / width)
+    weights /= weights.sum(axis=1, keepdims=True)
+    inside = (src >= -0.5) & (src <= n_in - 0.5)
+    return np.where(inside[:, None], weights, 0.0)
+
+
+def _torch_bicubic(n_in: int, n_out: int, scale: float) -> np.ndarray:
+    return _replicated(_half_pixel(n_in, n_out, scale), n_in, _TORCH_CUBIC, 2)
+
+
+def _antialiased_bicubic(n_in: int, n_out: int, scale: float) -> np.ndarray:
+    # Downsampling widens the kernel by the scale: a low-pass filter before sampling.
+    return _normalized(_half_pixel(n_in, n_out, scale), n_in, _KEYS_CUBIC, max(scale, 1.0))
+
+
+def _keys_bicubic(n_in: int, n_out: int, scale: float) -> np.ndarray:
+    return _normalized(_half_pixel(n_in, n_out, scale), n_in, _KEYS_CUBIC, 1.0)
+
+
+def _bilinear(n_in: int, n_out: int, scale: float) -> np.ndarray:
+    # ATen clamps a linear kernel's source at 0 (area_pixel_compute_source_index), and the
+    # upper neighbour at the last row: the same weights as renormalizing at the edges.
+    src = np.maximum(_half_pixel(n_in, n_out, scale), 0.0)
+    return _replicated(src, n_in, _triangle, 1)
+
+
+def _antialiased_bilinear(n_in: int, n_out: int, scale: float) -> np.ndarray:
+    return _normalized(_half_pixel(n_in, n_out, scale), n_in, _triangle, max(scale, 1.0))
+
+
+def _bilinear_corners(n_in: int, n_out: int, scale: float) -> np.ndarray:
+    return _replicated(_corners(n_in, n_out, scale), n_in, _triangle, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    """A named resize rule: its weights, its sample points, how torch and JAX say it, who uses it.
+
+    ``weights(n_in, n_out, scale)`` is the (n_out, n_in) float64 matrix of one axis. ``torch``:
+    ``F.interpolate``'s options, or None where no options reproduce the rule; ``jax``:
+    ``jax.image.scale_and_translate``'s (corners aligned: emulated by its scale and
+    translation, see ``jax_scale``), or None. ``offset``: DINOv2's ``interpolate_offset``, the
+    scale factor (new + offset)/old the rule passes instead of a size. ``scale_factor``: whether
+    the rule takes a caller's scale factor (torch's 1/scale_factor rule).
+    """
+
+    weights: Callable[[int, int, float], np.ndarray]
+    sample: Callable[[int, int, float], np.ndarray]
+    torch: dict | None
+    jax: dict | None
+    used_by: str
+    offset: float | None = None
+    scale_factor: bool = True
+
+
+KERNELS = {
+    "torch-bicubic": Kernel(
+        _torch_bicubic,
+        _half_pixel,
+        torch={"mode": "bicubic", "antialias": False, "align_corners": False},
+        jax={"method": "cubic-pytorch", "antialias": False},
+        used_by="HF ViT, CLIP, SigLIP, DINOv2 interpolate_pos_encoding (vit/modeling_vit.py, "
+        "dinov2/modeling_dinov2.py: size=); mlx-vlm MoonViT (kimi_vl/vision.py); HF Kimi-K2.5 "
+        "(vision_utils.py)",
+    ),
+    "antialiased-bicubic": Kernel(
+        _antialiased_bicubic,
+        _half_pixel,
+        torch={"mode": "bicubic", "antialias": True, "align_corners": False},
+        jax={"method": "cubic", "antialias": True},
+        used_by="timm resample_abs_pos_embed and checkpoint_filter_fn (layers/pos_embed.py); HF "
+        "DINOv2-with-registers (dinov2_with_registers/modeling_dinov2_with_registers.py); DINOv2 "
+        "_reg hub models; jax.image.resize 'bicubic' (its default antialias=True); Pillow BICUBIC",
+    ),
+    "keys-bicubic": Kernel(
+        _keys_bicubic,
+        _half_pixel,
+        torch=None,  # torch's a = -0.5 comes only with antialias, which widens it downsampling
+        jax={"method": "cubic", "antialias": False},
+        used_by="jax.image.resize 'bicubic' with antialias=False; Keras ops.image.resize on "
+        "JAX and NumPy (keras/src/backend/*/image.py, antialias=False default), keras-hub DINOv2",
+    ),
+    "bilinear": Kernel(
+        _bilinear,
+        _half_pixel,
+        torch={"mode": "bilinear", "antialias": False, "align_corners": False},
+        jax={"method": "linear", "antialias": False},
+        used_by="timm's npz loader _load_weights (models/vision_transformer.py); HF PaddleOCR-VL, "
+        "Muse Glimmer (vision_utils.py)",
+    ),
+    "antialiased-bilinear": Kernel(
+        _antialiased_bilinear,
+        _half_pixel,
+        torch={"mode": "bilinear", "antialias": True, "align_corners": False},
+        jax={"method": "linear", "antialias": True},
+        used_by="HF SigLIP2 NaFlex resize_positional_embeddings (siglip2/modeling_siglip2.py); "
+        "big_vision NaFlex _pos_emb_resize and FlexiViT (proj/image_text/naflex_vit.py, "
+        "proj/flexi/vit.py); jax.image.resize 'linear' (default); Pillow BILINEAR",
+    ),
+    "bilinear-corners": Kernel(
+        _bilinear_corners,
+        _corners,
+        torch={"mode": "bilinear", "antialias": False, "align_corners": True},
+        jax={"method": "linear", "antialias": False},
+        used_by="big_vision resample_posemb (models/vit.py: scipy.ndimage.zoom order=1, "
+        "grid_mode=False); HF Qwen3-VL fast_pos_embed_interpolate (qwen3_vl/modeling_qwen3_vl.py: "
+        "linspace(0, side - 1, size))",
+        scale_factor=False,  # corners aligned: the scale is (n_in - 1)/(n_out - 1) whatever is asked
+    ),
+    "dinov2-offset": Kernel(
+        _torch_bicubic,
+        _half_pixel,
+        torch={"mode": "bicubic", "antialias": False, "align_corners": False},
+        jax={"method": "cubic-pytorch", "antialias": False},
+        used_by="DINOv2's own ViT-S/B/L/g (dinov2/models/vision_transformer.py "
+        "interpolate_pos_encoding: interpolate_offset=0.1, interpolate_antialias=False); HF "
+        "Dinov2Model passes size= instead (torch-bicubic) and differs",
+        offset=0.1,
+        scale_factor=False,
+    ),
+}
+
+PATHS = ("host", "native", "taps")
+
+
+def check_table(table, old_grid, new_grid, *, kernel, prefix_tokens=0, scale_factor=None):
+    """The arguments of every resize, checked once for every backend: returns (the table as a
+    NumPy array, old (h, w), new (h, w), prefix_tokens, (row scale, column scale)).
+
+    Raises ValueError naming the value and the fix; TypeError for a non-integer size."""
+    validation.choice(kernel, tuple(KERNELS), "resize kernel")
+    table = validation.native(np.asarray(table))
+    if table.ndim != 2 or table.dtype not in validation.DTYPES.values():
+        raise ValueError(
+            f"a position table must be 2-D (prefix + h*w, dim) of one of "
+            f"{', '.join(validation.DTYPES)}, got {table.dtype} of shape {table.shape}: "
+            "reshape an (h, w, dim) table to (h * w, dim)"
+        )
+    validation.check_grid(old_grid, "old_grid")
+    old, prefix_tokens = validation.check_grid_rows(len(table), old_grid, prefix_tokens, "table")
+    new = validation.check_grid(new_grid, "new_grid")
+    factors = _scale_factors(KERNELS[kernel], kernel, old, new, scale_factor)
+    scales = tuple(
+        _scale(n_in, n_out, f) for n_in, n_out, f in zip(old, new, factors)
+    )
+    return table, old, new, prefix_tokens, scales
+
+
+def _scale_factors(rule: Kernel, kernel: str, old, new, scale_factor) -> tuple:
+    """The (row, column) scale factors torch is given, or (None, None) for a size."""
+    if rule.offset is not None:  # DINOv2: float(w0 + interpolate_offset) / M, per axis
+        return tuple((n_out + rule.offset) / n_in for n_in, n_out in zip(old, new))
+    if scale_factor is None:
+        return None, None
+    if not rule.scale_factor:
+        raise ValueError(
+            f"kernel {kernel!r} takes no scale_factor (it sets its own scale): "
+            "pass new_grid alone"
+        )
+    return validation.check_scale_factor(scale_factor, old, new)
+
+
+def _scale(n_in: int, n_out: int, factor: float | None) -> float:
+    """Input pixels per output pixel: torch's area_pixel_compute_scale without corners."""
+    return n_in / n_out if factor is None else 1.0 / factor
+
+
+def weight_matrix(kernel: str, n_in: int, n_out: int, *, scale: float | None = None):
+    """The (n_out, n_in) float64 weights of one axis; scale: input pixels per output pixel
+    (None: n_in / n_out, torch's size=)."""
+    validation.choice(kernel, tuple(KERNELS), "resize kernel")
+    return KERNELS[kernel].weights(n_in, n_out, n_in / n_out if scale is None else scale)
+
+
+def sample_points(kernel: str, n_in: int, n_out: int, *, scale: float | None = None):
+    """Where each of n_out outputs samples the old axis, in input pixels (0 .. n_in - 1 are the
+    old patches' centres), before any edge rule: for pictures of the rules."""
+    validation.choice(kernel, tuple(KERNELS), "resize kernel")
+    rule = KERNELS[kernel]
+    if scale is None:
+        factor = None if rule.offset is None else (n_out + rule.offset) / n_in
+        scale = _scale(n_in, n_out, factor)
+    return rule.sample(n_in, n_out, scale)
+
+
+def _matrices(kernel: str, old, new, scales) -> tuple[np.ndarray, np.ndarray]:
+    """The rows' (H, h) and the columns' (W, w) float64 weights."""
+    return tuple(
+        KERNELS[kernel].weights(n_in, n_out, s) for n_in, n_out, s in zip(old, new, scales)
+    )
+
+
+def computation_dtype(dtype, compute_dtype) -> np.dtype:
+    """The dtype a resize is computed in: the source's (compute_dtype), or the table's."""
+    return validation.resolve_dtype(dtype if compute_dtype is None else compute_dtype)
+
+
+def resize_table(
+    table, old_grid, new_grid, *, kernel: str, prefix_tokens=0, scale_factor=None, compute_dtype=None
+) -> np.ndarray:
+    """The host path: (prefix + h*w, dim) -> (prefix + H*W, dim), in the table's dtype.
+
+    The table is cast to the computation dtype (``compute_dtype``: "float32" for DINOv2's and
+    timm's upcast; None: the table's own), resized in float64 and rounded once to the
+    computation dtype, then cast back. The prefix rows are returned as they are.
+    """
+    table, old, new, prefix, scales = check_table(
+        table, old_grid, new_grid, kernel=kernel, prefix_tokens=prefix_tokens, scale_factor=scale_factor
+    )
+    compute = computation_dtype(table.dtype, compute_dtype)
+    rows, columns = _matrices(kernel, old, new, scales)
+    grid = table[prefix:].astype(compute).astype(np.float64).reshape(*old, -1)  # (h, w, dim)
+    resized = np.einsum("Hh,Ww,hwd->HWd", rows, columns, grid).reshape(new[0] * new[1], -1)
+    resized = resized.astype(compute).astype(table.dtype)  # (H*W, dim)
+    return np.concatenate([table[:prefix], resized])
+
+
+def tap_table(weights: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """A weight matrix (n_out, n_in) as taps: per output, its inputs' indices (n_out, T) int64,
+    ascending, and their weights (n_out, T) rounded once to ``dtype``; an output with fewer taps
+    padded with index 0 and weight 0 (0 * x adds nothing to a finite sum)."""
+    count = max(1, int((weights != 0).sum(axis=1).max()))
+    order = np.argsort(weights == 0, axis=1, kind="stable")[:, :count]  # nonzero ones first
+    values = np.take_along_axis(weights, order, axis=1)
+    return np.where(values != 0, order, 0), values.astype(dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class Taps:
+    """The tap form of one resize, made on the host: the checked table, its prefix rows, the
+    grids, each axis' (indices, weights) and the dtypes the sums run in (``accumulate``: float32,
+    or float64 for float64) and the source rounds to (``compute``) before the table's dtype."""
+
+    table: np.ndarray
+    prefix: int
+    old: tuple[int, int]
+    new: tuple[int, int]
+    rows: tuple[np.ndarray, np.ndarray]  # (H, T_r) indices into the old rows, weights
+    columns: tuple[np.ndarray, np.ndarray]  # (W, T_c) into the old columns
+    accumulate: np.dtype
+    compute: np.dtype
+
+
+def taps(table, old_grid, new_grid, *, kernel: str, prefix_tokens=0, scale_factor=None, compute_dtype=None) -> Taps:
+    """The tap form of a resize: the host's indices and weights, for any backend to sum."""
+    table, old, new, prefix, scales = check_table(
+        table, old_grid, new_grid, kernel=kernel, prefix_tokens=prefix_tokens, scale_factor=scale_factor
+    )
+    compute = computation_dtype(table.dtype, compute_dtype)
+    accumulate = np.dtype(np.float64) if compute == np.float64 else np.dtype(np.float32)
+    rows, columns = (tap_table(m, accumulate) for m in _matrices(kernel, old, new, scales))
+    return Taps(table, prefix, old, new, rows, columns, accumulate, compute)
+
+
+def tolerance(
+    kernel: str, old_grid, new_grid, *, magnitude: float, dtype, compute_dtype=None, scale_factor=None
+) -> float:
+    """Largest |framework path - float64 reference| for a table of largest |value| ``magnitude``
+    (the framework computing in ``compute_dtype``, or the table's ``dtype``).
+
+    Derivation, with c = eps of the computation dtype, d = eps of the table's dtype and, per
+    axis, T taps of weights of l1 norm at most L (T_r, L_r: the rows; T_c, L_c: the columns):
+    - a framework forms each output as T_r sums of T_c products (torch, the taps), or two
+      contractions (JAX's einsum); a sum of n rounded products errs by at most n * c times
+      the sum of |terms| (Higham, Accuracy and Stability, 3.1, to first order), and that sum is
+      at most L_r * L_c * magnitude: c * (T_r + T_c) * L_r * L_c * magnitude.
+    - it computes each weight in the computation dtype, off by about c relative (the kernel's
+      polynomial, the normalization): c * (T_r * L_c + T_c * L_r) * magnitude, at most the
+      first term again; together 2 c (T_r + T_c) L_r L_c magnitude.
+    - it computes the source coordinate (i + 0.5) * scale - 0.5 in float32 or the computation
+      dtype, the wider (ATen's opmath, JAX's scale dtype): off by at most 2 * e * n_in for
+      e = that dtype's eps; a kernel's slope is at most 1.5 per input pixel (Keys' cubic: 1.39
+      at a = -0.5, 1.35 at a = -0.75; the triangle 1), so each of the T weights moves by
+      3 * e * n_in: 3 * e * (T_r * n_in_r * L_c + T_c * n_in_c * L_r) * magnitude.
+    - the result is rounded to the computation dtype and the table's: (c + d)/2 of an output
+      of at most L_r * L_c * magnitude.
+    """
+    old = validation.check_grid(old_grid, "old_grid")
+    new = validation.check_grid(new_grid, "new_grid")
+    rule = KERNELS[validation.choice(kernel, tuple(KERNELS), "resize kernel")]
+    factors = _scale_factors(rule, kernel, old, new, scale_factor)
+    dtype = validation.resolve_dtype(dtype)
+    c = float(ml_dtypes.finfo(computation_dtype(dtype, compute_dtype)).eps)
+    d = float(ml_dtypes.finfo(dtype).eps)
+    e = min(c, float(np.finfo(np.float32).eps))  # coordinates: float32 at least
+    norms, counts = [], []
+    for n_in, n_out, factor in zip(old, new, factors):
+        weights = rule.weights(n_in, n_out, _scale(n_in, n_out, factor))
+        norms.append(float(np.abs(weights).sum(axis=1).max()))
+        counts.append(int((weights != 0).sum(axis=1).max()))
+    (l_r, l_c), (t_r, t_c) = norms, counts
+    sums = 2 * c * (t_r + t_c) * l_r * l_c
+    coordinates = 3 * e * (t_r * old[0] * l_c + t_c * old[1] * l_r)
+    rounding = (c + d) / 2 * l_r * l_c
+    return magnitude * (sums + coordinates + rounding)
