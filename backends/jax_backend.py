@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from backends import positional, quantized, validation
+from backends import positional, quantized, rope2d, validation
 
 name = "jax"
 
@@ -899,3 +899,112 @@ def _patchify(images, h: int, w: int, p: int, channels: str) -> jax.Array:
         b, c = images.shape[0], images.shape[3]
         x = images.reshape(b, h, p, w, p, c).transpose(0, 1, 3, 2, 4, 5)  # (B, h, w, p, p, C)
     return x.reshape(b, h * w, c * p * p)
+
+
+# --- 2-D positions: rope2d (vision towers) ------------------------------------------------
+
+
+def apply_rope2d(x, positions, *, spec, grid=None) -> jax.Array:
+    """2-D rotary embedding of x (..., N, head_dim) at positions (N, 2), each token's (row,
+    column) and (-1, -1) for a prefix token, by ``spec`` (``rope2d.Rope2D``); ``grid`` (h, w)
+    for the normalized coordinates (DINOv3's). The spec's constants a params pytree for the
+    jitted rotation."""
+    if not isinstance(x, jax.Array):
+        x = validation.native(np.asarray(x))
+    dtype = validation.check_float_dtype(np.dtype(x.dtype).name, "x")
+    positions, grid = validation.check_rope2d(x.shape, validation.as_host(positions), spec, grid)
+    slots = rope2d.slot_map(x.shape[-1], spec)
+    compute = positional.compute_dtype(dtype)
+    params = {
+        "inv_freq": slots.frequency.astype(compute),  # float64 constants, like inv_freq
+        "slot_axes": slots.axis.astype(np.int32),
+        "sides": np.array(grid or (1, 1), dtype=compute),
+    }
+    rule = (spec.coordinates, spec.layout, spec.prefix)
+    with _precision(dtype):
+        return _rope2d(params, jnp.asarray(x), positions.astype(np.int32), rule)  # < 2**24
+
+
+@partial(jax.jit, static_argnames="rule")
+def _rope2d(params, x: jax.Array, positions: jax.Array, rule: tuple) -> jax.Array:
+    coordinates, layout, prefix_rule = rule
+    w, axes = params["inv_freq"], params["slot_axes"]
+    prefix = positions[:, :1] < 0  # (N, 1): (-1, -1) marks a prefix token
+    at = positions.astype(w.dtype)
+    if coordinates == "1-based":
+        at = at + 1
+    elif coordinates in validation.NORMALIZED_COORDINATES:  # DINOv3's 2 (i + 1/2) / S - 1
+        sides = params["sides"]
+        side = {"separate": sides, "max": sides.max(), "min": sides.min()}[coordinates]
+        at = (at + 0.5) / side * 2 - 1
+    at = jnp.where(prefix, 0, at)  # a prefix token's angle is 0
+    angles = jnp.where(axes < 0, 0, at[:, jnp.maximum(axes, 0)] * w)  # (N, head_dim/2)
+    cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)
+    if layout == "half":
+        a, b = jnp.split(x, 2, axis=-1)  # pairs (i, i + head_dim/2)
+        turned = jnp.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+    else:
+        a, b = x[..., 0::2], x[..., 1::2]  # pairs (2i, 2i+1)
+        turned = jnp.stack([a * cos - b * sin, b * cos + a * sin], axis=-1).reshape(x.shape)
+    if prefix_rule == "excluded":  # DINOv3 and EVA-02 rotate only the patches
+        return jnp.where(prefix, x, turned)
+    return turned
+
+
+def raster_ids(grid, *, prefix: int = 0, prefix_last: bool = False) -> jax.Array:
+    """(prefix + h*w, 2) (row, column) row-major, prefix rows (-1, -1) first or last."""
+    grid, prefix = validation.check_id_grid(grid, prefix=prefix)
+    return _raster_ids(grid, prefix, validation.flag(prefix_last, "prefix_last"))
+
+
+@partial(jax.jit, static_argnums=(0, 1, 2))
+def _raster_ids(grid: tuple, prefix: int, prefix_last: bool) -> jax.Array:
+    rows, cols = jnp.meshgrid(jnp.arange(grid[0]), jnp.arange(grid[1]), indexing="ij")
+    patches = jnp.stack([rows.ravel(), cols.ravel()], axis=-1)  # (h*w, 2)
+    marks = jnp.full((prefix, 2), -1, dtype=patches.dtype)
+    return jnp.concatenate([patches, marks] if prefix_last else [marks, patches])
+
+
+def merge_ids(grid, *, merge: int = 2) -> jax.Array:
+    """(h*w, 2) in Qwen2-VL's merge-block order."""
+    return _merge_ids(*validation.check_id_grid(grid, merge=merge))
+
+
+@partial(jax.jit, static_argnums=(0, 1))
+def _merge_ids(grid: tuple, merge: int) -> jax.Array:
+    h, w = grid
+    rows, cols = jnp.meshgrid(jnp.arange(h), jnp.arange(w), indexing="ij")
+    block = (h // merge, merge, w // merge, merge)
+    return jnp.stack(
+        [rows.reshape(block).swapaxes(1, 2).ravel(), cols.reshape(block).swapaxes(1, 2).ravel()],
+        axis=-1,
+    )
+
+
+def window_ids(grid, *, merge: int = 2, window: int = 4) -> jax.Array:
+    """(h*w, 2) in Qwen2.5-VL's window order."""
+    return _window_ids(*validation.check_id_grid(grid, merge=merge, window=window))
+
+
+@partial(jax.jit, static_argnums=(0, 1, 2))
+def _window_ids(grid: tuple, merge: int, window: int) -> jax.Array:
+    units_h, units_w = grid[0] // merge, grid[1] // merge
+    index = jnp.arange(units_h * units_w).reshape(units_h, units_w)
+    pad_h, pad_w = -units_h % window, -units_w % window
+    padded = jnp.pad(index, ((0, pad_h), (0, pad_w)), constant_values=-1)
+    windows = (units_h + pad_h) // window, window, (units_w + pad_w) // window, window
+    order = padded.reshape(windows).swapaxes(1, 2).ravel()
+    # The padding dropped: under jit a shape must be static, and the kept count is units_h * units_w.
+    (kept,) = jnp.nonzero(order >= 0, size=units_h * units_w)
+    units = _merge_ids(grid, merge).reshape(-1, merge * merge, 2)
+    return units[order[kept]].reshape(-1, 2)
+
+
+def flat_ids(grid, *, max_width: int) -> jax.Array:
+    """(h*w,) Pixtral's flat ids row * max_width + column."""
+    return _flat_ids(*validation.check_id_grid(grid, max_width=max_width))
+
+
+@partial(jax.jit, static_argnums=(0, 1))
+def _flat_ids(grid: tuple, max_width: int) -> jax.Array:
+    return (jnp.arange(grid[0])[:, None] * max_width + jnp.arange(grid[1])).ravel()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from backends import grid, positional, quantized, validation
+from backends import grid, positional, quantized, rope2d, validation
 
 name = "numpy"
 
@@ -440,3 +440,61 @@ def to_numpy(array) -> np.ndarray:
 def patchify(images, patch_size: int, *, channels: str = "first") -> np.ndarray:
     """(B, C, H, W) or (B, H, W, C) images -> (B, h*w, C*p*p) patch vectors (a reshape)."""
     return grid.patchify(images, patch_size, channels=channels)  # NumPy's reshape is the reference
+
+
+# --- 2-D positions: rope2d (vision towers) ------------------------------------------------
+
+
+def apply_rope2d(x, positions, *, spec, grid=None) -> np.ndarray:
+    """2-D rotary embedding of x (..., N, head_dim) at positions (N, 2), each token's (row,
+    column) and (-1, -1) for a prefix token, by ``spec`` (``rope2d.Rope2D``); ``grid`` (h, w)
+    for the normalized coordinates (DINOv3's)."""
+    x = validation.native(np.asarray(x))
+    dtype = validation.check_float_dtype(x.dtype.name, "x")
+    positions, grid = validation.check_rope2d(x.shape, validation.as_host(positions), spec, grid)
+    slots = rope2d.slot_map(x.shape[-1], spec)  # float64 constants, like a model's inv_freq
+    compute = positional.compute_dtype(dtype)
+    at = _coordinates(positions, spec.coordinates, grid, compute)[:, slots.axis.clip(0)]
+    angles = np.where(slots.axis == rope2d.NONE, 0, at * slots.frequency.astype(compute))
+    cos, sin = np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)  # (N, head_dim/2)
+    if spec.layout == "half":
+        a, b = np.split(x, 2, axis=-1)  # pairs (i, i + head_dim/2)
+        turned = np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+    else:
+        a, b = x[..., 0::2], x[..., 1::2]  # pairs (2i, 2i+1)
+        turned = np.stack([a * cos - b * sin, b * cos + a * sin], axis=-1).reshape(x.shape)
+    if spec.prefix == "excluded":  # DINOv3 and EVA-02 rotate only the patches
+        return np.where(positions[:, :1] < 0, x, turned)
+    return turned
+
+
+def _coordinates(positions, rule: str, grid, compute) -> np.ndarray:
+    """(N, 2) coordinates in the compute dtype: the indices (+ 1 for "1-based"), or DINOv3's
+    2 (i + 1/2) / S - 1; 0 for prefix tokens (their angle is 0)."""
+    if rule in ("0-based", "1-based"):
+        at = positions.astype(compute) + (rule == "1-based")
+    else:
+        sides = np.array(grid, dtype=compute)
+        side = {"separate": sides, "max": sides.max(), "min": sides.min()}[rule]
+        at = (positions.astype(compute) + compute.type(0.5)) / side * 2 - 1
+    return np.where(positions[:, :1] < 0, 0, at).astype(compute)
+
+
+def raster_ids(grid, *, prefix: int = 0, prefix_last: bool = False) -> np.ndarray:
+    """(prefix + h*w, 2) (row, column) row-major, prefix rows (-1, -1) first or last."""
+    return rope2d.raster_ids(grid, prefix=prefix, prefix_last=prefix_last)  # NumPy's is the rule
+
+
+def merge_ids(grid, *, merge: int = 2) -> np.ndarray:
+    """(h*w, 2) in Qwen2-VL's merge-block order."""
+    return rope2d.merge_ids(grid, merge=merge)
+
+
+def window_ids(grid, *, merge: int = 2, window: int = 4) -> np.ndarray:
+    """(h*w, 2) in Qwen2.5-VL's window order."""
+    return rope2d.window_ids(grid, merge=merge, window=window)
+
+
+def flat_ids(grid, *, max_width: int) -> np.ndarray:
+    """(h*w,) Pixtral's flat ids row * max_width + column."""
+    return rope2d.flat_ids(grid, max_width=max_width)

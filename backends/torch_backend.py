@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from backends import positional, quantized, validation
+from backends import positional, quantized, rope2d, validation
 
 name = "torch"
 
@@ -818,3 +818,116 @@ def patchify(images: torch.Tensor, patch_size: int, *, channels: str = "first") 
         b, c = images.shape[0], images.shape[3]
         x = images.reshape(b, h, p, w, p, c).permute(0, 1, 3, 2, 4, 5)  # (B, h, w, p, p, C)
     return x.reshape(b, h * w, c * p * p)
+
+
+# --- 2-D positions: rope2d (vision towers) ------------------------------------------------
+
+
+class VisionRotaryEmbedding(nn.Module):
+    """2-D rotary embedding in Hugging Face's vision shape (PixtralVisionRotaryEmbedding,
+    Qwen2_5_VLVisionRotaryEmbedding): an ``inv_freq`` buffer, each frequency slot's float64
+    constant (``rope2d.slot_map``) cast to the compute dtype in forward, and a ``slot_axes``
+    buffer, the axis each slot reads (0 row, 1 column, -1 none: Flux's t, 0 for an image).
+    forward(x, positions, grid) -> (N, head_dim/2) angles in the compute dtype."""
+
+    def __init__(self, head_dim: int, spec):
+        super().__init__()
+        self.spec = spec
+        slots = rope2d.slot_map(head_dim, spec)
+        self.register_buffer("inv_freq", torch.from_numpy(slots.frequency), persistent=False)
+        self.register_buffer("slot_axes", torch.from_numpy(slots.axis), persistent=False)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, grid=None) -> torch.Tensor:
+        compute = _torch_dtype(positional.compute_dtype(_numpy_dtype(x.dtype)))
+        prefix = positions[:, :1] < 0  # (N, 1): (-1, -1) marks a prefix token
+        at = positions.to(x.device, compute)
+        if self.spec.coordinates == "1-based":  # Llama 4: (frequencies_x + 1)
+            at = at + 1
+        elif self.spec.coordinates in validation.NORMALIZED_COORDINATES:  # DINOv3's coords
+            sides = torch.tensor(grid, dtype=compute, device=x.device)
+            side = {"separate": sides, "max": sides.max(), "min": sides.min()}
+            at = (at + 0.5) / side[self.spec.coordinates] * 2.0 - 1.0
+        at = at.masked_fill(prefix.to(x.device), 0)  # a prefix token's angle is 0
+        freqs = at[:, self.slot_axes.clamp(min=0)] * self.inv_freq.to(x.device, compute)
+        return freqs.masked_fill(self.slot_axes < 0, 0)  # (N, head_dim/2)
+
+
+def apply_rope2d(x, positions, *, spec, grid=None) -> torch.Tensor:
+    """2-D rotary embedding of x (..., N, head_dim) at positions (N, 2), each token's (row,
+    column) and (-1, -1) for a prefix token, by ``spec`` (``rope2d.Rope2D``); ``grid`` (h, w)
+    for the normalized coordinates (DINOv3's). Layout "half" as Pixtral's apply_rotary_pos_emb
+    (cos and sin in x's dtype); "interleaved" as Mistral's and Llama 4's complex product, in the
+    compute dtype, cast back (``type_as``)."""
+    if not isinstance(x, torch.Tensor):
+        x = np.asarray(x)
+        validation.check_float_dtype(x.dtype.name, "x")
+        x = _as_tensor(x)
+    validation.check_float_dtype(str(x.dtype).removeprefix("torch."), "x")
+    host, grid = validation.check_rope2d(
+        tuple(x.shape), _host_ints(positions, "positions"), spec, grid
+    )
+    positions = _as_tensor(host)
+    freqs = VisionRotaryEmbedding(x.shape[-1], spec).to(x.device)(x, positions, grid)
+    if spec.layout == "half":
+        cos, sin = freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        turned = x * torch.cat([cos, cos], -1) + _rotate_half(x) * torch.cat([sin, sin], -1)
+    else:
+        pairs = torch.view_as_complex(x.to(freqs.dtype).reshape(*x.shape[:-1], -1, 2))
+        cis = torch.polar(torch.ones_like(freqs), freqs)  # (N, head_dim/2)
+        turned = torch.view_as_real(pairs * cis).flatten(-2).type_as(x)
+    if spec.prefix == "excluded":  # DINOv3 and EVA-02 rotate only the patches
+        return torch.where(positions[:, :1].to(x.device) < 0, x, turned)
+    return turned
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """Hugging Face's rotate_half: (a, b) -> (-b, a), the halves of the last axis."""
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat([-b, a], dim=-1)
+
+
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    return validation.DTYPES[str(dtype).removeprefix("torch.")]
+
+
+def raster_ids(grid, *, prefix: int = 0, prefix_last: bool = False) -> torch.Tensor:
+    """(prefix + h*w, 2) (row, column) row-major (``meshgrid(..., indexing="ij")``), prefix
+    rows (-1, -1) first or last."""
+    (h, w), prefix = validation.check_id_grid(grid, prefix=prefix)
+    prefix_last = validation.flag(prefix_last, "prefix_last")
+    hpos_ids, wpos_ids = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    patches = torch.stack([hpos_ids.flatten(), wpos_ids.flatten()], dim=-1)
+    marks = torch.full((prefix, 2), -1, dtype=torch.long)
+    return torch.cat([patches, marks] if prefix_last else [marks, patches])
+
+
+def merge_ids(grid, *, merge: int = 2) -> torch.Tensor:
+    """(h*w, 2) in Qwen2-VL's merge-block order, as ``get_vision_position_ids`` builds it."""
+    (h, w), merge = validation.check_id_grid(grid, merge=merge)
+    hpos_ids, wpos_ids = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    block_shape = (h // merge, merge, w // merge, merge)
+    hpos_ids = hpos_ids.reshape(block_shape).transpose(1, 2).flatten()
+    wpos_ids = wpos_ids.reshape(block_shape).transpose(1, 2).flatten()
+    return torch.stack([hpos_ids, wpos_ids], dim=-1)
+
+
+def window_ids(grid, *, merge: int = 2, window: int = 4) -> torch.Tensor:
+    """(h*w, 2) in Qwen2.5-VL's window order: the merge blocks permuted by the window index as
+    ``get_vision_window_index`` builds it (padding with -100, dropped)."""
+    (h, w), merge, window = validation.check_id_grid(grid, merge=merge, window=window)
+    units_h, units_w = h // merge, w // merge
+    index = torch.arange(units_h * units_w).reshape(units_h, units_w)
+    pad_h, pad_w = window - units_h % window, window - units_w % window
+    index_padded = nn.functional.pad(index, (0, pad_w, 0, pad_h), "constant", -100)
+    windows_h, windows_w = (units_h + pad_h) // window, (units_w + pad_w) // window
+    index_padded = index_padded.reshape(windows_h, window, windows_w, window).permute(0, 2, 1, 3)
+    index_padded = index_padded.reshape(-1)
+    window_index = index_padded[index_padded != -100]
+    units = merge_ids((h, w), merge=merge).reshape(-1, merge * merge, 2)
+    return units[window_index].reshape(-1, 2)
+
+
+def flat_ids(grid, *, max_width: int) -> torch.Tensor:
+    """(h*w,) Pixtral's flat ids row * max_width + column."""
+    (h, w), max_width = validation.check_id_grid(grid, max_width=max_width)
+    return (torch.arange(h)[:, None] * max_width + torch.arange(w)).flatten()

@@ -1162,3 +1162,157 @@ def check_patches(shape: tuple, patch_size, channels: str) -> tuple[int, int]:
             f"patches: crop or resize them to multiples of {patch_size}"
         )
     return height // patch_size, width // patch_size
+
+
+# --- 2-D rotary positions (backends.rope2d) ---------------------------------------------------
+
+# Each field of a rope2d.Rope2D and the values it takes (rope2d.SLOT_RULES names the slot rules).
+ROPE2D_FIELDS = {
+    "slots": ("blocks", "even_odd", "alternating", "sections"),
+    "first": ("h", "w"),
+    "layout": ROPE_LAYOUTS,
+    "frequencies": ("inverse", "periods"),
+    "coordinates": ("0-based", "1-based", "separate", "max", "min"),
+    "prefix": ("none", "identity", "excluded"),
+}
+NORMALIZED_COORDINATES = ("separate", "max", "min")  # DINOv3's: they need the grid
+
+
+def check_rope2d_spec(spec) -> None:
+    """A Rope2D's fields: each a known value (ROPE2D_FIELDS), a base above 1, periods (min, max)
+    only with frequencies "periods", sections (t, h, w) three even dims only with slots
+    "sections"."""
+    for name, valid in ROPE2D_FIELDS.items():
+        choice(getattr(spec, name), valid, f"Rope2D {name}")
+    check_base(spec.base, "Rope2D base")
+    if spec.periods is not None:
+        if spec.frequencies != "periods" or len(spec.periods) != 2:
+            raise ValueError(
+                f"Rope2D periods {spec.periods!r} is DINOv3's (min_period, max_period) and needs "
+                "frequencies='periods': give both, or neither and a base"
+            )
+        low, high = (_positive(p, "a Rope2D period") for p in spec.periods)
+        if not low < high:
+            raise ValueError(f"Rope2D periods {spec.periods!r} must be (min, max) with min < max")
+    if (spec.sections is None) != (spec.slots != "sections"):
+        raise ValueError(
+            f"Rope2D sections {spec.sections!r} go with slots='sections' and only with it: give "
+            "the dims of (t, h, w), Flux's (16, 56, 56), or choose another slot rule"
+        )
+    if spec.sections is not None and (
+        len(spec.sections) != 3
+        or not all(_is_int(n) and n >= 0 and n % 2 == 0 for n in spec.sections)
+        or not (spec.sections[1] and spec.sections[2])
+    ):
+        raise ValueError(
+            f"Rope2D sections {spec.sections!r} must be three even dims (t, h, w), h and w "
+            "above 0, as Flux's axes_dim (16, 56, 56)"
+        )
+
+
+def check_rope2d_head(head_dim, spec) -> int:
+    """head_dim for a Rope2D: divisible by 4 (each axis turns whole pairs of its own, as many for
+    h as for w), or for slots "sections" the sum of the sections."""
+    head_dim = integer(head_dim, "head_dim")
+    if spec.slots == "sections":
+        if head_dim != sum(spec.sections):
+            raise ValueError(
+                f"Rope2D sections {list(spec.sections)} add up to {sum(spec.sections)} dims "
+                f"where the head has {head_dim}: the sections must cover the head"
+            )
+    elif head_dim < 4 or head_dim % 4:
+        raise ValueError(
+            f"head_dim {head_dim} must be a positive multiple of 4 for 2-D RoPE: each axis turns "
+            "head_dim / 4 pairs of dims"
+        )
+    return head_dim
+
+
+def check_rope2d(shape: tuple, positions: np.ndarray, spec, grid) -> tuple[np.ndarray, tuple | None]:
+    """apply_rope2d's arguments: x of ``shape`` (..., N, head_dim), positions (N, 2) integer (row,
+    column), (-1, -1) for a prefix token where the spec has them, and the grid (h, w), which
+    normalized coordinates need (they divide by its sides). Returns (positions, grid)."""
+    if len(shape) < 2:
+        raise ValueError(f"x must be (..., N, head_dim), got shape {shape}: add a token axis")
+    check_rope2d_head(shape[-1], spec)
+    if positions.dtype.kind not in "iu":
+        raise ids_dtype_error(positions.dtype, "positions")
+    if positions.shape != (shape[-2], 2):
+        raise ValueError(
+            f"positions must be (N, 2) = ({shape[-2]}, 2), each token's (row, column), to match "
+            f"x of shape {shape}, got {positions.shape}: build them with an id builder"
+        )
+    if spec.coordinates in NORMALIZED_COORDINATES:
+        if grid is None:
+            raise ValueError(
+                f"coordinates {spec.coordinates!r} are normalized by the grid's sides: pass "
+                "grid=(h, w)"
+            )
+        grid = check_grid(grid)
+    marked = positions[:, 0] < 0
+    limit = np.array(grid if grid else (MAX_POSITION, MAX_POSITION))
+    wrong = (positions < -1).any(1) | (marked != (positions[:, 1] < 0)) | (positions >= limit).any(1)
+    if wrong.any():
+        bad = int(np.flatnonzero(wrong)[0])
+        inside = f"of the grid {grid}" if grid else f"in [0, {MAX_POSITION})"
+        raise ValueError(
+            f"position {tuple(positions[bad].tolist())} at positions[{bad}] is neither a (row, "
+            f"column) {inside} nor a prefix token's (-1, -1)"
+        )
+    if spec.prefix == "none" and marked.any():
+        raise ValueError(
+            f"positions[{int(np.flatnonzero(marked)[0])}] is a prefix token's (-1, -1) but the "
+            "spec's prefix is 'none': give the model's prefix rule ('identity' or 'excluded') or "
+            "a grid position"
+        )
+    return positions, grid
+
+
+ID_SETTINGS = ("prefix", "merge", "window", "max_width")
+
+
+def check_id_grid(grid, **settings) -> tuple:
+    """An id builder's grid (h, w) and settings, as ints: prefix >= 0; merge and window >= 1,
+    the grid's sides divisible by merge; max_width >= w. Returns ((h, w), *settings)."""
+    h, w = check_grid(grid)
+    values = {name: integer(value, name) for name, value in settings.items()}
+    least = {"prefix": 0, "merge": 1, "window": 1, "max_width": w}
+    for name, value in values.items():
+        if value < least[name]:
+            raise ValueError(f"{name} must be at least {least[name]}, got {value}")
+    merge = values.get("merge", 1)
+    if h % merge or w % merge:
+        raise ValueError(
+            f"grid {(h, w)} does not divide into {merge}x{merge} merge blocks: each side must "
+            f"be a multiple of merge {merge} (the processor resizes images so)"
+        )
+    check_size(h * w, f"a grid of {h}x{w} patches", "use a smaller grid")
+    return ((h, w), *values.values())
+
+
+# Resizing a grid table (backends.resize): the checks every backend shares.
+
+
+def check_scale_factor(scale_factor, old: tuple, new: tuple) -> tuple[float, float]:
+    """torch's ``scale_factor``, a number or (h, w), as a pair of positive floats. torch makes
+    floor(n * factor) outputs of n inputs: that must be new_grid."""
+    pair = tuple(scale_factor) if isinstance(scale_factor, tuple | list) else (scale_factor,) * 2
+    if len(pair) != 2:
+        raise ValueError(f"scale_factor must be a number or (h, w), got {scale_factor!r}")
+    pair = tuple(_positive(factor, "scale_factor") for factor in pair)
+    for n_in, n_out, factor in zip(old, new, pair):
+        if math.floor(n_in * factor) != n_out:
+            raise ValueError(
+                f"scale_factor {factor} makes floor({n_in} * {factor}) = "
+                f"{math.floor(n_in * factor)} rows or columns, not new_grid's {n_out}: pass a "
+                f"factor in [{n_out / n_in:g}, {(n_out + 1) / n_in:g}), or no scale_factor"
+            )
+    return pair
+
+
+def no_framework_form(kernel: str, framework: str, why: str) -> ValueError:
+    """The error for a resize kernel the framework's own call cannot express."""
+    return ValueError(
+        f"kernel {kernel!r} has no {framework} form ({why}): pass path='taps' (its weights "
+        "summed tap by tap, bit-identical on every backend) or path='host'"
+    )
