@@ -276,6 +276,7 @@ def raster_ids(grid, *, prefix: int = 0, prefix_last: bool = False) -> np.ndarra
     "ij")`` flattens; ``prefix`` rows (-1, -1) first (CLS and registers: DINOv3, EVA-02) or, with
     ``prefix_last``, after the patches (Llama 4 appends its CLS)."""
     (h, w), prefix = validation.check_id_grid(grid, prefix=prefix)
+    prefix_last = validation.flag(prefix_last, "prefix_last")
     rows, cols = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
     patches = np.stack([rows.ravel(), cols.ravel()], axis=-1)  # (h*w, 2)
     marks = np.full((prefix, 2), -1, dtype=np.int64)
@@ -349,9 +350,9 @@ def bound(x, positions, *, spec: Rope2D, grid=None, dtype=None) -> np.ndarray:
     - the angle u w_k one rounding more (c / 2): dt = |u| w_k (e_k + c/2) + w_k du;
     - the rotation, as rope_bound's: |z| (dt + d/2) + (|a| + |b|) (2c + d).
     """
+    c, d = positional._epsilons(np.asarray(x).dtype if dtype is None else dtype)
     x = np.asarray(x, dtype=np.float64)
     positions, grid = validation.check_rope2d(x.shape, np.asarray(positions), spec, grid)
-    c, d = positional._epsilons(x.dtype if dtype is None else dtype)
     slots = slot_map(x.shape[-1], spec)
     e = positional._frequency_error(slots.frequency, c, False)
     e = e + (c if spec.frequencies == "periods" else 0.0)
