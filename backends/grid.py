@@ -125,39 +125,6 @@ def sincos2d_table(
     return table.astype(positional.compute_dtype(dtype)).astype(dtype)
 
 
-# --- prefix rows --------------------------------------------------------------------------
-
-
-def grid_prefix(rows: int, grid, has_cls: bool) -> tuple[tuple[int, int], int]:
-    """((h, w), prefix rows) of a learned table of ``rows`` rows for a tower with or without
-    CLS. With ``grid`` given the prefix is what is left; without it the grid is the square of
-    the rows after CLS's (Hugging Face's ViT reads ``num_positions = rows - 1`` and its side
-    as the square root). The prefix is 0 or 1: a CLS row, only where there is a CLS token
-    (big_vision concatenates its CLS after the add, with no row)."""
-    if grid is None:
-        prefix = int(has_cls and _is_square(rows - 1) and not _is_square(rows))
-        side = round((rows - prefix) ** 0.5)
-        if side * side != rows - prefix:
-            raise ValueError(
-                f"position_table has {rows} rows, not a square grid"
-                + (" (after a CLS row)" if has_cls else "")
-                + ": pass grid=(h, w), the grid the table was trained on"
-            )
-        grid = (side, side)
-    h, w = validation.check_grid(grid)
-    (h, w), prefix = validation.check_grid_rows(rows, (h, w), max(rows - h * w, 0))
-    if prefix > int(has_cls):
-        raise ValueError(
-            f"position_table has {prefix} rows before its {h}x{w} grid; a table holds at most "
-            "one, CLS's position, and only with cls_token given (registers carry no position)"
-        )
-    return (h, w), prefix
-
-
-def _is_square(n: int) -> bool:
-    return n >= 1 and round(n**0.5) ** 2 == n
-
-
 # --- patches in order ---------------------------------------------------------------------
 
 

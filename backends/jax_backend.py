@@ -17,7 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from backends import positional, quantized, rope2d, validation
+from backends import grid as grid_module
+from backends import positional, quantized, resize, rope2d, validation
 
 name = "jax"
 
@@ -882,6 +883,112 @@ def to_numpy(array: jax.Array) -> np.ndarray:
 
 
 # --- 2-D positions: grid tables and patches (vision towers) --------------------------------
+
+
+def patch_params(projection, position_table, bias=None, cls_token=None, registers=None) -> dict:
+    """The params pytree of ``embed_patches``: the projection as flax's ``nn.Conv`` kernel
+    (p, p, C, D), from torch's (D, C, p, p); the others as given. Checked arrays only."""
+    params = {"projection": _to_device(projection.transpose(2, 3, 1, 0))}  # (p, p, C, D)
+    given = {"position_table": position_table, "bias": bias, "cls_token": cls_token,
+             "registers": registers}
+    params.update({name: _to_device(a) for name, a in given.items() if a is not None})
+    return params
+
+
+@partial(jax.jit, static_argnames="channels")
+def embed_patches(params, images, positions, *, channels: str) -> jax.Array:
+    """(B, C, H, W) or (B, H, W, C) images -> (B, tokens, D): the strided conv (flax's
+    nn.Conv, big_vision's "embedding"), + positions (prefix + h*w, D), CLS and registers first.
+
+    The conv accumulates in float32 for 16-bit images (preferred_element_type) and at
+    Precision.HIGHEST (no TF32 or bf16 passes on an accelerator), the contract's tolerance.
+    """
+    kernel = params["projection"]  # (p, p, C, D)
+    p, compute = kernel.shape[0], jnp.promote_types(kernel.dtype, jnp.float32)
+    x = lax.conv_general_dilated(
+        images, kernel, (p, p), "VALID",
+        dimension_numbers=("NCHW" if channels == "first" else "NHWC", "HWIO", "NHWC"),
+        precision=lax.Precision.HIGHEST, preferred_element_type=compute,
+    )  # (B, h, w, D)
+    if "bias" in params:
+        x = x + params["bias"].astype(compute)
+    batch, h, w, dim = x.shape
+    x = x.astype(kernel.dtype).reshape(batch, h * w, dim) + positions[-h * w :]
+    prefix = []
+    if "cls_token" in params:
+        cls = params["cls_token"]
+        cls = cls + positions[0] if len(positions) > h * w else cls  # the table's CLS row
+        prefix.append(jnp.broadcast_to(cls, (batch, 1, dim)))
+    if "registers" in params:
+        prefix.append(jnp.broadcast_to(params["registers"], (batch, *params["registers"].shape)))
+    return jnp.concatenate([*prefix, x], axis=1)
+
+
+class PatchEmbedding:
+    """Holds ``patch_params`` and calls the jitted ``embed_patches`` after host-side checks.
+
+    Arguments as ``numpy_backend.PatchEmbedding``. Where the images' grid differs from the
+    table's, ``resize`` resizes the table on the host (the same bits as every backend's) and
+    passes it as the call's positions.
+    """
+
+    def __init__(
+        self,
+        projection: np.ndarray,
+        position_table: np.ndarray,
+        *,
+        patch_size: int,
+        bias: np.ndarray | None = None,
+        cls_token: np.ndarray | None = None,
+        registers: np.ndarray | None = None,
+        grid: tuple[int, int] | None = None,
+        resize: str | None = None,
+        channels: str = "first",
+    ):
+        arrays, self.grid, self.prefix_tokens = validation.check_patch_layer(
+            projection, position_table, patch_size, bias, cls_token, registers, grid
+        )
+        self.channels = validation.choice(channels, validation.CHANNELS, "channels")
+        self.resize = _resize_kernel(resize)
+        self.patch_size = patch_size
+        self.dim, self.in_channels = arrays["projection"].shape[:2]
+        self.dtype = arrays["projection"].dtype
+        with _precision(self.dtype):
+            self.params = patch_params(**arrays)
+
+    def __call__(self, images) -> jax.Array:
+        """(B, C, H, W) images (or (B, H, W, C) with channels="last") -> (B, tokens, D)."""
+        if not isinstance(images, jax.Array):
+            images = validation.native(np.asarray(images))
+        image_grid = validation.check_images(
+            images.shape, images.dtype.name, self.patch_size, self.channels, self.in_channels,
+            self.dtype,
+        )
+        with _precision(self.dtype):
+            positions = self._grid_rows(image_grid)  # (prefix + h*w, D)
+            return embed_patches(self.params, images, positions, channels=self.channels)
+
+    def _grid_rows(self, image_grid: tuple[int, int]) -> jax.Array:
+        if image_grid == self.grid:
+            return self.params["position_table"]
+        if self.resize is None:
+            raise validation.grid_mismatch(image_grid, self.grid, self.patch_size)
+        return jnp.asarray(resize.resize_table(
+            to_numpy(self.params["position_table"]), self.grid, image_grid, kernel=self.resize,
+            prefix_tokens=self.prefix_tokens,
+        ))
+
+
+def _resize_kernel(kernel: str | None) -> str | None:
+    return None if kernel is None else validation.choice(kernel, tuple(resize.KERNELS), "resize kernel")
+
+
+def sincos2d_table(grid, dim: int, *, rule: str = "mae", dtype="float32", prefix_tokens: int = 0, **options) -> jax.Array:
+    """(prefix_tokens + h*w, dim) fixed 2-D sin-cos table of an (h, w) grid by ``rule``: the
+    host table (``backends.grid``) as a JAX array, bit-identical on every backend."""
+    table = grid_module.sincos2d_table(grid, dim, rule=rule, dtype=dtype, prefix_tokens=prefix_tokens, **options)
+    with _precision(table.dtype):
+        return jnp.asarray(table)
 
 
 def patchify(images, patch_size: int, *, channels: str = "first") -> jax.Array:

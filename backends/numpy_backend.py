@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from backends import grid, positional, quantized, rope2d, validation
+from backends import grid as grid_module
+from backends import positional, quantized, resize, rope2d, validation
 
 name = "numpy"
 
@@ -437,9 +438,98 @@ def to_numpy(array) -> np.ndarray:
 # --- 2-D positions: grid tables and patches (vision towers) --------------------------------
 
 
+class PatchEmbedding:
+    """A vision tower's first layer, as NumPy arrays: images -> patches -> projection (a
+    matmul over the flattened patches, in float32 for 16-bit layers) -> + position rows.
+
+    projection (D, C, p, p) in torch's conv weight order; position_table (prefix + h*w, D);
+    bias and cls_token (D,), registers (R, D). Output (B, [1] + [R] + h*w, D): CLS plus the
+    table's row 0 (when the table has that row), the registers (no position), then each patch
+    plus its row. Images of another grid need ``resize``, a kernel of ``backends.resize``: the
+    table is then resized on the host, bit-identical on every backend.
+    """
+
+    def __init__(
+        self,
+        projection: np.ndarray,
+        position_table: np.ndarray,
+        *,
+        patch_size: int,
+        bias: np.ndarray | None = None,
+        cls_token: np.ndarray | None = None,
+        registers: np.ndarray | None = None,
+        grid: tuple[int, int] | None = None,
+        resize: str | None = None,
+        channels: str = "first",
+    ):
+        arrays, self.grid, self.prefix_tokens = validation.check_patch_layer(
+            projection, position_table, patch_size, bias, cls_token, registers, grid
+        )
+        self.channels = validation.choice(channels, validation.CHANNELS, "channels")
+        self.resize = _resize_kernel(resize)
+        self.patch_size = patch_size
+        self.dim, self.in_channels = arrays["projection"].shape[:2]
+        self.dtype = arrays["projection"].dtype
+        weight = grid_module.flat_projection(arrays["projection"])  # (D, K), K = C*p*p
+        self.projection = weight.T.copy()  # (K, D): patches @ projection
+        self.position_table = arrays["position_table"].copy()
+        self.bias, self.cls_token, self.registers = (
+            None if name not in arrays else arrays[name].copy()
+            for name in ("bias", "cls_token", "registers")
+        )
+
+    def __call__(self, images) -> np.ndarray:
+        """(B, C, H, W) images (or (B, H, W, C) with channels="last") -> (B, tokens, D)."""
+        images = validation.native(np.asarray(images))
+        image_grid = validation.check_images(
+            images.shape, images.dtype.name, self.patch_size, self.channels, self.in_channels,
+            self.dtype,
+        )
+        positions = _grid_rows(self, image_grid)  # (prefix + h*w, D)
+        compute = positional.compute_dtype(self.dtype)
+        if self.channels == "last":
+            images = images.transpose(0, 3, 1, 2)  # (B, C, H, W): the projection's (C, p, p)
+        patches = patchify(images, self.patch_size)  # (B, h*w, K)
+        x = patches.astype(compute) @ self.projection.astype(compute)  # (B, h*w, D)
+        if self.bias is not None:
+            x += self.bias.astype(compute)
+        x = x.astype(self.dtype)
+        x += positions[self.prefix_tokens :]
+        prefix = []
+        if self.cls_token is not None:
+            cls = self.cls_token + positions[0] if self.prefix_tokens else self.cls_token
+            prefix.append(np.broadcast_to(cls, (len(x), 1, self.dim)))
+        if self.registers is not None:
+            prefix.append(np.broadcast_to(self.registers, (len(x), *self.registers.shape)))
+        return np.concatenate([*prefix, x], axis=1)
+
+
+def _resize_kernel(kernel: str | None) -> str | None:
+    return None if kernel is None else validation.choice(kernel, tuple(resize.KERNELS), "resize kernel")
+
+
+def _grid_rows(layer, image_grid: tuple[int, int]) -> np.ndarray:
+    """The layer's position rows for images of ``image_grid``: its table, or the table resized
+    on the host (backends.resize.resize_table) where the grids differ and a kernel is given."""
+    if image_grid == layer.grid:
+        return layer.position_table
+    if layer.resize is None:
+        raise validation.grid_mismatch(image_grid, layer.grid, layer.patch_size)
+    return resize.resize_table(
+        layer.position_table, layer.grid, image_grid, kernel=layer.resize,
+        prefix_tokens=layer.prefix_tokens,
+    )
+
+
+def sincos2d_table(grid, dim: int, *, rule: str = "mae", dtype="float32", prefix_tokens: int = 0, **options) -> np.ndarray:
+    """(prefix_tokens + h*w, dim) fixed 2-D sin-cos table of an (h, w) grid by ``rule``
+    (``backends.grid.SINCOS2D_RULES``): the host table, bit-identical on every backend."""
+    return grid_module.sincos2d_table(grid, dim, rule=rule, dtype=dtype, prefix_tokens=prefix_tokens, **options)
+
+
 def patchify(images, patch_size: int, *, channels: str = "first") -> np.ndarray:
     """(B, C, H, W) or (B, H, W, C) images -> (B, h*w, C*p*p) patch vectors (a reshape)."""
-    return grid.patchify(images, patch_size, channels=channels)  # NumPy's reshape is the reference
+    return grid_module.patchify(images, patch_size, channels=channels)  # the reference itself
 
 
 # --- 2-D positions: rope2d (vision towers) ------------------------------------------------

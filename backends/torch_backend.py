@@ -9,7 +9,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from backends import positional, quantized, rope2d, validation
+from backends import grid as grid_module
+from backends import positional, quantized, resize, rope2d, validation
 
 name = "torch"
 
@@ -803,6 +804,99 @@ def to_numpy(array: torch.Tensor) -> np.ndarray:
 
 
 # --- 2-D positions: grid tables and patches (vision towers) --------------------------------
+
+
+class PatchEmbedding(nn.Module):
+    """A vision tower's first layer, as a torch module: ``nn.Conv2d(stride=patch_size)`` over
+    the image, flattened to (B, h*w, D) as Hugging Face's ViTPatchEmbeddings does, + position
+    rows; CLS, registers and the table are ``nn.Parameter``s.
+
+    Arguments as ``numpy_backend.PatchEmbedding``. Where the images' grid differs from the
+    table's, ``resize`` resizes the table on the host (the same bits as every backend's): that
+    table is a constant of the call, so no gradient reaches the position table through it.
+    """
+
+    def __init__(
+        self,
+        projection: np.ndarray,
+        position_table: np.ndarray,
+        *,
+        patch_size: int,
+        bias: np.ndarray | None = None,
+        cls_token: np.ndarray | None = None,
+        registers: np.ndarray | None = None,
+        grid: tuple[int, int] | None = None,
+        resize: str | None = None,
+        channels: str = "first",
+    ):
+        super().__init__()
+        arrays, self.grid, self.prefix_tokens = validation.check_patch_layer(
+            projection, position_table, patch_size, bias, cls_token, registers, grid
+        )
+        self.channels = validation.choice(channels, validation.CHANNELS, "channels")
+        self.resize = _resize_kernel(resize)
+        self.patch_size = patch_size
+        dim, in_channels = arrays["projection"].shape[:2]
+        # skip_init: the weights come from outside, so torch's random init is never run.
+        self.projection = nn.utils.skip_init(
+            nn.Conv2d, in_channels, dim, patch_size, stride=patch_size, bias="bias" in arrays,
+            dtype=_torch_dtype(arrays["projection"].dtype),
+        )
+        self.projection.weight = nn.Parameter(_from_numpy(arrays["projection"]))
+        if "bias" in arrays:
+            self.projection.bias = nn.Parameter(_from_numpy(arrays["bias"]))
+        self.position_table = nn.Parameter(_from_numpy(arrays["position_table"]))
+        for name in ("cls_token", "registers"):
+            setattr(self, name, nn.Parameter(_from_numpy(arrays[name])) if name in arrays else None)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The layer's dtype, as NumPy names it (follows .to(), .half() and the like)."""
+        return validation.DTYPES[str(self.position_table.dtype).removeprefix("torch.")]
+
+    def forward(self, images) -> torch.Tensor:
+        """(B, C, H, W) images (or (B, H, W, C) with channels="last") -> (B, tokens, D)."""
+        if not isinstance(images, torch.Tensor):
+            images = _as_tensor(validation.native(np.asarray(images)))
+        image_grid = validation.check_images(
+            tuple(images.shape), str(images.dtype).removeprefix("torch."), self.patch_size,
+            self.channels, self.projection.in_channels, self.dtype,
+        )
+        if self.channels == "last":
+            # (B, C, H, W), contiguous: a channels_last-strided input would run another conv
+            # kernel (another summation order) than the same image given channels first.
+            images = images.permute(0, 3, 1, 2).contiguous()
+        x = self.projection(images).flatten(2).transpose(1, 2)  # (B, D, h, w) -> (B, h*w, D)
+        positions = self._grid_rows(image_grid)  # (prefix + h*w, D)
+        x = x + positions[self.prefix_tokens :]
+        prefix = []
+        if self.cls_token is not None:
+            cls = self.cls_token + positions[0] if self.prefix_tokens else self.cls_token
+            prefix.append(cls.expand(len(x), 1, -1))  # (B, 1, D)
+        if self.registers is not None:
+            prefix.append(self.registers.expand(len(x), -1, -1))  # (B, R, D)
+        return torch.cat([*prefix, x], dim=1)
+
+    def _grid_rows(self, image_grid: tuple[int, int]) -> torch.Tensor:
+        if image_grid == self.grid:
+            return self.position_table
+        if self.resize is None:
+            raise validation.grid_mismatch(image_grid, self.grid, self.patch_size)
+        table = resize.resize_table(
+            to_numpy(self.position_table), self.grid, image_grid, kernel=self.resize,
+            prefix_tokens=self.prefix_tokens,
+        )
+        return _as_tensor(table).to(self.position_table.device)
+
+
+def _resize_kernel(kernel: str | None) -> str | None:
+    return None if kernel is None else validation.choice(kernel, tuple(resize.KERNELS), "resize kernel")
+
+
+def sincos2d_table(grid, dim: int, *, rule: str = "mae", dtype="float32", prefix_tokens: int = 0, **options) -> torch.Tensor:
+    """(prefix_tokens + h*w, dim) fixed 2-D sin-cos table of an (h, w) grid by ``rule``: the
+    host table (``backends.grid``) as a tensor, bit-identical on every backend."""
+    return _as_tensor(grid_module.sincos2d_table(grid, dim, rule=rule, dtype=dtype, prefix_tokens=prefix_tokens, **options))
 
 
 def patchify(images: torch.Tensor, patch_size: int, *, channels: str = "first") -> torch.Tensor:

@@ -1164,6 +1164,108 @@ def check_patches(shape: tuple, patch_size, channels: str) -> tuple[int, int]:
     return height // patch_size, width // patch_size
 
 
+def check_patch_layer(projection, position_table, patch_size, bias, cls_token, registers, grid):
+    """A patch embedding's arrays, checked to fit: returns (arrays by name, (h, w), prefix),
+    the table's grid and its prefix rows (0, or 1 for CLS's position).
+
+    projection (D, C, p, p) (torch's conv weight order), position_table (prefix + h*w, D),
+    bias and cls_token (D,), registers (R, D), all of one floating dtype. Without ``grid``
+    the table's grid is the square of the rows after CLS's, as Hugging Face's ViT reads it
+    (``num_positions = rows - 1``); big_vision's table has no CLS row (it concatenates CLS
+    after the add): its grid is the square of all rows.
+    """
+    patch_size = integer(patch_size, "patch_size")
+    projection = native(projection)
+    if patch_size < 1 or projection.ndim != 4 or projection.shape[2:] != (patch_size,) * 2:
+        raise ValueError(
+            f"projection has shape {projection.shape}, expected (D, C, {patch_size}, "
+            f"{patch_size}) for patch_size {patch_size}: torch's nn.Conv2d weight order "
+            "(out, in, kh, kw); a flax kernel (kh, kw, in, out) is .transpose(3, 2, 0, 1) of it"
+        )
+    dim = projection.shape[0]
+    arrays = {"projection": projection}
+    for name, array, ndim, shape in (
+        ("position_table", position_table, 2, "(rows, D)"),
+        ("bias", bias, 1, "(D,)"),
+        ("cls_token", cls_token, 1, "(D,)"),
+        ("registers", registers, 2, "(R, D)"),
+    ):
+        if array is None:
+            continue
+        array = arrays[name] = native(array)
+        if array.ndim != ndim or array.shape[-1] != dim:
+            raise ValueError(
+                f"{name} has shape {array.shape}, expected {shape} with D = {dim}, the "
+                "projection's output width"
+            )
+        if array.dtype != projection.dtype:
+            raise ValueError(
+                f"{name} is {array.dtype} but projection is {projection.dtype}: give every "
+                "array of the layer one dtype"
+            )
+    if projection.dtype not in DTYPES.values():
+        raise ValueError(
+            f"projection has dtype {projection.dtype}: use one of {', '.join(DTYPES)}"
+        )
+    rows = len(arrays["position_table"])
+    (h, w), prefix = _table_grid(rows, grid, cls_token is not None)
+    return arrays, (h, w), prefix
+
+
+def _table_grid(rows: int, grid, has_cls: bool) -> tuple[tuple[int, int], int]:
+    if grid is None:
+        prefix = int(has_cls and _is_square(rows - 1) and not _is_square(rows))
+        if not _is_square(rows - prefix):
+            raise ValueError(
+                f"position_table has {rows} rows, not a square grid"
+                + (" after a CLS row" if has_cls else "")
+                + ": pass grid=(h, w), the grid the table was trained on"
+            )
+        side = math.isqrt(rows - prefix)
+        grid = (side, side)
+    h, w = check_grid(grid)
+    (h, w), prefix = check_grid_rows(rows, (h, w), max(rows - h * w, 0))
+    if prefix > int(has_cls):
+        raise ValueError(
+            f"position_table has {prefix} rows before its {h}x{w} grid; a table holds at most "
+            "one, CLS's position, and only with cls_token given (registers carry no position)"
+        )
+    return (h, w), prefix
+
+
+def _is_square(n: int) -> bool:
+    return n >= 1 and math.isqrt(n) ** 2 == n
+
+
+def check_images(shape: tuple, dtype_name: str, patch_size, channels, in_channels, layer_dtype):
+    """Images for a patch embedding: their (h, w) grid of patches."""
+    grid = check_patches(shape, patch_size, channels)
+    c = shape[1] if channels == "first" else shape[3]
+    if c != in_channels:
+        axis = "1 (channels first)" if channels == "first" else "3 (channels last)"
+        raise ValueError(
+            f"images have {c} channels on axis {axis} but the projection takes {in_channels}: "
+            "pass channels='last' for (B, H, W, C) images"
+        )
+    if dtype_name != layer_dtype.name:
+        raise ValueError(
+            f"images are {dtype_name} but the layer is {layer_dtype.name}: cast them to "
+            f"{layer_dtype.name} first (the projection takes one dtype)"
+        )
+    return grid
+
+
+def grid_mismatch(image_grid: tuple, table_grid: tuple, patch_size: int) -> ValueError:
+    """The error for images whose grid of patches is not the position table's."""
+    (h, w), (th, tw) = image_grid, table_grid
+    return ValueError(
+        f"images make a {h}x{w} grid of {patch_size}-pixel patches but the position table holds "
+        f"{th}x{tw}: pass resize=<kernel> (backends.resize.KERNELS) to resize the table, or "
+        f"images of {th * patch_size}x{tw * patch_size} pixels"
+    )
+
+
+
 # --- 2-D rotary positions (backends.rope2d) ---------------------------------------------------
 
 # Each field of a rope2d.Rope2D and the values it takes (rope2d.SLOT_RULES names the slot rules).
