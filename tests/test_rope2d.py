@@ -1,0 +1,313 @@
+"""2-D rotary positions (backends.rope2d): the id builders bit-identical on every backend and equal
+to Hugging Face's; apply_rope2d within the derived bound of the float64 reference on every
+backend and dtype, the bound with teeth; Hugging Face's own vision rotary modules within it;
+Pixtral's two forms equal once q and k are permuted as the conversion permutes them."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers import vision_utils
+from transformers.models.llama4 import modeling_llama4
+from transformers.models.llama4.configuration_llama4 import Llama4VisionConfig
+from transformers.models.pixtral import modeling_pixtral
+from transformers.models.pixtral.configuration_pixtral import PixtralVisionConfig
+from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl
+from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig
+
+import backends
+from backends import rope2d
+
+SPECS = rope2d.SPECS
+HEAD_DIM = 16  # Flux's sections fix its head at 128
+LOW = ("float32", "float16", "bfloat16")
+
+
+def head_dim(name: str) -> int:
+    return sum(SPECS[name].sections) if SPECS[name].sections else HEAD_DIM
+
+
+def tokens(name: str, grid) -> np.ndarray:
+    """The positions a model's tower gives a grid: its CLS (-1, -1) where it has one, last for
+    Llama 4 (it appends CLS), first for DINOv3 and EVA-02."""
+    prefix = int(SPECS[name].prefix != "none")
+    return rope2d.raster_ids(grid, prefix=prefix, prefix_last=name == "llama-4")
+
+
+def vectors(n: int, dim: int, dtype="float64", seed=0) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((2, n, dim))  # (heads, N, head_dim)
+    return x.astype(backends.DTYPES[dtype])
+
+
+def worst(y, reference, bound) -> tuple[float, float]:
+    """(max |y - reference|, max |y - reference| / bound) over the elements: 0 / 0 is 0, a
+    difference where the bound is 0 (a prefix token, returned as it is) infinitely far."""
+    diff = np.abs(np.asarray(y, dtype=np.float64) - reference)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(diff == 0, 0.0, diff / bound)
+    return float(diff.max()), float(ratio.max())
+
+
+# --- the id builders ------------------------------------------------------------------------
+
+
+@settings(max_examples=10, deadline=None)  # each new grid compiles JAX's builders: 0.3 s
+@given(
+    blocks=st.tuples(st.integers(1, 5), st.integers(1, 5)),
+    merge=st.sampled_from([1, 2]),
+    window=st.integers(1, 3),
+    prefix=st.integers(0, 5),
+    prefix_last=st.booleans(),
+)
+def test_the_id_builders_are_bit_identical_on_every_backend(
+    blocks, merge, window, prefix, prefix_last
+):
+    grid = (blocks[0] * merge, blocks[1] * merge)  # non-square both ways as hypothesis draws
+    calls = {
+        "raster": {"prefix": prefix, "prefix_last": prefix_last},
+        "merge": {"merge": merge},
+        "window": {"merge": merge, "window": window},
+        "flat": {"max_width": grid[1] + prefix},
+    }
+    for builder, options in calls.items():
+        expected = rope2d.ID_BUILDERS[builder](grid, **options)
+        for name in backends.names():
+            backend = backends.get(name)
+            got = backend.to_numpy(getattr(backend, f"{builder}_ids")(grid, **options))
+            np.testing.assert_array_equal(got, expected, err_msg=f"{builder} on {name}")
+
+
+@pytest.mark.parametrize("grid", [(8, 12), (12, 8), (4, 4), (6, 10)])
+def test_the_merge_and_window_orders_are_qwen2_5_vl_s_own(grid):
+    """Hugging Face's get_vision_position_ids, and its window index applied to them as the
+    tower applies it to the patches and to cos/sin (permute_input_for_window_attn)."""
+    grid_thw = torch.tensor([[1, *grid]])
+    ids = vision_utils.get_vision_position_ids(grid_thw, 2)
+    np.testing.assert_array_equal(rope2d.merge_ids(grid, merge=2), ids.numpy())
+    index, _ = vision_utils.get_vision_window_index(
+        grid_thw, spatial_merge_size=2, window_size=56, patch_size=14  # 2 merged units a side
+    )
+    in_windows = ids.reshape(-1, 4, 2)[index].reshape(-1, 2)
+    np.testing.assert_array_equal(rope2d.window_ids(grid, merge=2, window=2), in_windows.numpy())
+    assert not np.array_equal(rope2d.merge_ids(grid), rope2d.raster_ids(grid)) or grid[1] == 2
+
+
+def test_pixtral_s_flat_ids_are_its_raster_ids():
+    grid, max_width = (3, 5), 7
+    flat = rope2d.flat_ids(grid, max_width=max_width)
+    np.testing.assert_array_equal(np.stack(np.divmod(flat, max_width), -1), rope2d.raster_ids(grid))
+
+
+# --- apply_rope2d against the float64 reference ------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_every_spec_is_within_its_bound_on_every_backend_in_float32(backend, name):
+    grid = (3, 5)
+    positions = tokens(name, grid)
+    x = vectors(len(positions), head_dim(name), "float32")
+    reference = rope2d.apply_rope2d(x, positions, spec=SPECS[name], grid=grid)
+    bound = rope2d.bound(x, positions, spec=SPECS[name], grid=grid)
+    got = backend.to_numpy(backend.apply_rope2d(x, positions, spec=SPECS[name], grid=grid))
+    assert got.dtype == x.dtype
+    assert worst(got, reference, bound)[1] <= 1
+
+
+@pytest.mark.parametrize("dtype", ("float64", *LOW))
+@pytest.mark.parametrize("name", ["pixtral", "llama-4", "dinov3"])  # half, complex, normalized
+def test_each_layout_and_coordinate_rule_is_within_its_bound_in_every_dtype(backend, name, dtype):
+    grid = (5, 3)
+    positions = tokens(name, grid)
+    x = vectors(len(positions), head_dim(name), dtype, seed=1)
+    reference = rope2d.apply_rope2d(x, positions, spec=SPECS[name], grid=grid)
+    bound = rope2d.bound(x, positions, spec=SPECS[name], grid=grid)
+    got = backend.to_numpy(backend.apply_rope2d(x, positions, spec=SPECS[name], grid=grid))
+    assert worst(got, reference, bound)[1] <= 1
+
+
+def _swap(value, one, other):
+    return other if value == one else one
+
+
+MISTAKES = {  # name: (the model, what a port gets wrong: its spec, its positions)
+    "slots swapped": ("pixtral", lambda s: dataclasses.replace(s, slots="blocks"), None),
+    "layout swapped": (
+        "qwen2.5-vl",
+        lambda s: dataclasses.replace(s, layout=_swap(s.layout, "half", "interleaved")),
+        None,
+    ),
+    "y-first for x-first": ("llama-4", lambda s: dataclasses.replace(s, first="h"), None),
+    "0-based for 1-based": (
+        "llama-4",
+        lambda s: dataclasses.replace(s, coordinates="0-based"),
+        None,
+    ),
+    "CLS rotated": ("llama-4", None, lambda p: np.where(p < 0, 0, p)),
+    "raster for merge order": ("qwen2.5-vl", None, lambda p: rope2d.merge_ids((4, 6))),
+}
+
+
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_the_bound_has_teeth(mistake, dtype):
+    """Each mistake ports make, computed by the torch backend, is far outside the right rule's
+    bound: the bound tells right from wrong in every dtype."""
+    name, wrong_spec, wrong_positions = MISTAKES[mistake]
+    grid = (4, 6)
+    spec, positions = SPECS[name], tokens(name, grid)
+    x = vectors(len(positions), head_dim(name), dtype, seed=2)
+    reference = rope2d.apply_rope2d(x, positions, spec=spec, grid=grid)
+    bound = rope2d.bound(x, positions, spec=spec, grid=grid)
+    torch_backend = backends.get("torch")
+    wrong = torch_backend.apply_rope2d(
+        x,
+        positions if wrong_positions is None else wrong_positions(positions),
+        spec=spec if wrong_spec is None else wrong_spec(spec),
+        grid=grid,
+    )
+    assert worst(torch_backend.to_numpy(wrong), reference, bound)[1] > 4  # measured: 19 to 10**4
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    name=st.sampled_from(["pixtral", "qwen2.5-vl", "llama-4", "moonvit", "eva-02", "flux"]),
+    q_at=st.tuples(st.integers(0, 40), st.integers(0, 40)),
+    k_at=st.tuples(st.integers(0, 40), st.integers(0, 40)),
+    shift=st.tuples(st.integers(0, 40), st.integers(0, 40)),
+)
+def test_q_dot_k_depends_only_on_the_offset_for_integer_coordinates(name, q_at, k_at, shift):
+    spec, dim = SPECS[name], head_dim(name)
+    q, k = vectors(1, dim, seed=3)[:, 0]
+    at = np.array([q_at, k_at])
+    moved = at + shift
+    dots = []
+    for positions in (at, moved):
+        turned = rope2d.apply_rope2d(np.stack([q, k]), positions, spec=spec)
+        bound = rope2d.bound(np.stack([q, k]), positions, spec=spec)
+        # |q'.k' - exact| <= |q'|.b_k + |k'|.b_q + the dot's own rounding, dim eps sum|q' k'|
+        slack = np.abs(turned[0]) @ bound[1] + np.abs(turned[1]) @ bound[0]
+        slack += dim * np.finfo(np.float64).eps * np.abs(turned[0]) @ np.abs(turned[1])
+        dots.append((turned[0] @ turned[1], slack))
+    (first, slack_1), (second, slack_2) = dots
+    assert abs(first - second) <= slack_1 + slack_2
+
+
+# --- Hugging Face's own modules ----------------------------------------------------------------
+
+
+def test_pixtral_s_rotary_module_is_the_spec():
+    config = PixtralVisionConfig(hidden_size=64, num_attention_heads=4, head_dim=HEAD_DIM)
+    grid = (4, 6)
+    positions = rope2d.raster_ids(grid)
+    x = vectors(len(positions), HEAD_DIM, "float32", seed=4)
+    hf = torch.from_numpy(x)
+    cos, sin = modeling_pixtral.PixtralVisionRotaryEmbedding(config)(hf, torch.from_numpy(positions))
+    q, _ = modeling_pixtral.apply_rotary_pos_emb(hf, hf, cos, sin, unsqueeze_dim=0)
+    reference = rope2d.apply_rope2d(x, positions, spec=SPECS["pixtral"])
+    assert worst(q.numpy(), reference, rope2d.bound(x, positions, spec=SPECS["pixtral"]))[1] <= 1
+
+
+def test_qwen2_5_vl_s_rotary_module_is_the_spec_in_its_window_order():
+    config = Qwen2_5_VLVisionConfig(hidden_size=64, num_heads=4, depth=1)
+    grid = (8, 12)
+    grid_thw = torch.tensor([[1, *grid]])
+    ids = vision_utils.get_vision_position_ids(grid_thw, 2)
+    index, _ = vision_utils.get_vision_window_index(
+        grid_thw, spatial_merge_size=2, window_size=56, patch_size=14
+    )
+    positions = rope2d.window_ids(grid, merge=2, window=2)
+    x = vectors(len(positions), HEAD_DIM, "float32", seed=5)[0]  # (N, head_dim), one head
+    rotary = modeling_qwen2_5_vl.Qwen2_5_VLVisionRotaryEmbedding(config)
+    cos, sin = rotary(torch.from_numpy(x), ids)
+    cos, sin = (f.reshape(-1, 4, HEAD_DIM)[index].reshape(-1, HEAD_DIM) for f in (cos, sin))
+    hf = torch.from_numpy(x)[:, None]  # (N, heads, head_dim) as the attention holds q
+    q, _ = modeling_qwen2_5_vl.apply_rotary_pos_emb_vision(hf, hf, cos, sin)
+    reference = rope2d.apply_rope2d(x, positions, spec=SPECS["qwen2.5-vl"])
+    bound = rope2d.bound(x, positions, spec=SPECS["qwen2.5-vl"])
+    assert worst(q[:, 0].numpy(), reference, bound)[1] <= 1
+
+
+def test_llama_4_s_rotary_module_is_the_spec_with_its_cls_last():
+    config = Llama4VisionConfig(hidden_size=64, num_attention_heads=4, image_size=56, patch_size=14)
+    positions = rope2d.raster_ids((4, 4), prefix=1, prefix_last=True)
+    x = vectors(len(positions), HEAD_DIM, "float32", seed=6)
+    hf = torch.from_numpy(x).transpose(0, 1)[None]  # (1, N, heads, head_dim) as the tower holds q
+    freqs_ci = modeling_llama4.Llama4VisionRotaryEmbedding(config)(hf)
+    q, _ = modeling_llama4.vision_apply_rotary_emb(hf, hf, freqs_ci)
+    got = q[0].transpose(0, 1).numpy()
+    reference = rope2d.apply_rope2d(x, positions, spec=SPECS["llama-4"])
+    assert worst(got, reference, rope2d.bound(x, positions, spec=SPECS["llama-4"]))[1] <= 1
+    np.testing.assert_array_equal(got[:, -1], x[:, -1])  # the CLS comes back as it was
+
+
+def mistral_freqs_cis_2d(dim: int, height: int, width: int, theta: float) -> torch.Tensor:
+    """Mistral's precompute_freqs_cis_2d as vLLM's model_executor/models/pixtral.py carries it."""
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim))
+    h = torch.arange(height, device=freqs.device)
+    w = torch.arange(width, device=freqs.device)
+    freqs_h = torch.outer(h, freqs[::2]).float()
+    freqs_w = torch.outer(w, freqs[1::2]).float()
+    freqs_2d = torch.cat(
+        [freqs_h[:, None, :].repeat(1, width, 1), freqs_w[None, :, :].repeat(height, 1, 1)],
+        dim=-1,
+    )
+    return torch.polar(torch.ones_like(freqs_2d), freqs_2d)
+
+
+def mistral_rotate(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
+    """vLLM's apply_rotary_emb_vit for one tensor: complex pairs (2i, 2i+1), float32, type_as."""
+    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(pairs * freqs_cis).flatten(-2).type_as(x)
+
+
+@pytest.mark.parametrize("grid", [(4, 6), (6, 4)])
+def test_pixtral_s_two_forms_agree_once_q_is_permuted_as_the_conversion_permutes_it(grid):
+    """Mistral's checkpoint rotates complex pairs; transformers' conversion permutes each head's
+    q and k rows (backends.rope_permutation) so that its half layout turns the same pairs."""
+    config = PixtralVisionConfig(hidden_size=64, num_attention_heads=4, head_dim=HEAD_DIM)
+    positions = rope2d.raster_ids(grid)
+    x = vectors(len(positions), HEAD_DIM, "float32", seed=7)
+    freqs_cis = mistral_freqs_cis_2d(HEAD_DIM, *grid, 10000.0)[positions[:, 0], positions[:, 1]]
+    mistral = mistral_rotate(torch.from_numpy(x), freqs_cis).numpy()
+    perm = backends.rope_permutation(HEAD_DIM)
+    rotary = modeling_pixtral.PixtralVisionRotaryEmbedding(config)
+
+    def hf(q):
+        cos, sin = rotary(torch.from_numpy(q), torch.from_numpy(positions))
+        q = torch.from_numpy(q)
+        return modeling_pixtral.apply_rotary_pos_emb(q, q, cos, sin, unsqueeze_dim=0)[0].numpy()
+
+    complex_spec = dataclasses.replace(SPECS["pixtral"], layout="interleaved")
+    bound = rope2d.bound(x, positions, spec=complex_spec)
+    assert worst(mistral, rope2d.apply_rope2d(x, positions, spec=complex_spec), bound)[1] <= 1
+    # HF's and Mistral's each within the bound of the reference: within twice it of each other
+    assert worst(hf(x[..., perm]), mistral[..., perm], 2 * bound[..., perm])[1] <= 1
+    assert worst(hf(x), mistral, 2 * bound)[1] > 100  # unpermuted: measured 10**5 and more
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "dim, positions, spec, message",
+    [
+        (16, np.zeros((6, 3), int), "pixtral", r"positions must be \(N, 2\) = \(6, 2\)"),
+        (18, np.zeros((6, 2), int), "pixtral", "head_dim 18 must be a positive multiple of 4"),
+        (64, np.zeros((6, 2), int), "flux", r"sections \[16, 56, 56\] add up to 128 dims"),
+        (16, np.full((6, 2), -1), "pixtral", "prefix token's \\(-1, -1\\) but the spec's"),
+        (16, np.zeros((6, 2), int), "dinov3", "pass grid=\\(h, w\\)"),
+    ],
+)
+def test_bad_input_is_refused_the_same_way_on_every_backend(dim, positions, spec, message):
+    x = vectors(6, dim, "float32")
+    for name in backends.names():
+        with pytest.raises(ValueError, match=message):
+            backends.get(name).apply_rope2d(x, positions, spec=SPECS[spec])
+
+
+def test_an_unknown_slot_rule_is_refused_naming_the_rules():
+    with pytest.raises(ValueError, match="unknown Rope2D slots 'diagonal': valid ones are blocks"):
+        rope2d.Rope2D("diagonal")
