@@ -1008,6 +1008,147 @@ def _patchify(images, h: int, w: int, p: int, channels: str) -> jax.Array:
     return x.reshape(b, h * w, c * p * p)
 
 
+# --- 2-D positions: resize (vision towers) -------------------------------------------------
+
+
+def resize_positions(
+    table,
+    old_grid,
+    new_grid,
+    *,
+    kernel: str,
+    prefix_tokens: int = 0,
+    scale_factor=None,
+    compute_dtype=None,
+    path: str = "native",
+) -> jax.Array:
+    """A learned (prefix + h*w, dim) table resized to new_grid (H, W): (prefix + H*W, dim).
+
+    path "host": ``resize.resize_table``'s bits. "native": ``jax.image.scale_and_translate``
+    under ``jax.jit`` with the kernel's method and antialias ("cubic-pytorch" for torch's
+    bicubic; corners aligned as its docstring says, scale (H - 1)/(h - 1) and translation
+    0.5 * (1 - scale)), in the computation dtype (``compute_dtype``, or the table's) and cast
+    back. "taps": host indices and float32 weights summed tap by tap by ``tap_resize``, eagerly
+    (each op on its own), bit-identical to NumPy's and torch's; ``jax.jit(tap_resize)`` lets XLA
+    contract each multiply-add into an FMA (one rounding instead of two), which differs in the
+    last bits, within ``resize.tolerance``.
+    """
+    validation.choice(path, resize.PATHS, "resize path")
+    table = to_numpy(table) if isinstance(table, jax.Array) else table
+    options = {"kernel": kernel, "prefix_tokens": prefix_tokens, "scale_factor": scale_factor,
+               "compute_dtype": compute_dtype}  # fmt: skip
+    if path == "host":
+        return _to_device(resize.resize_table(table, old_grid, new_grid, **options))
+    if path == "taps":
+        plan = resize.taps(table, old_grid, new_grid, **options)
+        with _precision(plan.accumulate):
+            grid = jnp.asarray(plan.table[plan.prefix :].astype(plan.compute))
+            grid = grid.astype(plan.accumulate).reshape(*plan.old, -1)  # (h, w, dim)
+            resized = tap_resize(grid, plan.rows, plan.columns).reshape(-1, grid.shape[-1])
+            resized = resized.astype(plan.compute).astype(plan.table.dtype)
+            return jnp.concatenate([jnp.asarray(plan.table[: plan.prefix]), resized])
+    table, old, new, prefix, factors = resize.check_table(
+        table, old_grid, new_grid, kernel=kernel, prefix_tokens=prefix_tokens,
+        scale_factor=scale_factor,
+    )  # fmt: skip
+    rule = resize.KERNELS[kernel]
+    if rule.jax is None:
+        raise validation.no_framework_form(kernel, "JAX", "(no scale_and_translate method)")
+    compute = resize.computation_dtype(table.dtype, compute_dtype)
+    with _precision(compute):
+        grid = jnp.asarray(table[prefix:].astype(compute)).reshape(*old, -1)  # (h, w, dim)
+        if factors[0] is None and rule.scale_factor:  # a size, half-pixel centres
+            resized = _resize(grid, shape=new, **rule.jax)  # (H, W, dim)
+        else:
+            corners = rule.offset is None  # the other rule without a scale factor
+            scale, translation = zip(*(
+                _corner_scale(n_in, n_out) if corners else (factor, 0.0)
+                for n_in, n_out, factor in zip(old, new, factors)
+            ))  # fmt: skip
+            resized = _scale_and_translate(
+                grid, jnp.asarray(scale), jnp.asarray(translation), shape=new, **rule.jax
+            )  # (H, W, dim)
+        resized = resized.reshape(new[0] * new[1], -1).astype(table.dtype)
+        return jnp.concatenate([jnp.asarray(table[:prefix]), resized])
+
+
+def _corner_scale(n_in: int, n_out: int) -> tuple[float, float]:
+    """scale_and_translate's (scale, translation) sampling output i at i * (n_in - 1)/(n_out - 1)
+    (its docstring's emulation of align_corners; one input or one output: any sample hits)."""
+    if n_in == 1 or n_out == 1:
+        return (1.0, 0.0) if n_out == 1 else (float(n_out), 0.0)
+    scale = (n_out - 1) / (n_in - 1)
+    return scale, 0.5 * (1 - scale)
+
+
+@partial(jax.jit, static_argnames=("shape", "method", "antialias"))
+def _resize(grid, *, shape, method, antialias) -> jax.Array:
+    """(h, w, dim) -> (*shape, dim) by ``jax.image.resize`` (its scale n_out/n_in a Python float,
+    inverted in float64: ``scale_and_translate`` would take it as a float32 array, and its
+    inverse's last bit moves every sample)."""
+    return jax.image.resize(grid, (*shape, grid.shape[-1]), method, antialias=antialias)
+
+
+@partial(jax.jit, static_argnames=("shape", "method", "antialias"))
+def _scale_and_translate(grid, scale, translation, *, shape, method, antialias) -> jax.Array:
+    """(h, w, dim) -> (*shape, dim) by JAX's own resize."""
+    return jax.image.scale_and_translate(
+        grid, (*shape, grid.shape[-1]), (0, 1), scale, translation, method=method,
+        antialias=antialias,
+    )  # fmt: skip
+
+
+def tap_resize(grid, rows, columns) -> jax.Array:
+    """(h, w, dim) -> (H, W, dim): rows = (indices (H, T), weights (H, T)) from the host, then
+    columns likewise; each output the sum over t of weight * input, one product and one sum at
+    a time in the order of t. Pure: call it eagerly for NumPy's bits, or under ``jax.jit``."""
+    for axis, (indices, weights) in enumerate((rows, columns)):
+        shape = [1, 1, 1]
+        shape[axis] = len(indices)
+        out = weights[:, 0].reshape(shape) * jnp.take(grid, indices[:, 0], axis=axis)
+        for tap in range(1, indices.shape[1]):
+            out = out + weights[:, tap].reshape(shape) * jnp.take(grid, indices[:, tap], axis=axis)
+        grid = out
+    return grid
+
+
+def naflex_positions(table, old_grid, spatial_shapes, max_patches: int, *, path: str = "native"):
+    """SigLIP2 NaFlex: the (h*w, dim) table resized per image to spatial_shapes[b] = (h, w),
+    the antialiased bilinear kernel, padded to (B, max_patches, dim) with each image's (0, 0)
+    row. path "host": ``resize.naflex_positions``'s bits; "native": big_vision's
+    ``_pos_emb_resize`` (``proj/image_text/naflex_vit.py``): each image's resize by
+    ``scale_and_translate`` onto a square canvas of the longest side, read at its patches'
+    (row, column), under ``jax.jit``, in float32 (Hugging Face's computation dtype)."""
+    validation.choice(path, ("host", "native"), "NaFlex path")
+    table = to_numpy(table) if isinstance(table, jax.Array) else table
+    if path == "host":
+        return _to_device(resize.naflex_positions(table, old_grid, spatial_shapes, max_patches))
+    table, old, shapes, max_patches = resize.check_naflex(
+        table, old_grid, spatial_shapes, max_patches
+    )
+    positions = np.arange(max_patches)
+    real = positions < shapes.prod(-1, keepdims=True)  # (B, P): padding reads position (0, 0)
+    rows = np.where(real, positions // shapes[:, 1:], 0).astype(np.int32)
+    columns = np.where(real, positions % shapes[:, 1:], 0).astype(np.int32)
+    grid = table.astype(np.float32).reshape(*old, -1)  # (h, w, dim)
+    resized = _naflex(
+        grid, shapes.astype(np.float32), rows, columns, canvas=int(shapes.max())
+    )  # (B, P, dim)
+    return resized.astype(table.dtype)
+
+
+@partial(jax.jit, static_argnames="canvas")
+def _naflex(grid, sizes, rows, columns, *, canvas: int) -> jax.Array:
+    def one_image(size, rows, columns):
+        scale = size / jnp.asarray(grid.shape[:2], jnp.float32)
+        resized = jax.image.scale_and_translate(
+            grid, (canvas, canvas, grid.shape[-1]), (0, 1), scale, jnp.zeros(2), method="linear"
+        )  # (canvas, canvas, dim), antialiased by default
+        return resized[rows, columns]  # (P, dim)
+
+    return jax.vmap(one_image)(sizes, rows, columns)
+
+
 # --- 2-D positions: rope2d (vision towers) ------------------------------------------------
 
 

@@ -532,6 +532,79 @@ def patchify(images, patch_size: int, *, channels: str = "first") -> np.ndarray:
     return grid_module.patchify(images, patch_size, channels=channels)  # the reference itself
 
 
+# --- 2-D positions: resize (vision towers) -------------------------------------------------
+
+
+def resize_positions(
+    table,
+    old_grid,
+    new_grid,
+    *,
+    kernel: str,
+    prefix_tokens: int = 0,
+    scale_factor=None,
+    compute_dtype=None,
+    path: str = "native",
+) -> np.ndarray:
+    """A learned (prefix + h*w, dim) table resized to new_grid (H, W): (prefix + H*W, dim).
+
+    path "host": ``resize.resize_table``'s bits. "native" and "taps": the tap form, NumPy
+    having no resize op of its own: host indices and float32 weights, summed tap by tap,
+    rows then columns, bit-identical to torch's and eager JAX's taps.
+    """
+    validation.choice(path, resize.PATHS, "resize path")
+    options = {"kernel": kernel, "prefix_tokens": prefix_tokens, "scale_factor": scale_factor,
+               "compute_dtype": compute_dtype}  # fmt: skip
+    if path == "host":
+        return resize.resize_table(table, old_grid, new_grid, **options)
+    plan = resize.taps(table, old_grid, new_grid, **options)
+    grid = plan.table[plan.prefix :].astype(plan.compute).astype(plan.accumulate)
+    grid = grid.reshape(*plan.old, -1)  # (h, w, dim)
+    grid = _taps_along(grid, *plan.rows, axis=0)  # (H, w, dim)
+    grid = _taps_along(grid, *plan.columns, axis=1)  # (H, W, dim)
+    resized = grid.reshape(-1, grid.shape[-1]).astype(plan.compute).astype(plan.table.dtype)
+    return np.concatenate([plan.table[: plan.prefix], resized])
+
+
+def _taps_along(grid, indices, weights, *, axis: int) -> np.ndarray:
+    """out[..., i, ...] = sum over t of weights[i, t] * grid[..., indices[i, t], ...], along
+    ``axis``, one product and one sum at a time in the order of t."""
+    shape = [1, 1, 1]
+    shape[axis] = len(indices)
+    out = weights[:, 0].reshape(shape) * np.take(grid, indices[:, 0], axis=axis)
+    for tap in range(1, indices.shape[1]):
+        out += weights[:, tap].reshape(shape) * np.take(grid, indices[:, tap], axis=axis)
+    return out
+
+
+def naflex_positions(table, old_grid, spatial_shapes, max_patches: int, *, path: str = "native"):
+    """SigLIP2 NaFlex: the (h*w, dim) table resized per image to spatial_shapes[b] = (h, w),
+    the antialiased bilinear kernel, padded to (B, max_patches, dim) with each image's
+    (0, 0) row. path "host": ``resize.naflex_positions``'s bits; "native": Hugging Face's
+    float32 weights (``Siglip2VisionEmbeddings.resize_positional_embeddings``) times the table."""
+    validation.choice(path, ("host", "native"), "NaFlex path")
+    if path == "host":
+        return resize.naflex_positions(table, old_grid, spatial_shapes, max_patches)
+    table, old, shapes, max_patches = resize.check_naflex(
+        table, old_grid, spatial_shapes, max_patches
+    )
+    sizes = shapes.astype(np.float32)[:, None]  # (B, 1, 2)
+    positions = np.arange(max_patches, dtype=np.float32)[None, :, None]  # (1, P, 1)
+    rows = np.floor(positions / sizes[..., 1:])
+    index = np.concatenate([rows, positions - rows * sizes[..., 1:]], axis=-1)  # (B, P, 2)
+    index *= positions < sizes.prod(-1, keepdims=True)  # padding: position (0, 0)
+    scale = np.asarray(old, np.float32) / sizes  # (B, 1, 2)
+    support = np.maximum(scale, np.float32(1))
+    center = (index + np.float32(0.5)) * scale - np.float32(0.5)
+    weights = []
+    for axis, side in enumerate(old):
+        distance = np.abs(np.arange(side, dtype=np.float32) - center[..., axis, None])
+        axis_weights = np.maximum(1 - distance / support[..., axis, None], np.float32(0))
+        weights.append(axis_weights / axis_weights.sum(-1, keepdims=True))  # (B, P, side)
+    weights = (weights[0][..., :, None] * weights[1][..., None, :]).reshape(*index.shape[:2], -1)
+    return (weights @ table.astype(np.float32)).astype(table.dtype)  # (B, P, dim)
+
+
 # --- 2-D positions: rope2d (vision towers) ------------------------------------------------
 
 

@@ -914,6 +914,118 @@ def patchify(images: torch.Tensor, patch_size: int, *, channels: str = "first") 
     return x.reshape(b, h * w, c * p * p)
 
 
+# --- 2-D positions: resize (vision towers) -------------------------------------------------
+
+
+def resize_positions(
+    table,
+    old_grid,
+    new_grid,
+    *,
+    kernel: str,
+    prefix_tokens: int = 0,
+    scale_factor=None,
+    compute_dtype=None,
+    path: str = "native",
+) -> torch.Tensor:
+    """A learned (prefix + h*w, dim) table resized to new_grid (H, W): (prefix + H*W, dim).
+
+    path "host": ``resize.resize_table``'s bits. "native": ``F.interpolate`` with the kernel's
+    mode, antialias and align_corners, and size= (or the scale factor DINOv2's rule or the
+    caller gives), in the computation dtype (``compute_dtype``, or the table's) and cast back.
+    "taps": host indices and float32 weights summed tap by tap, bit-identical to NumPy's.
+    """
+    validation.choice(path, resize.PATHS, "resize path")
+    table = to_numpy(table) if isinstance(table, torch.Tensor) else table
+    options = {"kernel": kernel, "prefix_tokens": prefix_tokens, "scale_factor": scale_factor,
+               "compute_dtype": compute_dtype}  # fmt: skip
+    if path == "host":
+        return _as_tensor(resize.resize_table(table, old_grid, new_grid, **options))
+    if path == "taps":
+        return _tap_resize(resize.taps(table, old_grid, new_grid, **options))
+    table, old, new, prefix, factors = resize.check_table(
+        table, old_grid, new_grid, kernel=kernel, prefix_tokens=prefix_tokens,
+        scale_factor=scale_factor,
+    )  # fmt: skip
+    rule = resize.KERNELS[kernel]
+    compute = resize.computation_dtype(table.dtype, compute_dtype)
+    if rule.torch is None:
+        raise validation.no_framework_form(
+            kernel, "torch", "(F.interpolate's a = -0.5 comes only with antialias, which widens "
+            "the kernel when downsampling)",
+        )  # fmt: skip
+    if rule.torch["antialias"] and compute.itemsize == 2:
+        raise validation.no_framework_form(
+            kernel, "torch", f"in {compute} (ATen's antialiased resize has no 16-bit CPU kernel)",
+            "compute_dtype='float32' (as timm and DINOv2 resize), ",
+        )  # fmt: skip
+    if rule.torch["antialias"] and new[1] == 1 and new[0] != old[0]:
+        raise validation.no_framework_form(
+            kernel, "torch", "to one column (torch 2.13's antialiased resize gives every row of "
+            "an (H, 1) output the first row's value, unless H is the input's height)",
+        )  # fmt: skip
+    table = _as_tensor(table)
+    grid = table[prefix:].to(_torch_dtype(compute)).reshape(*old, -1).permute(2, 0, 1)
+    size = {"size": new} if factors[0] is None else {"scale_factor": factors}
+    resized = nn.functional.interpolate(grid[None], **rule.torch, **size)[0]  # (dim, H, W)
+    resized = resized.permute(1, 2, 0).reshape(new[0] * new[1], -1).to(table.dtype)
+    return torch.cat([table[:prefix], resized])
+
+
+def _tap_resize(plan) -> torch.Tensor:
+    table = _as_tensor(plan.table)
+    grid = table[plan.prefix :].to(_torch_dtype(plan.compute)).to(_torch_dtype(plan.accumulate))
+    grid = grid.reshape(*plan.old, -1)  # (h, w, dim)
+    grid = _taps_along(grid, *plan.rows, dim=0)  # (H, w, dim)
+    grid = _taps_along(grid, *plan.columns, dim=1)  # (H, W, dim)
+    resized = grid.reshape(-1, grid.shape[-1]).to(_torch_dtype(plan.compute)).to(table.dtype)
+    return torch.cat([table[: plan.prefix], resized])
+
+
+def _taps_along(grid, indices, weights, *, dim: int) -> torch.Tensor:
+    """out[..., i, ...] = sum over t of weights[i, t] * grid[..., indices[i, t], ...], along
+    ``dim``, one product and one sum at a time in the order of t (NumPy's order)."""
+    shape = [1, 1, 1]
+    shape[dim] = len(indices)
+    indices, weights = torch.from_numpy(indices), torch.from_numpy(weights)
+    out = weights[:, 0].reshape(shape) * grid.index_select(dim, indices[:, 0])
+    for tap in range(1, indices.shape[1]):
+        out = out + weights[:, tap].reshape(shape) * grid.index_select(dim, indices[:, tap])
+    return out
+
+
+def naflex_positions(table, old_grid, spatial_shapes, max_patches: int, *, path: str = "native"):
+    """SigLIP2 NaFlex: the (h*w, dim) table resized per image to spatial_shapes[b] = (h, w),
+    the antialiased bilinear kernel, padded to (B, max_patches, dim) with each image's (0, 0)
+    row. path "host": ``resize.naflex_positions``'s bits; "native": Hugging Face's own
+    computation (``Siglip2VisionEmbeddings.resize_positional_embeddings``, transformers 5.24),
+    its float32 weights along each axis, their outer product times the table."""
+    validation.choice(path, ("host", "native"), "NaFlex path")
+    table = to_numpy(table) if isinstance(table, torch.Tensor) else table
+    if path == "host":
+        return _as_tensor(resize.naflex_positions(table, old_grid, spatial_shapes, max_patches))
+    table, old, shapes, max_patches = resize.check_naflex(
+        table, old_grid, spatial_shapes, max_patches
+    )
+    sizes = torch.from_numpy(shapes).float()[:, None]  # (B, 1, 2)
+    positions = torch.arange(max_patches, dtype=torch.float32)[None, :, None]  # (1, P, 1)
+    rows = torch.div(positions, sizes[..., 1:], rounding_mode="floor")
+    index = torch.cat([rows, positions - rows * sizes[..., 1:]], dim=-1)  # (B, P, 2)
+    index = index * (positions < sizes.prod(-1, keepdim=True))  # padding: position (0, 0)
+    scale = torch.tensor(old, dtype=torch.float32) / sizes
+    support = scale.clamp(min=1)
+    center = (index + 0.5) * scale - 0.5
+    weights = []
+    for axis, side in enumerate(old):
+        source = torch.arange(side, dtype=torch.float32)
+        distance = (source - center[..., axis, None]).abs() / support[..., axis, None]
+        axis_weights = (1 - distance).clamp(min=0)
+        weights.append(axis_weights / axis_weights.sum(-1, keepdim=True))  # (B, P, side)
+    weights = (weights[0][..., :, None] * weights[1][..., None, :]).flatten(-2)
+    table = _as_tensor(table)
+    return (weights @ table.float()).to(table.dtype)  # (B, P, dim)
+
+
 # --- 2-D positions: rope2d (vision towers) ------------------------------------------------
 
 

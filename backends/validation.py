@@ -1412,9 +1412,9 @@ def check_scale_factor(scale_factor, old: tuple, new: tuple) -> tuple[float, flo
     return pair
 
 
-def no_framework_form(kernel: str, framework: str, why: str) -> ValueError:
-    """The error for a resize kernel the framework's own call cannot express."""
+def no_framework_form(kernel: str, framework: str, why: str, fix: str = "") -> ValueError:
+    """The error for a resize the framework's own call cannot make (``fix``: a first remedy)."""
     return ValueError(
-        f"kernel {kernel!r} has no {framework} form ({why}): pass path='taps' (its weights "
+        f"kernel {kernel!r} has no {framework} form {why}: pass {fix}path='taps' (its weights "
         "summed tap by tap, bit-identical on every backend) or path='host'"
     )
