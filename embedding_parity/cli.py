@@ -19,11 +19,11 @@ import signal
 import sys
 
 from embedding_parity import scratch
-from embedding_parity.jobs import check, demos, page, seed, shard, text, train
+from embedding_parity.jobs import check, demos, page, seed, shard, text, train, vision
 from embedding_parity.usage import UsageError
 
 # The job modules, in the order --help lists them; the first is the default.
-JOB_MODULES = (seed, text, demos, train, shard, page, check)
+JOB_MODULES = (seed, text, demos, train, shard, vision, page, check)
 JOBS = tuple(job.__name__.rsplit(".", 1)[1] for job in JOB_MODULES)
 
 

@@ -16,6 +16,8 @@ data, so tests and other jobs call it without a command line.
 - ``train``: command ``train``, the tiny model (``embedding_parity.training``) in lockstep.
 - ``extrapolate``: train short, test long (``train --extrapolate``).
 - ``shard``: command ``shard``, a table split across devices and processes.
+- ``vision``: command ``vision``, positions on a grid of patches: resized, sin-cos and 2-D
+  RoPE tables on every backend, and their pictures.
 - ``page``: command ``page``, everything the explorer page shows.
 - ``check``: command ``check``, anyone's implementation against a contract; the matrix.
 """
