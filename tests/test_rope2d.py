@@ -31,8 +31,11 @@ def head_dim(name: str) -> int:
 
 
 def tokens(name: str, grid) -> np.ndarray:
-    """The positions a model's tower gives a grid: its CLS (-1, -1) where it has one, last for
-    Llama 4 (it appends CLS), first for DINOv3 and EVA-02."""
+    """The positions a model's tower gives a grid: Qwen2-VL's in its merge-block order, a CLS
+    (-1, -1) where the model has one, last for Llama 4 (it appends CLS), first for DINOv3 and
+    EVA-02."""
+    if name == "qwen2-vl":
+        return rope2d.merge_ids(grid)
     prefix = int(SPECS[name].prefix != "none")
     return rope2d.raster_ids(grid, prefix=prefix, prefix_last=name == "llama-4")
 
@@ -54,8 +57,9 @@ def worst(y, reference, bound) -> tuple[float, float]:
 # --- the id builders ------------------------------------------------------------------------
 
 
-@settings(max_examples=10, deadline=None)  # each new grid compiles JAX's builders: 0.3 s
+@settings(max_examples=15, deadline=None)  # a new grid compiles JAX's builder: 0.1 s
 @given(
+    builder=st.sampled_from(sorted(rope2d.ID_BUILDERS)),
     blocks=st.tuples(st.integers(1, 5), st.integers(1, 5)),
     merge=st.sampled_from([1, 2]),
     window=st.integers(1, 3),
@@ -63,21 +67,20 @@ def worst(y, reference, bound) -> tuple[float, float]:
     prefix_last=st.booleans(),
 )
 def test_the_id_builders_are_bit_identical_on_every_backend(
-    blocks, merge, window, prefix, prefix_last
+    builder, blocks, merge, window, prefix, prefix_last
 ):
     grid = (blocks[0] * merge, blocks[1] * merge)  # non-square both ways as hypothesis draws
-    calls = {
+    options = {
         "raster": {"prefix": prefix, "prefix_last": prefix_last},
         "merge": {"merge": merge},
         "window": {"merge": merge, "window": window},
         "flat": {"max_width": grid[1] + prefix},
-    }
-    for builder, options in calls.items():
-        expected = rope2d.ID_BUILDERS[builder](grid, **options)
-        for name in backends.names():
-            backend = backends.get(name)
-            got = backend.to_numpy(getattr(backend, f"{builder}_ids")(grid, **options))
-            np.testing.assert_array_equal(got, expected, err_msg=f"{builder} on {name}")
+    }[builder]
+    expected = rope2d.ID_BUILDERS[builder](grid, **options)
+    for name in backends.names():
+        backend = backends.get(name)
+        got = backend.to_numpy(getattr(backend, f"{builder}_ids")(grid, **options))
+        np.testing.assert_array_equal(got, expected, err_msg=f"{builder} on {name}")
 
 
 @pytest.mark.parametrize("grid", [(8, 12), (12, 8), (4, 4), (6, 10)])
@@ -106,7 +109,7 @@ def test_pixtral_s_flat_ids_are_its_raster_ids():
 
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_every_spec_is_within_its_bound_on_every_backend_in_float32(backend, name):
-    grid = (3, 5)
+    grid = (4, 6)
     positions = tokens(name, grid)
     x = vectors(len(positions), head_dim(name), "float32")
     reference = rope2d.apply_rope2d(x, positions, spec=SPECS[name], grid=grid)
@@ -116,10 +119,10 @@ def test_every_spec_is_within_its_bound_on_every_backend_in_float32(backend, nam
     assert worst(got, reference, bound)[1] <= 1
 
 
-@pytest.mark.parametrize("dtype", ("float64", *LOW))
+@pytest.mark.parametrize("dtype", LOW)
 @pytest.mark.parametrize("name", ["pixtral", "llama-4", "dinov3"])  # half, complex, normalized
 def test_each_layout_and_coordinate_rule_is_within_its_bound_in_every_dtype(backend, name, dtype):
-    grid = (5, 3)
+    grid = (4, 6)  # float32's JAX programs compiled by the test above
     positions = tokens(name, grid)
     x = vectors(len(positions), head_dim(name), dtype, seed=1)
     reference = rope2d.apply_rope2d(x, positions, spec=SPECS[name], grid=grid)
@@ -146,7 +149,7 @@ MISTAKES = {  # name: (the model, what a port gets wrong: its spec, its position
         None,
     ),
     "CLS rotated": ("llama-4", None, lambda p: np.where(p < 0, 0, p)),
-    "raster for merge order": ("qwen2.5-vl", None, lambda p: rope2d.merge_ids((4, 6))),
+    "raster for merge order": ("qwen2-vl", None, lambda p: rope2d.raster_ids((4, 6))),
 }
 
 
@@ -168,7 +171,7 @@ def test_the_bound_has_teeth(mistake, dtype):
         spec=spec if wrong_spec is None else wrong_spec(spec),
         grid=grid,
     )
-    assert worst(torch_backend.to_numpy(wrong), reference, bound)[1] > 4  # measured: 19 to 10**4
+    assert worst(torch_backend.to_numpy(wrong), reference, bound)[1] > 4  # measured: 81 to 10**6
 
 
 @settings(max_examples=20, deadline=None)
