@@ -889,8 +889,12 @@ def patch_params(projection, position_table, bias=None, cls_token=None, register
     """The params pytree of ``embed_patches``: the projection as flax's ``nn.Conv`` kernel
     (p, p, C, D), from torch's (D, C, p, p); the others as given. Checked arrays only."""
     params = {"projection": _to_device(projection.transpose(2, 3, 1, 0))}  # (p, p, C, D)
-    given = {"position_table": position_table, "bias": bias, "cls_token": cls_token,
-             "registers": registers}
+    given = {
+        "position_table": position_table,
+        "bias": bias,
+        "cls_token": cls_token,
+        "registers": registers,
+    }
     params.update({name: _to_device(a) for name, a in given.items() if a is not None})
     return params
 
@@ -906,9 +910,13 @@ def embed_patches(params, images, positions, *, channels: str) -> jax.Array:
     kernel = params["projection"]  # (p, p, C, D)
     p, compute = kernel.shape[0], jnp.promote_types(kernel.dtype, jnp.float32)
     x = lax.conv_general_dilated(
-        images, kernel, (p, p), "VALID",
+        images,
+        kernel,
+        (p, p),
+        "VALID",
         dimension_numbers=("NCHW" if channels == "first" else "NHWC", "HWIO", "NHWC"),
-        precision=lax.Precision.HIGHEST, preferred_element_type=compute,
+        precision=lax.Precision.HIGHEST,
+        preferred_element_type=compute,
     )  # (B, h, w, D)
     if "bias" in params:
         x = x + params["bias"].astype(compute)
@@ -961,7 +969,11 @@ class PatchEmbedding:
         if not isinstance(images, jax.Array):
             images = validation.native(np.asarray(images))
         image_grid = validation.check_images(
-            images.shape, images.dtype.name, self.patch_size, self.channels, self.in_channels,
+            images.shape,
+            images.dtype.name,
+            self.patch_size,
+            self.channels,
+            self.in_channels,
             self.dtype,
         )
         with _precision(self.dtype):
@@ -973,20 +985,30 @@ class PatchEmbedding:
             return self.params["position_table"]
         if self.resize is None:
             raise validation.grid_mismatch(image_grid, self.grid, self.patch_size)
-        return jnp.asarray(resize.resize_table(
-            to_numpy(self.params["position_table"]), self.grid, image_grid, kernel=self.resize,
+        table = resize.resize_table(
+            to_numpy(self.params["position_table"]),
+            self.grid,
+            image_grid,
+            kernel=self.resize,
             prefix_tokens=self.prefix_tokens,
-        ))
+        )
+        return jnp.asarray(table)
 
 
 def _resize_kernel(kernel: str | None) -> str | None:
-    return None if kernel is None else validation.choice(kernel, tuple(resize.KERNELS), "resize kernel")
+    if kernel is None:
+        return None
+    return validation.choice(kernel, tuple(resize.KERNELS), "resize kernel")
 
 
-def sincos2d_table(grid, dim: int, *, rule: str = "mae", dtype="float32", prefix_tokens: int = 0, **options) -> jax.Array:
+def sincos2d_table(
+    grid, dim: int, *, rule: str = "mae", dtype="float32", prefix_tokens: int = 0, **options
+) -> jax.Array:
     """(prefix_tokens + h*w, dim) fixed 2-D sin-cos table of an (h, w) grid by ``rule``: the
     host table (``backends.grid``) as a JAX array, bit-identical on every backend."""
-    table = grid_module.sincos2d_table(grid, dim, rule=rule, dtype=dtype, prefix_tokens=prefix_tokens, **options)
+    table = grid_module.sincos2d_table(
+        grid, dim, rule=rule, dtype=dtype, prefix_tokens=prefix_tokens, **options
+    )
     with _precision(table.dtype):
         return jnp.asarray(table)
 
@@ -1242,7 +1264,7 @@ def _window_ids(grid: tuple, merge: int, window: int) -> jax.Array:
     padded = jnp.pad(index, ((0, pad_h), (0, pad_w)), constant_values=-1)
     windows = (units_h + pad_h) // window, window, (units_w + pad_w) // window, window
     order = padded.reshape(windows).swapaxes(1, 2).ravel()
-    # The padding dropped: under jit a shape must be static, and the kept count is units_h * units_w.
+    # The padding dropped: under jit a shape is static, and units_h * units_w are kept.
     (kept,) = jnp.nonzero(order >= 0, size=units_h * units_w)
     units = _merge_ids(grid, merge).reshape(-1, merge * merge, 2)
     return units[order[kept]].reshape(-1, 2)

@@ -141,7 +141,8 @@ SPECS = {
         sources={
             "slots": "timm layers/pos_embed_sincos.py RotaryEmbeddingCat: meshgrid 'ij', "
             "freq_bands(dim // 4, temperature, step=1)",
-            "layout": "timm layers/pos_embed_sincos.py: repeat_interleave(2), rope_rotate_half=False",
+            "layout": "timm layers/pos_embed_sincos.py: repeat_interleave(2), "
+            "rope_rotate_half=False",
             "prefix": "timm models/eva.py: apply_rot_embed_cat to q[:, :, npt:]",
         },
     ),

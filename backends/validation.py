@@ -1142,7 +1142,8 @@ def check_sincos2d(grid, dim, rule: str, prefix_tokens, options: dict) -> tuple:
     options = {name: _positive(value, name) for name, value in options.items()}
     if "temperature" in options:
         check_base(options["temperature"], "temperature")
-    check_size((prefix_tokens + h * w) * dim, f"a {h}x{w} sin-cos table of dim {dim}", "use a smaller grid")
+    rows = prefix_tokens + h * w
+    check_size(rows * dim, f"a {h}x{w} sin-cos table of dim {dim}", "use a smaller grid")
     return (h, w), dim, prefix_tokens, options
 
 
@@ -1150,7 +1151,10 @@ def check_patches(shape: tuple, patch_size, channels: str) -> tuple[int, int]:
     """The (h, w) grid of patches of images of ``shape``, (B, C, H, W) or (B, H, W, C)."""
     patch_size = integer(patch_size, "patch_size")
     if patch_size < 1:
-        raise ValueError(f"patch_size must be at least 1, got {patch_size}")
+        raise ValueError(
+            f"patch_size must be at least 1, got {patch_size}: a patch's side in pixels (16 in "
+            "ViT-B/16)"
+        )
     channels = choice(channels, CHANNELS, "channels")
     layout = "(B, C, H, W)" if channels == "first" else "(B, H, W, C)"
     if len(shape) != 4:
@@ -1225,10 +1229,15 @@ def _table_grid(rows: int, grid, has_cls: bool) -> tuple[tuple[int, int], int]:
         grid = (side, side)
     h, w = check_grid(grid)
     (h, w), prefix = check_grid_rows(rows, (h, w), max(rows - h * w, 0))
-    if prefix > int(has_cls):
+    if prefix > 1:
         raise ValueError(
-            f"position_table has {prefix} rows before its {h}x{w} grid; a table holds at most "
-            "one, CLS's position, and only with cls_token given (registers carry no position)"
+            f"position_table has {prefix} rows before its {h}x{w} grid, at most 1: only CLS "
+            "has a position row (registers carry none); pass the grid the table holds"
+        )
+    if prefix and not has_cls:
+        raise ValueError(
+            f"position_table has a row before its {h}x{w} grid but there is no cls_token: pass "
+            f"cls_token, whose position it is, or a table of {h * w} rows"
         )
     return (h, w), prefix
 
@@ -1296,10 +1305,14 @@ def check_rope2d_spec(spec) -> None:
         low, high = (_positive(p, "a Rope2D period") for p in spec.periods)
         if not low < high:
             raise ValueError(f"Rope2D periods {spec.periods!r} must be (min, max) with min < max")
-    if (spec.sections is None) != (spec.slots != "sections"):
+    if spec.sections is None and spec.slots == "sections":
         raise ValueError(
-            f"Rope2D sections {spec.sections!r} go with slots='sections' and only with it: give "
-            "the dims of (t, h, w), Flux's (16, 56, 56), or choose another slot rule"
+            "Rope2D slots='sections' needs sections, the dims of (t, h, w): Flux's (16, 56, 56)"
+        )
+    if spec.sections is not None and spec.slots != "sections":
+        raise ValueError(
+            f"Rope2D sections {spec.sections!r} go with slots='sections' only: drop them, or "
+            "choose that slot rule"
         )
     if spec.sections is not None and (
         len(spec.sections) != 3
@@ -1330,7 +1343,7 @@ def check_rope2d_head(head_dim, spec) -> int:
     return head_dim
 
 
-def check_rope2d(shape: tuple, positions: np.ndarray, spec, grid) -> tuple[np.ndarray, tuple | None]:
+def check_rope2d(shape: tuple, positions: np.ndarray, spec, grid) -> tuple:
     """apply_rope2d's arguments: x of ``shape`` (..., N, head_dim), positions (N, 2) integer (row,
     column), (-1, -1) for a prefix token where the spec has them, and the grid (h, w), which
     normalized coordinates need (they divide by its sides). Returns (positions, grid)."""
@@ -1353,7 +1366,8 @@ def check_rope2d(shape: tuple, positions: np.ndarray, spec, grid) -> tuple[np.nd
         grid = check_grid(grid)
     marked = positions[:, 0] < 0
     limit = np.array(grid if grid else (MAX_POSITION, MAX_POSITION))
-    wrong = (positions < -1).any(1) | (marked != (positions[:, 1] < 0)) | (positions >= limit).any(1)
+    half_marked = marked != (positions[:, 1] < 0)
+    wrong = (positions < -1).any(1) | half_marked | (positions >= limit).any(1)
     if wrong.any():
         bad = int(np.flatnonzero(wrong)[0])
         inside = f"of the grid {grid}" if grid else f"in [0, {MAX_POSITION})"
@@ -1381,7 +1395,9 @@ def check_id_grid(grid, **settings) -> tuple:
     least = {"prefix": 0, "merge": 1, "window": 1, "max_width": w}
     for name, value in values.items():
         if value < least[name]:
-            raise ValueError(f"{name} must be at least {least[name]}, got {value}")
+            why = ", the grid's width: a row's ids would run into the next's"
+            why = why if name == "max_width" else ""
+            raise ValueError(f"{name} must be at least {least[name]}{why}, got {value}")
     merge = values.get("merge", 1)
     if h % merge or w % merge:
         raise ValueError(

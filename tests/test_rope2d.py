@@ -207,7 +207,8 @@ def test_pixtral_s_rotary_module_is_the_spec():
     positions = rope2d.raster_ids(grid)
     x = vectors(len(positions), HEAD_DIM, "float32", seed=4)
     hf = torch.from_numpy(x)
-    cos, sin = modeling_pixtral.PixtralVisionRotaryEmbedding(config)(hf, torch.from_numpy(positions))
+    rotary = modeling_pixtral.PixtralVisionRotaryEmbedding(config)
+    cos, sin = rotary(hf, torch.from_numpy(positions))
     q, _ = modeling_pixtral.apply_rotary_pos_emb(hf, hf, cos, sin, unsqueeze_dim=0)
     reference = rope2d.apply_rope2d(x, positions, spec=SPECS["pixtral"])
     assert worst(q.numpy(), reference, rope2d.bound(x, positions, spec=SPECS["pixtral"]))[1] <= 1
