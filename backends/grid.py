@@ -162,15 +162,15 @@ def flat_projection(projection: np.ndarray, channels: str = "first") -> np.ndarr
 def patch_projection(images, projection, bias=None, *, channels: str = "first"):
     """The float64 projection of every patch, (B, h*w, D), and its tolerance, (B, h*w, D).
 
-    projection (D, C, p, p), torch's conv weight order; bias (D,) or None. The tolerance is
-    the most a correct float32 (or 16-bit, computed in float32) conv or matmul may differ
-    from the reference at each element, rounding included, derived as for any dot product of
-    K = C*p*p terms (Higham, "Accuracy and Stability of Numerical Algorithms", 3.1): summed in
-    any order in a compute dtype of epsilon c, the error is at most gamma_{K+1} * S with
-    S = sum_k |w_k| |x_k| + |b| (the bias one more term) and gamma_n = n (c/2) / (1 - n c/2)
-    < n c; rounding the result to the layer's dtype (epsilon d) adds d/2 * |y| <= d/2 * S,
-    where d = c for float32 and float64. So: (K + 1) * c * S + d * S. A framework that
-    accumulates in the 16-bit dtype itself would exceed it.
+    projection (D, C, p, p), torch's conv weight order; bias (D,) or None; images in the
+    layer's dtype. The tolerance is the most a correct conv or matmul may differ from the
+    reference at each element, derived as for any dot product (Higham, "Accuracy and
+    Stability of Numerical Algorithms", 2nd ed., 3.1): K = C*p*p products and the bias summed
+    in any order in a compute dtype of unit roundoff u (float32 for the 16-bit dtypes, the
+    dtype itself otherwise) err by at most gamma_{K+1} * S, where S = sum_k |w_k| |x_k| + |b|
+    and gamma_n = n u / (1 - n u); a 16-bit layer then rounds to its dtype (unit roundoff
+    u_d): u_d * (|y| + gamma_{K+1} * S) more. A framework that accumulated in the 16-bit dtype
+    itself, or in TF32, would exceed it.
     """
     images, projection = np.asarray(images), np.asarray(projection)
     dtype = np.dtype(images.dtype)
@@ -179,6 +179,10 @@ def patch_projection(images, projection, bias=None, *, channels: str = "first"):
     bias = np.zeros(len(weight)) if bias is None else np.asarray(bias, np.float64)
     reference = patches @ weight.T + bias  # (B, h*w, D)
     magnitude = np.abs(patches) @ np.abs(weight).T + np.abs(bias)  # S, (B, h*w, D)
-    c = float(ml_dtypes.finfo(positional.compute_dtype(dtype)).eps)
-    d = float(ml_dtypes.finfo(dtype).eps)
-    return reference, ((weight.shape[1] + 1) * c + d) * magnitude
+    compute = positional.compute_dtype(dtype)
+    n, u = weight.shape[1] + 1, float(ml_dtypes.finfo(compute).eps) / 2
+    accumulated = n * u / (1 - n * u) * magnitude
+    if dtype == compute:
+        return reference, accumulated
+    rounded = float(ml_dtypes.finfo(dtype).eps) / 2 * (np.abs(reference) + accumulated)
+    return reference, accumulated + rounded

@@ -482,7 +482,11 @@ class PatchEmbedding:
         """(B, C, H, W) images (or (B, H, W, C) with channels="last") -> (B, tokens, D)."""
         images = validation.native(np.asarray(images))
         image_grid = validation.check_images(
-            images.shape, images.dtype.name, self.patch_size, self.channels, self.in_channels,
+            images.shape,
+            images.dtype.name,
+            self.patch_size,
+            self.channels,
+            self.in_channels,
             self.dtype,
         )
         positions = _grid_rows(self, image_grid)  # (prefix + h*w, D)
@@ -505,7 +509,9 @@ class PatchEmbedding:
 
 
 def _resize_kernel(kernel: str | None) -> str | None:
-    return None if kernel is None else validation.choice(kernel, tuple(resize.KERNELS), "resize kernel")
+    if kernel is None:
+        return None
+    return validation.choice(kernel, tuple(resize.KERNELS), "resize kernel")
 
 
 def _grid_rows(layer, image_grid: tuple[int, int]) -> np.ndarray:
@@ -516,15 +522,22 @@ def _grid_rows(layer, image_grid: tuple[int, int]) -> np.ndarray:
     if layer.resize is None:
         raise validation.grid_mismatch(image_grid, layer.grid, layer.patch_size)
     return resize.resize_table(
-        layer.position_table, layer.grid, image_grid, kernel=layer.resize,
+        layer.position_table,
+        layer.grid,
+        image_grid,
+        kernel=layer.resize,
         prefix_tokens=layer.prefix_tokens,
     )
 
 
-def sincos2d_table(grid, dim: int, *, rule: str = "mae", dtype="float32", prefix_tokens: int = 0, **options) -> np.ndarray:
+def sincos2d_table(
+    grid, dim: int, *, rule: str = "mae", dtype="float32", prefix_tokens: int = 0, **options
+) -> np.ndarray:
     """(prefix_tokens + h*w, dim) fixed 2-D sin-cos table of an (h, w) grid by ``rule``
     (``backends.grid.SINCOS2D_RULES``): the host table, bit-identical on every backend."""
-    return grid_module.sincos2d_table(grid, dim, rule=rule, dtype=dtype, prefix_tokens=prefix_tokens, **options)
+    return grid_module.sincos2d_table(
+        grid, dim, rule=rule, dtype=dtype, prefix_tokens=prefix_tokens, **options
+    )
 
 
 def patchify(images, patch_size: int, *, channels: str = "first") -> np.ndarray:

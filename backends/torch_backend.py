@@ -839,7 +839,12 @@ class PatchEmbedding(nn.Module):
         dim, in_channels = arrays["projection"].shape[:2]
         # skip_init: the weights come from outside, so torch's random init is never run.
         self.projection = nn.utils.skip_init(
-            nn.Conv2d, in_channels, dim, patch_size, stride=patch_size, bias="bias" in arrays,
+            nn.Conv2d,
+            in_channels,
+            dim,
+            patch_size,
+            stride=patch_size,
+            bias="bias" in arrays,
             dtype=_torch_dtype(arrays["projection"].dtype),
         )
         self.projection.weight = nn.Parameter(_from_numpy(arrays["projection"]))
@@ -859,8 +864,12 @@ class PatchEmbedding(nn.Module):
         if not isinstance(images, torch.Tensor):
             images = _as_tensor(validation.native(np.asarray(images)))
         image_grid = validation.check_images(
-            tuple(images.shape), str(images.dtype).removeprefix("torch."), self.patch_size,
-            self.channels, self.projection.in_channels, self.dtype,
+            tuple(images.shape),
+            str(images.dtype).removeprefix("torch."),
+            self.patch_size,
+            self.channels,
+            self.projection.in_channels,
+            self.dtype,
         )
         if self.channels == "last":
             # (B, C, H, W), contiguous: a channels_last-strided input would run another conv
@@ -883,20 +892,30 @@ class PatchEmbedding(nn.Module):
         if self.resize is None:
             raise validation.grid_mismatch(image_grid, self.grid, self.patch_size)
         table = resize.resize_table(
-            to_numpy(self.position_table), self.grid, image_grid, kernel=self.resize,
+            to_numpy(self.position_table),
+            self.grid,
+            image_grid,
+            kernel=self.resize,
             prefix_tokens=self.prefix_tokens,
         )
         return _as_tensor(table).to(self.position_table.device)
 
 
 def _resize_kernel(kernel: str | None) -> str | None:
-    return None if kernel is None else validation.choice(kernel, tuple(resize.KERNELS), "resize kernel")
+    if kernel is None:
+        return None
+    return validation.choice(kernel, tuple(resize.KERNELS), "resize kernel")
 
 
-def sincos2d_table(grid, dim: int, *, rule: str = "mae", dtype="float32", prefix_tokens: int = 0, **options) -> torch.Tensor:
+def sincos2d_table(
+    grid, dim: int, *, rule: str = "mae", dtype="float32", prefix_tokens: int = 0, **options
+) -> torch.Tensor:
     """(prefix_tokens + h*w, dim) fixed 2-D sin-cos table of an (h, w) grid by ``rule``: the
     host table (``backends.grid``) as a tensor, bit-identical on every backend."""
-    return _as_tensor(grid_module.sincos2d_table(grid, dim, rule=rule, dtype=dtype, prefix_tokens=prefix_tokens, **options))
+    table = grid_module.sincos2d_table(
+        grid, dim, rule=rule, dtype=dtype, prefix_tokens=prefix_tokens, **options
+    )
+    return _as_tensor(table)
 
 
 def patchify(images: torch.Tensor, patch_size: int, *, channels: str = "first") -> torch.Tensor:
