@@ -67,6 +67,29 @@ scale_grad_by_freq=False, tokenizer_size=None)``
     table; differentiable in the table in torch and JAX.
 ``to_numpy(array)``
     The framework's array as a NumPy array of the same dtype and shape.
+``PatchEmbedding(projection, position_table, *, patch_size, bias=None, cls_token=None,
+registers=None, grid=None, resize=None, channels="first")``
+    A vision tower's first layer: images (B, C, H, W), or (B, H, W, C) with channels="last",
+    cut into an (h, w) grid of patch_size patches, projected by ``projection`` (D, C, p, p)
+    (torch's conv weight order) and ``bias`` (D,), plus one row of ``position_table``
+    (prefix + h*w, D) per patch in raster order -> (B, [1] + [R] + h*w, D): ``cls_token`` (D,)
+    plus the table's row 0 where it has that row (big_vision's table has none), then
+    ``registers`` (R, D) with no position (DINOv2's), then the patches. torch an ``nn.Conv2d``
+    (stride = patch size) with CLS, registers and table as parameters; JAX a jitted
+    ``lax.conv_general_dilated`` over ``patch_params``; NumPy patchify and a matmul. The
+    projection is within ``grid.patch_projection``'s derived tolerance of the float64
+    reference; the position rows are added exactly. ``grid`` (h, w): the table's grid (None:
+    the square of its rows after CLS's). Images of another grid are refused naming both grids
+    and the fix, or with ``resize=`` (a kernel of ``resize.KERNELS``) the table is resized on
+    the host, the same bits on every backend.
+``sincos2d_table(grid, dim, *, rule="mae", dtype="float32", prefix_tokens=0, **options)``
+    A fixed 2-D sin-cos table (prefix_tokens zero rows, then h*w rows) by rule
+    (``grid.SINCOS2D_RULES``: MAE's, big_vision's ``temperature``, timm's ``temperature``,
+    diffusers' ``base_size`` and ``interpolation_scale``), each as its source computes it, in
+    float64 rounded once: bit-identical on every backend.
+``patchify(images, patch_size, *, channels="first")``
+    (B, C, H, W) images -> (B, h*w, C*p*p) patch vectors in (C, p, p) order, raster tokens;
+    (B, H, W, C) with channels="last" -> (p, p, C) order (flax's kernel). A reshape, exact.
 ``apply_rope2d(x, positions, *, spec, grid=None)``
     2-D rotary embedding of x (..., N, head_dim) at positions (N, 2), each token's integer
     (row, column) and (-1, -1) for a prefix token, by ``spec``, a ``rope2d.Rope2D`` (its slot
