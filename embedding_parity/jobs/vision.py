@@ -370,6 +370,7 @@ def main(args) -> int:
         paths["rope2d"],
         show=show,
     )
+    print()
     for path in paths.values():
         print(f"picture: {os.path.abspath(path)}")
     print(done.verdict)
@@ -380,6 +381,12 @@ def _check(args) -> None:
     """The flags that go together; each picture's folder; the table's size."""
     if args.spec is not None and args.scheme != "rope2d":
         raise UsageError("--spec goes with --scheme rope2d")
+    sections = rope2d.SPECS[args.spec or DEFAULTS["spec"]].sections
+    if args.scheme == "rope2d" and sections and sum(sections) != args.dim:
+        raise UsageError(
+            f"--spec {args.spec} rotates a head of {sum(sections)} dims (sections "
+            f"{', '.join(map(str, sections))}), not --dim {args.dim}: pass --dim {sum(sections)}"
+        )
     for path in picture_paths(args.out).values():
         command.check_picture(path)
     h, w = args.grid
