@@ -159,7 +159,15 @@ SPECS = {
         },
     ),
 }
-SPECS["qwen2-vl"] = dataclasses.replace(SPECS["qwen2.5-vl"])  # same rotary module and ids rule
+SPECS["qwen2-vl"] = Rope2D(  # Qwen2.5-VL's rule; its tower adds only the window order
+    "blocks",
+    sources={
+        "slots": _HF + "qwen2_vl/modeling_qwen2_vl.py Qwen2VLVisionRotaryEmbedding: "
+        "recomposition_frequencies cat([freq_h, freq_w]), inv_freq over head_dim // 2",
+        "layout": _HF + "qwen2_vl/modeling_qwen2_vl.py: apply_rotary_pos_emb_vision",
+        "coordinates": _HF + "vision_utils.py: get_vision_position_ids (merge-block order)",
+    },
+)
 
 
 # --- the slots: one function per rule, each (pairs, spec) -> (axis, exponent index, ladder width)

@@ -1347,6 +1347,11 @@ def check_rope2d(shape: tuple, positions: np.ndarray, spec, grid) -> tuple:
     """apply_rope2d's arguments: x of ``shape`` (..., N, head_dim), positions (N, 2) integer (row,
     column), (-1, -1) for a prefix token where the spec has them, and the grid (h, w), which
     normalized coordinates need (they divide by its sides). Returns (positions, grid)."""
+    if not all(hasattr(spec, name) for name in ROPE2D_FIELDS):
+        raise TypeError(
+            f"spec must be a rope2d.Rope2D, got {spec!r}: rope2d.SPECS holds the models' "
+            "(rope2d.SPECS['pixtral'], say)"
+        )
     if len(shape) < 2:
         raise ValueError(f"x must be (..., N, head_dim), got shape {shape}: add a token axis")
     check_rope2d_head(shape[-1], spec)

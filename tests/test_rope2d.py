@@ -312,6 +312,12 @@ def test_bad_input_is_refused_the_same_way_on_every_backend(dim, positions, spec
             backends.get(name).apply_rope2d(x, positions, spec=SPECS[spec])
 
 
+def test_a_spec_by_name_is_refused_naming_the_specs():
+    for name in backends.names():
+        with pytest.raises(TypeError, match=r"spec must be a rope2d.Rope2D, got 'pixtral'"):
+            backends.get(name).apply_rope2d(vectors(6, 16), np.zeros((6, 2), int), spec="pixtral")
+
+
 def test_an_unknown_slot_rule_is_refused_naming_the_rules():
     with pytest.raises(ValueError, match="unknown Rope2D slots 'diagonal': valid ones are blocks"):
         rope2d.Rope2D("diagonal")
