@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import backends
-from backends import grid, positional
+from backends import grid, positional, resize
 from tests.conftest import BACKENDS, native
 
 DTYPES = ["float32", "float16", "bfloat16"]
@@ -331,6 +331,10 @@ def tower(dtype, grid_, *, cls=True, registers=0, table_rows=None):
     }
 
 
+def ones(*shape):
+    return np.ones(shape, np.float32)
+
+
 def layer_output(backend, weights, *, channels="first", **options):
     images = weights["images"]
     if channels == "last":
@@ -377,12 +381,51 @@ def test_patch_embedding_is_cls_registers_then_patches(backend, dtype, grid_, pr
     np.testing.assert_array_equal(got[:, first:], expected)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_channels_last_images_give_the_channels_first_result(backend, dtype):
-    weights = tower(dtype, (3, 2))
+def test_channels_last_images_give_the_channels_first_result(backend):
+    weights = tower("float32", (3, 2))
     np.testing.assert_array_equal(
         layer_output(backend, weights, channels="last"), layer_output(backend, weights)
     )
+
+
+def test_another_grid_takes_the_host_resized_table(backend):
+    """Images of a grid other than the table's, with resize=<kernel>: the same output as a
+    layer given resize.resize_table's table for that grid; of the table's own grid, the table
+    as it is (Hugging Face's skip rule)."""
+    weights = tower("float32", (3, 2))  # CASES[1]'s shapes: its compiled JAX function
+    bigger = dict(weights, images=rng.standard_normal((2, C, 2 * P, 4 * P)).astype(np.float32))
+    resized = resize.resize_table(
+        weights["position_table"], (3, 2), (2, 4), kernel="torch-bicubic", prefix_tokens=1
+    )
+    np.testing.assert_array_equal(
+        layer_output(backend, bigger, resize="torch-bicubic"),
+        layer_output(backend, dict(bigger, position_table=resized, grid=(2, 4))),
+    )
+    np.testing.assert_array_equal(
+        layer_output(backend, weights, resize="torch-bicubic"), layer_output(backend, weights)
+    )
+
+
+@pytest.mark.parametrize(
+    "rows, cls, grid_",
+    [(1 + 16, True, (4, 4)), (16, True, (4, 4)), (16, False, (4, 4)), (1, False, (1, 1))],
+)
+def test_without_grid_the_table_is_a_square_after_cls(rows, cls, grid_):
+    """Hugging Face's ViT reads num_positions = rows - 1 and its square root; big_vision's
+    table (CLS concatenated after the add) has no CLS row. Shared validation: one backend."""
+    layer = backends.get("numpy").PatchEmbedding(
+        ones(D, C, P, P), ones(rows, D), patch_size=P, cls_token=ones(D) if cls else None
+    )
+    assert (layer.grid, layer.prefix_tokens) == (grid_, rows - grid_[0] * grid_[1])
+
+
+def test_a_cls_token_without_a_table_row_has_no_position(backend):
+    """big_vision's "tok" pooling: CLS is concatenated after the add, the table is the grid's."""
+    weights = tower("float32", (2, 2), cls=False)
+    cls = rng.standard_normal(D).astype(np.float32)
+    got = layer_output(backend, dict(weights, cls_token=cls))
+    np.testing.assert_array_equal(got[:, 0], np.broadcast_to(cls, (2, D)))
+    np.testing.assert_array_equal(got[:, 1:], layer_output(backend, weights))
 
 
 @pytest.fixture(scope="module")
@@ -435,10 +478,6 @@ def test_the_projection_tolerance_holds_is_tight_and_has_teeth(measured, dtype):
 
 
 # --- bad input ----------------------------------------------------------------------------------
-
-
-def ones(*shape):
-    return np.ones(shape, np.float32)
 
 
 BAD_INPUT = {
