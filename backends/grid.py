@@ -1,5 +1,5 @@
-"""2-D positions (vision towers), the grid side: fixed 2-D sin-cos tables by name, the prefix
-rows of a grid table, patches in order, and the patch projection's float64 reference and
+"""2-D positions (vision towers), the grid side: fixed 2-D sin-cos tables by name (with their
+zero prefix rows), patches in order, and the patch projection's float64 reference and
 tolerance. Float64 NumPy; no framework is imported here.
 
 A vision tower's first layer cuts an image into an (h, w) grid of p x p patches, projects
@@ -9,7 +9,8 @@ position rows are a learned table or a fixed 2-D sin-cos table; a learned table 
 prefix row before the grid (CLS's position, row 0). DINOv2's registers (Darcet et al. 2024,
 ``dinov2/models/vision_transformer.py``: ``torch.cat((x[:, :1], register_tokens, x[:, 1:]))``
 after the add) are tokens of their own placed after CLS and carry no position: they are never
-rows of the table.
+rows of the table. How a learned table's rows split into prefix and grid is checked once for
+every backend, in ``validation.check_patch_layer``.
 
 Sin-cos tables: one plain function per rule, each computed as its source computes it
 (``SINCOS2D_RULES``, as Hugging Face's ``ROPE_INIT_FUNCTIONS``), in float64 and rounded once
@@ -170,7 +171,9 @@ def patch_projection(images, projection, bias=None, *, channels: str = "first"):
     dtype itself otherwise) err by at most gamma_{K+1} * S, where S = sum_k |w_k| |x_k| + |b|
     and gamma_n = n u / (1 - n u); a 16-bit layer then rounds to its dtype (unit roundoff
     u_d): u_d * (|y| + gamma_{K+1} * S) more. A framework that accumulated in the 16-bit dtype
-    itself, or in TF32, would exceed it.
+    itself, or in TF32, would exceed it: JAX's layer asks for Precision.HIGHEST; torch's cuDNN
+    convolutions use TF32 on Ampere and later GPUs unless ``torch.backends.cudnn.allow_tf32``
+    is False (measured here on CPUs only).
     """
     images, projection = np.asarray(images), np.asarray(projection)
     dtype = np.dtype(images.dtype)
