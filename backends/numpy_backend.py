@@ -489,7 +489,7 @@ class PatchEmbedding:
             self.in_channels,
             self.dtype,
         )
-        positions = _grid_rows(self, image_grid)  # (prefix + h*w, D)
+        positions = self._grid_rows(image_grid)  # (prefix + h*w, D)
         compute = positional.compute_dtype(self.dtype)
         if self.channels == "last":
             images = images.transpose(0, 3, 1, 2)  # (B, C, H, W): the projection's (C, p, p)
@@ -507,27 +507,26 @@ class PatchEmbedding:
             prefix.append(np.broadcast_to(self.registers, (len(x), *self.registers.shape)))
         return np.concatenate([*prefix, x], axis=1)
 
+    def _grid_rows(self, image_grid: tuple[int, int]) -> np.ndarray:
+        """The position rows for images of ``image_grid``: the table, or the table resized on
+        the host (``resize.resize_table``) where the grids differ and a kernel is given."""
+        if image_grid == self.grid:
+            return self.position_table
+        if self.resize is None:
+            raise validation.grid_mismatch(image_grid, self.grid, self.patch_size)
+        return resize.resize_table(
+            self.position_table,
+            self.grid,
+            image_grid,
+            kernel=self.resize,
+            prefix_tokens=self.prefix_tokens,
+        )
+
 
 def _resize_kernel(kernel: str | None) -> str | None:
     if kernel is None:
         return None
     return validation.choice(kernel, tuple(resize.KERNELS), "resize kernel")
-
-
-def _grid_rows(layer, image_grid: tuple[int, int]) -> np.ndarray:
-    """The layer's position rows for images of ``image_grid``: its table, or the table resized
-    on the host (backends.resize.resize_table) where the grids differ and a kernel is given."""
-    if image_grid == layer.grid:
-        return layer.position_table
-    if layer.resize is None:
-        raise validation.grid_mismatch(image_grid, layer.grid, layer.patch_size)
-    return resize.resize_table(
-        layer.position_table,
-        layer.grid,
-        image_grid,
-        kernel=layer.resize,
-        prefix_tokens=layer.prefix_tokens,
-    )
 
 
 def sincos2d_table(
