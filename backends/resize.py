@@ -254,15 +254,15 @@ def check_table(table, old_grid, new_grid, *, kernel, prefix_tokens=0, scale_fac
 
 def _scale_factors(rule: Kernel, kernel: str, old, new, scale_factor) -> tuple:
     """The (row, column) scale factors torch is given, or (None, None) for a size."""
-    if rule.offset is not None:  # DINOv2: float(w0 + interpolate_offset) / M, per axis
-        return tuple((n_out + rule.offset) / n_in for n_in, n_out in zip(old, new))
-    if scale_factor is None:
-        return None, None
-    if not rule.scale_factor:
+    if scale_factor is not None and not rule.scale_factor:
         raise ValueError(
             f"kernel {kernel!r} takes no scale_factor (it sets its own scale): "
             "pass new_grid alone"
         )
+    if rule.offset is not None:  # DINOv2: float(w0 + interpolate_offset) / M, per axis
+        return tuple((n_out + rule.offset) / n_in for n_in, n_out in zip(old, new))
+    if scale_factor is None:
+        return None, None
     return validation.check_scale_factor(scale_factor, old, new)
 
 
@@ -369,10 +369,11 @@ def tolerance(
     Derivation, with u = half the eps of the computation dtype (its unit roundoff), v = half
     the table dtype's, and per axis at most T taps of weights of l1 norm at most L (T_r, L_r:
     the rows; T_c, L_c: the columns):
-    - sums: a framework forms each output as T_r sums of T_c products (torch; the taps) or as
-      two contractions (JAX's einsum); a sum of n products errs by at most n * u times the sum
-      of |terms| (Higham, Accuracy and Stability, 3.1, to first order), and that sum is at most
-      L_r * L_c * magnitude: u * (T_r + T_c) * L_r * L_c * magnitude.
+    - sums: a framework forms each output as T_r sums of T_c products (torch; the taps), as
+      two contractions (JAX's einsum), or as one sum of T_r * T_c products (Hugging Face's
+      NaFlex matmul); a sum of n products errs by at most n * u times the sum of |terms|
+      (Higham, Accuracy and Stability, 3.1, to first order), and that sum is at most
+      L_r * L_c * magnitude: u * max(T_r + T_c, T_r * T_c) * L_r * L_c * magnitude.
     - weights: each computed in the computation dtype (the kernel's polynomial, at most three
       roundings of terms below 2, and the normalization's division): off by at most 4u, each
       of T taps: 4u * (T_r * L_c + T_c * L_r) * magnitude.
@@ -386,7 +387,7 @@ def tolerance(
     - rounding: the result in the computation dtype, then the table's: (u + v) times an output
       of at most L_r * L_c * magnitude.
     Measured (a 14x14x64 standard normal table to 5x5 .. 28x28, torch and JAX, every kernel):
-    the worst case is 1/7 to 1/35 of this in float32, about 1/2 for a 16-bit table computed in
+    the worst case is 1/7 to 1/40 of this in float32, about 1/2 for a 16-bit table computed in
     float32 (its rounding dominates); two different kernels differ by a thousand times it.
     """
     old = validation.check_grid(old_grid, "old_grid")
@@ -403,7 +404,7 @@ def tolerance(
         norms.append(float(np.abs(weights).sum(axis=1).max()))
         counts.append(int((weights != 0).sum(axis=1).max()))
     (l_r, l_c), (t_r, t_c) = norms, counts
-    sums = u * (t_r + t_c) * l_r * l_c
+    sums = u * max(t_r + t_c, t_r * t_c) * l_r * l_c
     weights = 4 * u * (t_r * l_c + t_c * l_r)
     coordinates = 3 * w * rule.slope * (old[0] * l_c + old[1] * l_r)
     rounding = (u + v) * l_r * l_c
