@@ -42,15 +42,18 @@ def similarity(panels, title: str, path: str, *, show: bool = False) -> None:
         1, len(panels), figsize=(4.6 * len(panels) + 0.8, 5.4), layout="constrained", squeeze=False
     )
     for ax, (name, table, grid) in zip(axes[0], panels, strict=True):
-        image = ax.imshow(
-            mosaic(table, grid), cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest"
-        )
+        shown = mosaic(table, grid)
+        image = ax.imshow(shown, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
         h, w = grid
         ax.set_xticks([(w - 1) / 2 + j * (w + GAP) for j in range(w)], range(w), fontsize=6)
         ax.set_yticks([(h - 1) / 2 + i * (h + GAP) for i in range(h)], range(h), fontsize=6)
         ax.set_xlabel("patch column")
         ax.set_ylabel("patch row")
-        ax.set_title(f"{name}\n({h * w}, {table.shape[1]}) table, {h} x {w} grid", fontsize=9)
+        low = float(np.nanmin(shown))
+        ax.set_title(
+            f"{name}\n({h * w}, {table.shape[1]}) table, {h} x {w} grid; from {low:.2f} to 1",
+            fontsize=9,
+        )
         ax.tick_params(length=0)
     fig.colorbar(image, ax=axes[0], shrink=0.8, label="cosine similarity")
     fig.suptitle(wrap(title, fig.get_figwidth()), fontsize=10)

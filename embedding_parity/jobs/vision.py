@@ -342,7 +342,9 @@ def main(args) -> int:
     pictures.similarity(
         panels,
         f"Each patch's position row against every other's (cosine similarity), the ViT paper's "
-        f"figure 7: one small map per patch, laid out on the {size} grid",
+        f"figure 7: one small map per patch, laid out on the {size} grid. A random table has no "
+        "structure; the sin-cos rows are all alike (their slow columns barely turn across the "
+        "grid), yet each map peaks at its own patch and falls off along its row and column",
         paths["similarity"],
         show=show,
     )
