@@ -183,11 +183,10 @@ def _blocks(pairs, spec):
 
 
 def _even_odd(pairs, spec):
-    half = pairs // 2  # one ladder over the head: its even indices to the first axis
+    half = pairs // 2  # one ladder over the head: its even entries to the first axis
     axis = np.repeat([_axis(spec.first), 1 - _axis(spec.first)], half)
-    return axis, np.concatenate([np.arange(0, pairs, 2), np.arange(1, pairs, 2)]), np.full(
-        pairs, 2 * pairs
-    )
+    index = np.concatenate([np.arange(0, pairs, 2), np.arange(1, pairs, 2)])
+    return axis, index, np.full(pairs, 2 * pairs)
 
 
 def _alternating(pairs, spec):

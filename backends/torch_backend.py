@@ -1053,7 +1053,8 @@ class VisionRotaryEmbedding(nn.Module):
     Qwen2_5_VLVisionRotaryEmbedding): an ``inv_freq`` buffer, each frequency slot's float64
     constant (``rope2d.slot_map``) cast to the compute dtype in forward, and a ``slot_axes``
     buffer, the axis each slot reads (0 row, 1 column, -1 none: Flux's t, 0 for an image).
-    forward(x, positions, grid) -> (N, head_dim/2) angles in the compute dtype."""
+    forward(x, positions, grid) -> (N, head_dim/2) angles in the compute dtype, for positions
+    already checked (``apply_rope2d`` checks them)."""
 
     def __init__(self, head_dim: int, spec):
         super().__init__()
@@ -1063,7 +1064,8 @@ class VisionRotaryEmbedding(nn.Module):
         self.register_buffer("slot_axes", torch.from_numpy(slots.axis), persistent=False)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, grid=None) -> torch.Tensor:
-        compute = _torch_dtype(positional.compute_dtype(_numpy_dtype(x.dtype)))
+        dtype = validation.check_float_dtype(str(x.dtype).removeprefix("torch."), "x")
+        compute = _torch_dtype(positional.compute_dtype(dtype))
         prefix = positions[:, :1] < 0  # (N, 1): (-1, -1) marks a prefix token
         at = positions.to(x.device, compute)
         if self.spec.coordinates == "1-based":  # Llama 4: (frequencies_x + 1)
@@ -1083,11 +1085,12 @@ def apply_rope2d(x, positions, *, spec, grid=None) -> torch.Tensor:
     for the normalized coordinates (DINOv3's). Layout "half" as Pixtral's apply_rotary_pos_emb
     (cos and sin in x's dtype); "interleaved" as Mistral's and Llama 4's complex product, in the
     compute dtype, cast back (``type_as``)."""
-    if not isinstance(x, torch.Tensor):
+    if isinstance(x, torch.Tensor):
+        validation.check_float_dtype(str(x.dtype).removeprefix("torch."), "x")
+    else:
         x = np.asarray(x)
         validation.check_float_dtype(x.dtype.name, "x")
         x = _as_tensor(x)
-    validation.check_float_dtype(str(x.dtype).removeprefix("torch."), "x")
     host, grid = validation.check_rope2d(
         tuple(x.shape), _host_ints(positions, "positions"), spec, grid
     )
@@ -1109,10 +1112,6 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     """Hugging Face's rotate_half: (a, b) -> (-b, a), the halves of the last axis."""
     a, b = x.chunk(2, dim=-1)
     return torch.cat([-b, a], dim=-1)
-
-
-def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    return validation.DTYPES[str(dtype).removeprefix("torch.")]
 
 
 def raster_ids(grid, *, prefix: int = 0, prefix_last: bool = False) -> torch.Tensor:

@@ -11,6 +11,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import vision_utils
+from transformers.models.dinov3_vit import modeling_dinov3_vit
+from transformers.models.dinov3_vit.configuration_dinov3_vit import DINOv3ViTConfig
 from transformers.models.llama4 import modeling_llama4
 from transformers.models.llama4.configuration_llama4 import Llama4VisionConfig
 from transformers.models.pixtral import modeling_pixtral
@@ -245,6 +247,25 @@ def test_llama_4_s_rotary_module_is_the_spec_with_its_cls_last():
     reference = rope2d.apply_rope2d(x, positions, spec=SPECS["llama-4"])
     assert worst(got, reference, rope2d.bound(x, positions, spec=SPECS["llama-4"]))[1] <= 1
     np.testing.assert_array_equal(got[:, -1], x[:, -1])  # the CLS comes back as it was
+
+
+def test_dinov3_s_rotary_module_is_the_spec_past_its_prefix_tokens():
+    """transformers' DINOv3 port (its own inv_freq form of the periods, 2 pi c inv_freq) on a
+    grid other than its config's, CLS and four registers skipped."""
+    config = DINOv3ViTConfig(hidden_size=64, num_attention_heads=4, patch_size=2, image_size=8)
+    grid = (3, 5)
+    positions = rope2d.raster_ids(grid, prefix=5)
+    x = vectors(len(positions), HEAD_DIM, "float32", seed=8)
+    pixels = torch.zeros(1, 3, 2 * grid[0], 2 * grid[1])
+    rotary = modeling_dinov3_vit.DINOv3ViTRopePositionEmbedding(config).eval()  # no jitter
+    cos, sin = rotary(pixels)
+    hf = torch.from_numpy(x)
+    q, _ = modeling_dinov3_vit.apply_rotary_pos_emb(hf, hf, cos, sin)
+    spec = SPECS["dinov3"]
+    reference = rope2d.apply_rope2d(x, positions, spec=spec, grid=grid)
+    bound = rope2d.bound(x, positions, spec=spec, grid=grid)
+    assert worst(q.numpy(), reference, bound)[1] <= 1
+    np.testing.assert_array_equal(q[:, :5].numpy(), x[:, :5])  # CLS and registers untouched
 
 
 def mistral_freqs_cis_2d(dim: int, height: int, width: int, theta: float) -> torch.Tensor:
