@@ -9,7 +9,7 @@ REQUIRED_BACKENDS ?= numpy,torch,jax
 REQUIRED_MODELS ?= minilm,smollm2,gpt2
 
 .PHONY: install install-test install-conformance compare test conformance-test lint-imports bench bench-backward bench-decode bench-quantized bench-sharding bench-shard-memory \
-	train extrapolate page \
+	train extrapolate vision page \
 	conformance clean
 
 install: $(VENV)/.installed
@@ -113,6 +113,10 @@ extrapolate: install
 
 # The explorer: one self-contained HTML file (0.77 MB; 12.8-13.5 s on 2 cores shared with other
 # test runs, 7-8 s of CPU, 2026-12-02; the training curves read from docs/train-float32.json).
+# The vision job's four pictures into docs/ (docs/vision.md; about 8 s of CPU on 2 cores).
+vision: install
+	MPLBACKEND=Agg $(PY) compare.py vision --out docs/vision.png
+
 page: install
 	MPLBACKEND=Agg $(PY) compare.py page --out explorer.html
 
