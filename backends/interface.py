@@ -90,6 +90,28 @@ registers=None, grid=None, resize=None, channels="first")``
 ``patchify(images, patch_size, *, channels="first")``
     (B, C, H, W) images -> (B, h*w, C*p*p) patch vectors in (C, p, p) order, raster tokens;
     (B, H, W, C) with channels="last" -> (p, p, C) order (flax's kernel). A reshape, exact.
+``resize_positions(table, old_grid, new_grid, *, kernel, prefix_tokens=0, scale_factor=None,
+compute_dtype=None, path="native")``
+    A learned (prefix + h*w, dim) table resized to the (H, W) grid new_grid: (prefix + H*W,
+    dim), the prefix rows (CLS) as they were. ``kernel`` names one owner's rule
+    (``resize.KERNELS``: torch's bicubic, antialiased bicubic and bilinear, Keys' bicubic as
+    JAX has it, bilinear, bilinear with corners aligned, DINOv2's offset); ``scale_factor``
+    (h, w) or one number: torch's, whose inverse is the scale, floor(old * factor) = new;
+    ``compute_dtype``: the dtype the source resizes in ("float32" for timm's and DINOv2's
+    upcast; None: the table's). path "host": the float64 resize rounded once
+    (``resize.resize_table``), bit-identical on every backend; "native": the framework's own
+    (``F.interpolate``; ``jax.image.resize`` or ``scale_and_translate`` under jit; NumPy has
+    none: its taps), within ``resize.tolerance`` of the float64 reference; "taps": host indices
+    and float32 weights summed tap by tap, bit-identical on NumPy, torch and eager JAX (JAX's
+    ``tap_resize`` under ``jax.jit`` contracts into FMAs: within the tolerance). A kernel the
+    framework cannot say (torch: Keys' bicubic; an antialiased one in 16 bits or to one
+    column) is a ValueError naming the fix.
+``naflex_positions(table, old_grid, spatial_shapes, max_patches, *, path="native")``
+    SigLIP2's NaFlex: the (h*w, dim) table resized per image to spatial_shapes (B, 2) by the
+    antialiased bilinear kernel, raster order, padded to (B, max_patches, dim) with each
+    image's (0, 0) row as Hugging Face pads. "host": ``resize.naflex_positions``, bit-identical
+    everywhere; "native": Hugging Face's float32 weights (torch: its bits), big_vision's canvas
+    of ``scale_and_translate`` (JAX), within the tolerance.
 ``apply_rope2d(x, positions, *, spec, grid=None)``
     2-D rotary embedding of x (..., N, head_dim) at positions (N, 2), each token's integer
     (row, column) and (-1, -1) for a prefix token, by ``spec``, a ``rope2d.Rope2D`` (its slot

@@ -32,13 +32,13 @@ JAX ``jax/_src/image/scale.py`` (``compute_weight_mat``, jax 0.10.2); Pillow
 ``models/siglip2/modeling_siglip2.py``, ``models/qwen3_vl/modeling_qwen3_vl.py``;
 DINOv2 ``dinov2/models/vision_transformer.py`` (``interpolate_pos_encoding``); timm
 ``timm/layers/pos_embed.py`` (``resample_abs_pos_embed``); big_vision
-``big_vision/models/vit.py`` (``resample_posemb``), ``big_vision/models/proj/image_text/naflex_vit.py``.
+``big_vision/models/vit.py`` (``resample_posemb``),
+``big_vision/models/proj/image_text/naflex_vit.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 
 import ml_dtypes
@@ -213,7 +213,7 @@ KERNELS = {
         "grid_mode=False); HF Qwen3-VL fast_pos_embed_interpolate (qwen3_vl/modeling_qwen3_vl.py: "
         "linspace(0, side - 1, size))",
         slope=2,
-        scale_factor=False,  # corners aligned: the scale is (n_in - 1)/(n_out - 1) whatever is asked
+        scale_factor=False,  # corners aligned: the scale is (n_in - 1)/(n_out - 1), whatever asked
     ),
     "dinov2-offset": Kernel(
         _torch_bicubic,
@@ -249,15 +249,20 @@ def check_table(table, old_grid, new_grid, *, kernel, prefix_tokens=0, scale_fac
     validation.check_grid(old_grid, "old_grid")
     old, prefix_tokens = validation.check_grid_rows(len(table), old_grid, prefix_tokens, "table")
     new = validation.check_grid(new_grid, "new_grid")
-    return table, old, new, prefix_tokens, _scale_factors(KERNELS[kernel], kernel, old, new, scale_factor)
+    return (
+        table,
+        old,
+        new,
+        prefix_tokens,
+        _scale_factors(KERNELS[kernel], kernel, old, new, scale_factor),
+    )
 
 
 def _scale_factors(rule: Kernel, kernel: str, old, new, scale_factor) -> tuple:
     """The (row, column) scale factors torch is given, or (None, None) for a size."""
     if scale_factor is not None and not rule.scale_factor:
         raise ValueError(
-            f"kernel {kernel!r} takes no scale_factor (it sets its own scale): "
-            "pass new_grid alone"
+            f"kernel {kernel!r} takes no scale_factor (it sets its own scale): pass new_grid alone"
         )
     if rule.offset is not None:  # DINOv2: float(w0 + interpolate_offset) / M, per axis
         return tuple((n_out + rule.offset) / n_in for n_in, n_out in zip(old, new))
@@ -304,7 +309,14 @@ def computation_dtype(dtype, compute_dtype) -> np.dtype:
 
 
 def resize_table(
-    table, old_grid, new_grid, *, kernel: str, prefix_tokens=0, scale_factor=None, compute_dtype=None
+    table,
+    old_grid,
+    new_grid,
+    *,
+    kernel: str,
+    prefix_tokens=0,
+    scale_factor=None,
+    compute_dtype=None,
 ) -> np.ndarray:
     """The host path: (prefix + h*w, dim) -> (prefix + H*W, dim), in the table's dtype.
 
@@ -313,7 +325,12 @@ def resize_table(
     computation dtype, then cast back. The prefix rows are returned as they are.
     """
     table, old, new, prefix, factors = check_table(
-        table, old_grid, new_grid, kernel=kernel, prefix_tokens=prefix_tokens, scale_factor=scale_factor
+        table,
+        old_grid,
+        new_grid,
+        kernel=kernel,
+        prefix_tokens=prefix_tokens,
+        scale_factor=scale_factor,
     )
     compute = computation_dtype(table.dtype, compute_dtype)
     rows, columns = _matrices(kernel, old, new, factors)
@@ -349,10 +366,24 @@ class Taps:
     compute: np.dtype
 
 
-def taps(table, old_grid, new_grid, *, kernel: str, prefix_tokens=0, scale_factor=None, compute_dtype=None) -> Taps:
+def taps(
+    table,
+    old_grid,
+    new_grid,
+    *,
+    kernel: str,
+    prefix_tokens=0,
+    scale_factor=None,
+    compute_dtype=None,
+) -> Taps:
     """The tap form of a resize: the host's indices and weights, for any backend to sum."""
     table, old, new, prefix, factors = check_table(
-        table, old_grid, new_grid, kernel=kernel, prefix_tokens=prefix_tokens, scale_factor=scale_factor
+        table,
+        old_grid,
+        new_grid,
+        kernel=kernel,
+        prefix_tokens=prefix_tokens,
+        scale_factor=scale_factor,
     )
     compute = computation_dtype(table.dtype, compute_dtype)
     accumulate = np.dtype(np.float64) if compute == np.float64 else np.dtype(np.float32)
@@ -361,7 +392,14 @@ def taps(table, old_grid, new_grid, *, kernel: str, prefix_tokens=0, scale_facto
 
 
 def tolerance(
-    kernel: str, old_grid, new_grid, *, magnitude: float, dtype, compute_dtype=None, scale_factor=None
+    kernel: str,
+    old_grid,
+    new_grid,
+    *,
+    magnitude: float,
+    dtype,
+    compute_dtype=None,
+    scale_factor=None,
 ) -> float:
     """Largest |framework path - float64 reference| for a table of largest |value| ``magnitude``
     (the framework computing in ``compute_dtype``, or the table's ``dtype``).

@@ -75,7 +75,9 @@ def test_transposing_the_grid_transposes_the_result(old, new, kernel):
     transposed = x.reshape(*old, -1).transpose(1, 0, 2).reshape(x.shape)
     y = resize.resize_table(x, old, new, kernel=kernel)
     y_t = resize.resize_table(transposed, old[::-1], new[::-1], kernel=kernel)
-    np.testing.assert_array_equal(y_t.reshape(*new[::-1], -1), y.reshape(*new, -1).transpose(1, 0, 2))
+    np.testing.assert_array_equal(
+        y_t.reshape(*new[::-1], -1), y.reshape(*new, -1).transpose(1, 0, 2)
+    )
 
 
 @pytest.mark.parametrize("kernel", [k for k in KERNELS if k != "dinov2-offset"])
@@ -86,7 +88,9 @@ def test_the_identity_resize_returns_the_table_bit_for_bit(kernel):
     if resize.KERNELS[kernel].torch:  # the others refused: test_a_kernel_torch_cannot_say_...
         paths.append(("torch", "native"))
     for name, path in paths:  # (JAX's native path: a compilation per kernel, left out for time)
-        y = backends.get(name).resize_positions(x, OLD, OLD, kernel=kernel, prefix_tokens=1, path=path)
+        y = backends.get(name).resize_positions(
+            x, OLD, OLD, kernel=kernel, prefix_tokens=1, path=path
+        )
         np.testing.assert_array_equal(on(name, y), x)
 
 
@@ -110,7 +114,9 @@ def test_the_taps_are_bit_identical_on_every_backend(new, prefix, kernel, dtype)
     expected = backends.get("numpy").resize_positions(x, OLD, new, **options)
     assert expected.dtype == x.dtype
     for name in ("torch", "jax"):
-        np.testing.assert_array_equal(on(name, backends.get(name).resize_positions(x, OLD, new, **options)), expected)
+        np.testing.assert_array_equal(
+            on(name, backends.get(name).resize_positions(x, OLD, new, **options)), expected
+        )
 
 
 def test_the_taps_under_jit_are_within_the_tolerance():
@@ -129,8 +135,11 @@ def test_the_taps_under_jit_are_within_the_tolerance():
 # --- the framework path: within the tolerance, which has teeth ------------------------------
 
 
-NATIVE = [  # torch's refusal of Keys' kernel: test_a_kernel_torch_cannot_say_is_refused_with_the_fix
-    (name, kernel) for name in ("torch", "jax") for kernel in KERNELS
+# torch's refusal of Keys' kernel: test_a_kernel_torch_cannot_say_is_refused_with_the_fix
+NATIVE = [
+    (name, kernel)
+    for name in ("torch", "jax")
+    for kernel in KERNELS
     if getattr(resize.KERNELS[kernel], name) is not None
 ]
 
@@ -143,12 +152,17 @@ def test_the_native_path_is_within_the_tolerance_of_the_float64_reference(name, 
         x = table(OLD, prefix=1, dtype=dtype)
         options = {"kernel": kernel, "prefix_tokens": 1, "compute_dtype": compute}
         y = on(name, backend.resize_positions(x, OLD, new, **options))
-        bound = resize.tolerance(kernel, OLD, new, magnitude=magnitude(x), dtype=dtype, compute_dtype=compute)
+        bound = resize.tolerance(
+            kernel, OLD, new, magnitude=magnitude(x), dtype=dtype, compute_dtype=compute
+        )
         assert y.dtype == x.dtype
         assert np.abs(y.astype(np.float64) - reference(x, OLD, new, **options)).max() <= bound
 
 
-@pytest.mark.parametrize("old, new", [((14, 14), (16, 16)), ((14, 14), (10, 10)), ((14, 14), (10, 16)), ((12, 16), (9, 20))])
+@pytest.mark.parametrize(
+    "old, new",
+    [((14, 14), (16, 16)), ((14, 14), (10, 10)), ((14, 14), (10, 16)), ((12, 16), (9, 20))],
+)
 def test_the_tolerance_has_teeth(old, new):
     x = table(old)
     bound = resize.tolerance("torch-bicubic", old, new, magnitude=magnitude(x), dtype="float32")
@@ -170,8 +184,16 @@ def test_torch_s_bicubic_and_jax_s_differ_by_the_kernel_not_the_arithmetic():
     # The issue's 0.33 (14 -> 16): F.interpolate's default against jax.image.resize's, both native.
     x = table(OLD, prefix=1)
     options = {"prefix_tokens": 1}
-    torch_y = on("torch", backends.get("torch").resize_positions(x, OLD, (4, 10), kernel="torch-bicubic", **options))
-    jax_y = on("jax", backends.get("jax").resize_positions(x, OLD, (4, 10), kernel="antialiased-bicubic", **options))
+    torch_y = on(
+        "torch",
+        backends.get("torch").resize_positions(x, OLD, (4, 10), kernel="torch-bicubic", **options),
+    )
+    jax_y = on(
+        "jax",
+        backends.get("jax").resize_positions(
+            x, OLD, (4, 10), kernel="antialiased-bicubic", **options
+        ),
+    )
     bound = resize.tolerance("torch-bicubic", OLD, (4, 10), magnitude=magnitude(x), dtype="float32")
     assert np.abs(torch_y - jax_y).max() > 1000 * bound
 
@@ -210,10 +232,16 @@ def test_keys_and_the_antialiased_bicubic_are_jax_image_resize(kernel):
     with jax.enable_x64(True):
         theirs = resize_jax(x.reshape(*OLD, -1), (4, 10, 8), "bicubic", antialias=rule["antialias"])
     bound = resize.tolerance(kernel, OLD, (4, 10), magnitude=magnitude(x), dtype="float64")
-    assert np.abs(np.asarray(theirs).reshape(-1, 8) - reference(x, OLD, (4, 10), kernel)).max() <= bound
+    assert (
+        np.abs(np.asarray(theirs).reshape(-1, 8) - reference(x, OLD, (4, 10), kernel)).max()
+        <= bound
+    )
 
 
-@pytest.mark.parametrize("kernel, pil", [("antialiased-bicubic", Image.BICUBIC), ("antialiased-bilinear", Image.BILINEAR)])
+@pytest.mark.parametrize(
+    "kernel, pil",
+    [("antialiased-bicubic", Image.BICUBIC), ("antialiased-bilinear", Image.BILINEAR)],
+)
 def test_the_antialiased_kernels_are_pillow_s(kernel, pil):
     x = table(OLD, dim=1)
     for new in NEW:
@@ -228,8 +256,13 @@ def test_corners_aligned_is_big_vision_s_zoom():
     for new in NEW:
         zoom = (new[0] / OLD[0], new[1] / OLD[1], 1)
         theirs = scipy.ndimage.zoom(x.reshape(*OLD, -1), zoom, order=1, grid_mode=False)
-        bound = resize.tolerance("bilinear-corners", OLD, new, magnitude=magnitude(x), dtype="float64")
-        assert np.abs(theirs.reshape(-1, 8) - reference(x, OLD, new, "bilinear-corners")).max() <= bound
+        bound = resize.tolerance(
+            "bilinear-corners", OLD, new, magnitude=magnitude(x), dtype="float64"
+        )
+        assert (
+            np.abs(theirs.reshape(-1, 8) - reference(x, OLD, new, "bilinear-corners")).max()
+            <= bound
+        )
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +280,9 @@ def test_naflex_is_hugging_face_s_resize_positional_embeddings(siglip2):
         weight = siglip2.position_embedding.weight.reshape(8, 8, -1)
         theirs = siglip2.resize_positional_embeddings(weight, torch.from_numpy(shapes), 64).numpy()
     assert np.array_equal(theirs[1, 25:], np.repeat(theirs[1, :1], 39, axis=0))  # padding: (0, 0)
-    ours = {name: on(name, backends.get(name).naflex_positions(x, (8, 8), shapes, 64)) for name in NAMES}
+    ours = {
+        name: on(name, backends.get(name).naflex_positions(x, (8, 8), shapes, 64)) for name in NAMES
+    }
     np.testing.assert_array_equal(ours["torch"], theirs)  # Hugging Face's computation, op for op
     host = resize.naflex_positions(x, (8, 8), shapes, 64)
     for name in NAMES:
@@ -255,10 +290,14 @@ def test_naflex_is_hugging_face_s_resize_positional_embeddings(siglip2):
         np.testing.assert_array_equal(on(name, y), host)
     for image, (h, w) in enumerate(shapes.tolist()):
         exact = reference(x, (8, 8), (h, w), "antialiased-bilinear")
-        bound = resize.tolerance("antialiased-bilinear", (8, 8), (h, w), magnitude=magnitude(x), dtype="float32")
+        bound = resize.tolerance(
+            "antialiased-bilinear", (8, 8), (h, w), magnitude=magnitude(x), dtype="float32"
+        )
         for y in (theirs, ours["numpy"], ours["jax"]):  # NumPy's matmul sums in its own order
             assert np.abs(y[image, : h * w] - exact).max() <= bound
-            np.testing.assert_array_equal(y[image, h * w :], np.broadcast_to(y[image, 0], y[image, h * w :].shape))
+            np.testing.assert_array_equal(
+                y[image, h * w :], np.broadcast_to(y[image, 0], y[image, h * w :].shape)
+            )
 
 
 # --- bad input -------------------------------------------------------------------------------
@@ -267,21 +306,79 @@ def test_naflex_is_hugging_face_s_resize_positional_embeddings(siglip2):
 @pytest.mark.parametrize(
     "rows, old, new, options, error, message",
     [
-        (48, (6, 6), (4, 4), {}, ValueError, "table has 48 rows but 0 prefix rows and a 6x6 grid make 36"),
-        (49, (6, 8), (4, 4), {}, ValueError, "table has 49 rows but 0 prefix rows and a 6x8 grid make 48"),
+        (
+            48,
+            (6, 6),
+            (4, 4),
+            {},
+            ValueError,
+            "table has 48 rows but 0 prefix rows and a 6x6 grid make 36",
+        ),
+        (
+            49,
+            (6, 8),
+            (4, 4),
+            {},
+            ValueError,
+            "table has 49 rows but 0 prefix rows and a 6x8 grid make 48",
+        ),
         (48, (0, 8), (4, 4), {}, ValueError, "old_grid (0, 8) must have h >= 1 and w >= 1"),
         (48, (6, 8), (4, -2), {}, ValueError, "new_grid (4, -2) must have h >= 1 and w >= 1"),
         (48, (6, 8), (4, 4.5), {}, TypeError, "new_grid must be an integer, got 4.5"),
-        (48, (6, 8), (4, 4), {"prefix_tokens": 50}, ValueError, "prefix_tokens 50 must be in [0, 48]"),
-        (48, (6, 8), (4, 4), {"kernel": "bicubic"}, ValueError, "unknown resize kernel 'bicubic': valid ones are torch-bicubic"),
-        (48, (6, 8), (4, 4), {"path": "fast"}, ValueError, "unknown resize path 'fast': valid ones are host, native, taps"),
-        (48, (6, 8), (9, 12), {"scale_factor": 1.4}, ValueError, "scale_factor 1.4 makes floor(6 * 1.4) = 8"),
-        (48, (6, 8), (4, 4), {"scale_factor": 0}, ValueError, "scale_factor must be positive and finite, got 0"),
-        (48, (6, 8), (4, 4), {"kernel": "dinov2-offset", "scale_factor": 0.7}, ValueError, "takes no scale_factor"),
+        (
+            48,
+            (6, 8),
+            (4, 4),
+            {"prefix_tokens": 50},
+            ValueError,
+            "prefix_tokens 50 must be in [0, 48]",
+        ),
+        (
+            48,
+            (6, 8),
+            (4, 4),
+            {"kernel": "bicubic"},
+            ValueError,
+            "unknown resize kernel 'bicubic': valid ones are torch-bicubic",
+        ),
+        (
+            48,
+            (6, 8),
+            (4, 4),
+            {"path": "fast"},
+            ValueError,
+            "unknown resize path 'fast': valid ones are host, native, taps",
+        ),
+        (
+            48,
+            (6, 8),
+            (9, 12),
+            {"scale_factor": 1.4},
+            ValueError,
+            "scale_factor 1.4 makes floor(6 * 1.4) = 8",
+        ),
+        (
+            48,
+            (6, 8),
+            (4, 4),
+            {"scale_factor": 0},
+            ValueError,
+            "scale_factor must be positive and finite, got 0",
+        ),
+        (
+            48,
+            (6, 8),
+            (4, 4),
+            {"kernel": "dinov2-offset", "scale_factor": 0.7},
+            ValueError,
+            "takes no scale_factor",
+        ),
     ],
 )
 @pytest.mark.parametrize("path", resize.PATHS)
-def test_bad_input_is_refused_the_same_way_on_every_backend(rows, old, new, options, error, message, path):
+def test_bad_input_is_refused_the_same_way_on_every_backend(
+    rows, old, new, options, error, message, path
+):
     options = {"kernel": "torch-bicubic", "path": path, **options}
     for name in NAMES:
         with pytest.raises(error) as raised:
@@ -290,7 +387,9 @@ def test_bad_input_is_refused_the_same_way_on_every_backend(rows, old, new, opti
 
 
 def test_a_kernel_torch_cannot_say_is_refused_with_the_fix():
-    with pytest.raises(ValueError, match=r"kernel 'keys-bicubic' has no torch form .* pass path='taps'"):
+    with pytest.raises(
+        ValueError, match=r"kernel 'keys-bicubic' has no torch form .* pass path='taps'"
+    ):
         backends.get("torch").resize_positions(table(OLD), OLD, (4, 5), kernel="keys-bicubic")
     with pytest.raises(ValueError, match="in bfloat16 .* pass compute_dtype='float32'"):
         backends.get("torch").resize_positions(
@@ -320,5 +419,7 @@ def test_bad_naflex_input_is_refused_the_same_way_on_every_backend(shapes, max_p
     for name in NAMES:
         for path in ("host", "native"):
             with pytest.raises(ValueError) as raised:
-                backends.get(name).naflex_positions(table((8, 8)), (8, 8), shapes, max_patches, path=path)
+                backends.get(name).naflex_positions(
+                    table((8, 8)), (8, 8), shapes, max_patches, path=path
+                )
             assert message in str(raised.value), name
