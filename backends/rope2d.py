@@ -243,7 +243,7 @@ def _frequency(index: np.ndarray, width: np.ndarray, spec: Rope2D) -> np.ndarray
         return 2 * math.pi / spec.base**exponent
     low, high = spec.periods  # DINOv3: base = max/min, periods = base**linspace(0, 1) / base * max
     steps = width // 2  # the ladder's length
-    fraction = index / max(steps - 1, 1)
+    fraction = index / np.maximum(steps - 1, 1)  # linspace(0, 1, steps)
     return 2 * math.pi / (low * (high / low) ** fraction)
 
 
@@ -352,7 +352,7 @@ def bound(x, positions, *, spec: Rope2D, grid=None, dtype=None) -> np.ndarray:
     of dtype; slot k of frequency w_k at coordinate u, pair z = a + ib):
     - the frequency, formed natively (1 / base**(2k/d) or exp), is off by e_k =
       ``positional._frequency_error`` (|ln w_k| c + 1.5 c); "periods" add 2 pi's and the
-      division's roundings (c);
+      division's roundings (c), and from (min, max) the pow of max/min (|ln(max/min)| c);
     - a coordinate is exact for integers (below 2**24); a normalized one, 2 (i + 1/2) / S - 1,
       rounds the quotient q (c q / 2, doubled) and the difference (c |u| / 2): du = c (q + |u|/2);
     - the angle u w_k one rounding more (c / 2): dt = |u| w_k (e_k + c/2) + w_k du;
@@ -363,7 +363,10 @@ def bound(x, positions, *, spec: Rope2D, grid=None, dtype=None) -> np.ndarray:
     positions, grid = validation.check_rope2d(x.shape, np.asarray(positions), spec, grid)
     slots = slot_map(x.shape[-1], spec)
     e = positional._frequency_error(slots.frequency, c, False)
-    e = e + (c if spec.frequencies == "periods" else 0.0)
+    if spec.frequencies == "periods":  # 2 pi's rounding and the division's, and min * ratio**f
+        e = e + c
+        if spec.periods is not None:
+            e = e + math.log(spec.periods[1] / spec.periods[0]) * c
     at = np.abs(coordinates(positions, spec, grid))[:, slots.axis.clip(0)]  # (N, pairs)
     at = np.where(slots.axis == NONE, 0.0, at)
     du = 0.0

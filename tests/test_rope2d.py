@@ -268,6 +268,20 @@ def test_dinov3_s_rotary_module_is_the_spec_past_its_prefix_tokens():
     np.testing.assert_array_equal(q[:, :5].numpy(), x[:, :5])  # CLS and registers untouched
 
 
+def test_dinov3_s_periods_from_min_and_max_are_its_own():
+    """DINOv3's other parametrization (rope_position_encoding.py, as the owner writes it, in
+    float64): periods = base**linspace(0, 1, D/4) / base * max_period, base = max / min."""
+    spec = rope2d.Rope2D("blocks", frequencies="periods", periods=(0.5, 40.0))
+    base = torch.tensor(40.0 / 0.5, dtype=torch.float64)
+    exponents = torch.linspace(0, 1, HEAD_DIM // 4, dtype=torch.float64)
+    periods = base**exponents / base * 40.0
+    expected = np.tile(2 * np.pi / periods.numpy(), 2)  # [h | w], each axis the same ladder
+    # two computations of base**e / base * max, each a pow (|ln base| eps + eps) and three
+    # roundings, and the quotient 2 pi / period two more: within (2 |ln base| + 12) eps
+    eps = (2 * np.log(80.0) + 12) * np.finfo(np.float64).eps
+    np.testing.assert_allclose(rope2d.slot_map(HEAD_DIM, spec).frequency, expected, rtol=eps)
+
+
 def mistral_freqs_cis_2d(dim: int, height: int, width: int, theta: float) -> torch.Tensor:
     """Mistral's precompute_freqs_cis_2d as vLLM's model_executor/models/pixtral.py carries it."""
     freqs = 1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim))
