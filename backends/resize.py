@@ -136,8 +136,8 @@ class Kernel:
 
     ``weights(n_in, n_out, scale)`` is the (n_out, n_in) float64 matrix of one axis. ``torch``:
     ``F.interpolate``'s options, or None where no options reproduce the rule; ``jax``:
-    ``jax.image.scale_and_translate``'s (corners aligned: emulated by its scale and
-    translation, see ``jax_scale``), or None. ``offset``: DINOv2's ``interpolate_offset``, the
+    ``jax.image.resize``'s (corners aligned: ``scale_and_translate``'s scale and translation
+    emulate it), or None. ``offset``: DINOv2's ``interpolate_offset``, the
     scale factor (new + offset)/old the rule passes instead of a size. ``scale_factor``: whether
     the rule takes a caller's scale factor (torch's 1/scale_factor rule). ``slope``: for
     ``tolerance``, how far a sample moved by one pixel can move an output, per unit of the
@@ -278,20 +278,27 @@ def _scale(n_in: int, n_out: int, factor: float | None) -> float:
 
 def weight_matrix(kernel: str, n_in: int, n_out: int, *, scale: float | None = None):
     """The (n_out, n_in) float64 weights of one axis; scale: input pixels per output pixel
-    (None: n_in / n_out, torch's size=)."""
-    validation.choice(kernel, tuple(KERNELS), "resize kernel")
-    return KERNELS[kernel].weights(n_in, n_out, n_in / n_out if scale is None else scale)
+    (None: the kernel's own, n_in / n_out as torch's size= or DINOv2's offset)."""
+    rule, scale = _axis(kernel, n_in, n_out, scale)
+    return rule.weights(n_in, n_out, scale)
 
 
 def sample_points(kernel: str, n_in: int, n_out: int, *, scale: float | None = None):
     """Where each of n_out outputs samples the old axis, in input pixels (0 .. n_in - 1 are the
     old patches' centres), before any edge rule: for pictures of the rules."""
+    rule, scale = _axis(kernel, n_in, n_out, scale)
+    return rule.sample(n_in, n_out, scale)
+
+
+def _axis(kernel: str, n_in, n_out, scale) -> tuple[Kernel, float]:
+    """One axis' kernel and scale, checked."""
     validation.choice(kernel, tuple(KERNELS), "resize kernel")
+    n_in, n_out = validation.check_grid((n_in, n_out), "(n_in, n_out)")
     rule = KERNELS[kernel]
     if scale is None:
         factor = None if rule.offset is None else (n_out + rule.offset) / n_in
         scale = _scale(n_in, n_out, factor)
-    return rule.sample(n_in, n_out, scale)
+    return rule, scale
 
 
 def _matrices(kernel: str, old, new, factors) -> tuple[np.ndarray, np.ndarray]:
