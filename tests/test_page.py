@@ -28,7 +28,7 @@ from tests.conftest import needs
 pytestmark = pytest.mark.slow  # a browser: still run by make test and CI
 
 NAMES = backends.names()
-VIEWS = ("seed", "live", "schemes", "real", "training", "conformance")
+VIEWS = ("seed", "live", "schemes", "real", "training", "vision", "conformance")
 
 
 def chromium_or_skip() -> str:
@@ -242,6 +242,9 @@ FIGURES = {
     ],
     "real": ["#real-token", "#real-position", "#real-sum", "#real-similarity"],
     "training": [],
+    "vision": [f"#vision-similarity-{t}" for t in ("learned", "sincos", "resized")]
+    + ["#vision-channel", "#vision-resized-torch", "#vision-resized-jax", "#vision-difference-map"]
+    + ["#vision-kernels", "#vision-sampling", "#vision-slots"],
     "conformance": [],  # a table; a cell's phase picture is drawn when the cell is chosen
 }
 
@@ -345,6 +348,58 @@ def test_the_real_view_shows_minilms_rows_exactly(opened, explorer):
     value, _ = tooltip_value(opened.hover_cell("real-sum", 2, 5))
     assert value == expected[2, 5]
     assert "bit-identical on this sentence" in opened.page.inner_text("#real-figures")
+
+
+def test_the_vision_view_computes_each_patchs_similarity_as_numpy_does(opened, explorer):
+    opened.show("vision")
+    tables = explorer[1]["vision"]["tables"]
+    for i, j in ((0, 0), (3, 11), (13, 13)):
+        for axis, value in (("row", i), ("col", j)):
+            opened.page.eval_on_selector(
+                f"#vision-{axis}",
+                "(e, v) => { e.value = v; e.dispatchEvent(new Event('input')); }",
+                value,
+            )
+        for name, shown in zip(("learned", "sincos", "resized"), tables, strict=True):
+            canvas = f"#vision-similarity-{name}"
+            label = opened.page.get_attribute(canvas, "aria-label")
+            found = re.search(r"patch \((\d+), (\d+)\) of", label)
+            h, w = shown["grid"]
+            patch = int(found.group(1)) * w + int(found.group(2))
+            table = np.frombuffer(bytes.fromhex(shown["table"]["hex"]), ">f4")
+            table = table.reshape(shown["table"]["shape"])  # (h*w, dim), float32
+            expected = pretrained.cosine_similarities(table, np.arange(h * w))[patch]
+            values = opened.page.get_attribute(canvas, "data-values").split()
+            # Both sum in doubles, in other orders: a dot of unit vectors of D terms is within
+            # D eps of its value (its |terms| sum to at most 1), and each unit vector within
+            # (D/2 + 2) eps relative (the squares' sum, the root, the division): 2D + 4 in all.
+            bound = (2 * table.shape[1] + 4) * np.finfo(np.float64).eps
+            np.testing.assert_allclose(np.array(values, float), expected, rtol=0, atol=bound)
+    assert (i, j) == (13, 13) and "(13, 13)" in opened.page.inner_text("#vision-patch")
+    assert opened.errors == []
+
+
+def test_the_vision_views_resize_sampling_and_slots_are_the_jobs(opened):
+    from embedding_parity.jobs import vision
+
+    opened.show("vision")
+    table = vision.learned_table((14, 14), 64)
+    channel, resized, _, _ = vision.resize_panels(table, (14, 14), (16, 16))
+    shown = {
+        name: np.array(opened.page.get_attribute(f"#vision-{name}", "data-values").split(), float)
+        for name in ("channel", "resized-torch", "resized-jax", "difference-map")
+    }
+    np.testing.assert_array_equal(shown["channel"], channel.ravel())
+    np.testing.assert_array_equal(shown["resized-torch"], resized[0][1].ravel())
+    np.testing.assert_array_equal(shown["resized-jax"], resized[1][1].ravel())
+    np.testing.assert_array_equal(shown["difference-map"], (resized[0][1] - resized[1][1]).ravel())
+    samples = opened.page.locator("#vision-sampling circle.sample")
+    assert samples.count() == 16 * len(vision.SAMPLING)
+    rows = vision.slot_rows(64)
+    assert opened.page.locator("#vision-slots rect.dim").count() == sum(len(r[1]) for r in rows)
+    assert "llama-4: blocks, interleaved, 64 dims: w w w" in opened.page.get_attribute(
+        "#vision-slots", "aria-label"
+    )
 
 
 def test_a_disagreement_is_reported():
@@ -468,7 +523,7 @@ def test_tabs_and_figures_work_from_the_keyboard(opened):
     opened.page.keyboard.press("End")
     assert opened.page.is_visible("#view-conformance")
     opened.page.keyboard.press("ArrowLeft")
-    assert opened.page.is_visible("#view-training")
+    assert opened.page.is_visible("#view-vision")
     opened.page.keyboard.press("Home")
     token_table, position_table = backends.shared_weights(100, 10, 16)
     opened.page.focus("#seed-sum-numpy")

@@ -28,7 +28,7 @@ import numpy as np
 
 import backends
 from backends import positional, pretrained
-from embedding_parity.jobs import bias, command, demos, seed, text, train
+from embedding_parity.jobs import bias, command, demos, seed, text, train, vision
 
 COMMAND = "page"
 # The training run `make train` records; the page reads it instead of training when it matches.
@@ -46,6 +46,7 @@ SIMILARITY_WORDS = ("king", "queen", "man", "woman", "car", "truck", "paris", "l
 REAL_DIMS = 48  # columns of MiniLM's 384 the page carries and draws
 SINUSOIDAL = {"positions": 128, "dim": 16, "base": 10000.0}
 ROPE_POSITIONS = 48  # each axis of the q(m) . k(n) score map
+VISION = {"grid": (14, 14), "to": (16, 16), "dim": 64}  # compare.py vision's defaults
 
 
 def float32(array) -> dict:
@@ -74,6 +75,7 @@ def run(
         "seed": _seed(names),
         "schemes": _schemes(names),
         "training": _training(names, train_steps),
+        "vision": _vision(),
         "conformance": recorded_conformance(conformance),
     }
     if real:
@@ -170,6 +172,44 @@ def _schemes(names) -> dict:
             "scores": float64(rotated(q_id) @ rotated(k_id).T),
         },
         **biases,
+    }
+
+
+def _vision() -> dict:
+    """The vision job's pictures at its defaults, as data: the three tables of the similarity
+    maps in float32 (the browser computes a patch's map), channel 0 and its two bicubics (each
+    kernel's rule in float64), the kernels, each rule's sample points and the slot maps."""
+    grid, to, dim = VISION["grid"], VISION["to"], VISION["dim"]
+    learned = vision.learned_table(grid, dim)
+    panels = vision.similarity_panels(
+        learned, grid, to, kernel=vision.DEFAULTS["kernel"], rule=vision.DEFAULTS["rule"]
+    )
+    channel, resized, curves, taps = vision.resize_panels(learned, grid, to)
+
+    def lines(found):  # (label, offsets, weights) of the kernels' lines or stems
+        return [{"label": n, "offsets": x.tolist(), "weights": y.tolist()} for n, x, y in found]
+
+    return {
+        **VISION,
+        "tables": [{"name": n, "grid": list(g), "table": float32(t)} for n, t, g in panels],
+        "resize": {
+            "channel": float64(channel),
+            "resized": [{"name": name, "values": float64(v)} for name, v in resized],
+            "curves": lines(curves),
+            "taps": lines(taps),
+        },
+        "sampling": {
+            "old": grid[1],
+            "new": to[1],
+            "rules": [
+                {"label": label, "coordinates": c.tolist()}
+                for label, c in vision.sampling_rules(grid[1], to[1])
+            ],
+        },
+        "slots": [
+            {"label": label, "axes": list(axes), "pairs": pairs.tolist(), "frequencies": f.tolist()}
+            for label, axes, pairs, f in vision.slot_rows(dim)
+        ],
     }
 
 

@@ -844,10 +844,220 @@ function phasePicture(check) {
   return element("div", { class: "figure" }, element("h3", { text: "phase error (radians) against position" }), svg);
 }
 
+// --- vision towers: positions on a grid of patches ----------------------------------------
+
+// Matplotlib's first colours, as the job's pictures draw them (the axes: t, h, w).
+const TAB10 = ["#1f77b4", "#ff7f0e", "#2ca02c"];
+const AXIS_COLOURS = { t: TAB10[0], h: TAB10[1], w: TAB10[2] };
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+function svgFigure(title, id, width, height, label, markup) {
+  const svg = document.createElementNS(SVG_NS, "svg");
+  for (const [key, value] of Object.entries({ id, width, height, role: "img", "aria-label": label })) {
+    svg.setAttribute(key, value);
+  }
+  svg.innerHTML = markup;
+  return element("div", { class: "figure" }, element("h3", { text: title }), svg);
+}
+
+function visionView(view) {
+  const v = DATA.vision;
+  view.append(element("h2", { text: "Positions on a grid of patches (compare.py vision)" }));
+  view.append(element("p", { text: "A vision tower cuts an image into a grid of patches and gives each a " +
+    `position in two dimensions. The vision job's defaults: a learned ${v.grid[0]} × ${v.grid[1]} table ` +
+    `of ${v.dim} dims (random, seed 0), resized to ${v.to[0]} × ${v.to[1]}.` }));
+  similarityFigures(view, v);
+  resizeFigures(view, v);
+  samplingFigure(view, v.sampling);
+  slotFigure(view, v);
+}
+
+function unitRows(table) {
+  // table (N, D) decoded -> each row divided by its length, in doubles
+  const [n, d] = table.shape;
+  const rows = new Float64Array(n * d);
+  for (let p = 0; p < n; p++) {
+    let sum = 0;
+    for (let k = 0; k < d; k++) sum += table.values[p * d + k] ** 2;
+    const norm = Math.sqrt(sum);
+    for (let k = 0; k < d; k++) rows[p * d + k] = table.values[p * d + k] / norm;
+  }
+  return { rows, n, d };
+}
+
+function similarityMap(unit, patch) {
+  // the cosine similarity of row `patch` to every row: a dot product of unit vectors
+  const { rows, n, d } = unit;
+  return Float64Array.from({ length: n }, (_, q) => {
+    let dot = 0;
+    for (let k = 0; k < d; k++) dot += rows[patch * d + k] * rows[q * d + k];
+    return dot;
+  });
+}
+
+function similarityFigures(view, v) {
+  view.append(element("h2", { text: "Each patch against every other (the ViT paper's figure 7)" }));
+  view.append(element("p", { text: "Choose a patch: each map is the cosine similarity of its position " +
+    "row to every patch's, computed by this page in doubles from the tables (rounded to float32, as " +
+    "a model holds them); in the resized table, the patch at the same place of the larger grid. A " +
+    "random table has no structure; the 2-D sin-cos rows are all alike (their slow columns barely " +
+    "turn across the grid), yet each map peaks at its own patch and falls off along its row and column." }));
+  const [h, w] = v.grid;
+  const names = ["learned", "sincos", "resized"];
+  const tables = v.tables.map((t) => ({ ...t, unit: unitRows(decode(t.table)) }));
+  const row = element("input", { type: "range", id: "vision-row", min: "0", max: String(h - 1), step: "1",
+    value: String(h >> 1) });
+  const col = element("input", { type: "range", id: "vision-col", min: "0", max: String(w - 1), step: "1",
+    value: String(w >> 1) });
+  const said = element("output", { id: "vision-patch", for: "vision-row vision-col" });
+  view.append(element("div", {}, element("label", { for: "vision-row", text: "patch row" }), row, " ",
+    element("label", { for: "vision-col", text: "patch column" }), col, " ", said));
+  scaleLegend(view, 1);
+  const figures = element("div", { class: "row", id: "vision-similarity" });
+  view.append(figures);
+  function draw() {
+    figures.replaceChildren();
+    tooltip.style.display = "none";
+    const i = Number(row.value), j = Number(col.value);
+    said.textContent = `(${i}, ${j})`;
+    tables.forEach((t, k) => {
+      const [H, W] = t.grid;
+      const pi = Math.round((i * (H - 1)) / Math.max(h - 1, 1)), pj = Math.round((j * (W - 1)) / Math.max(w - 1, 1));
+      heatmap(figures, { id: `vision-similarity-${names[k]}`, rows: numbered(H), cols: W,
+        axes: ["patch row", "patch column"], values: similarityMap(t.unit, pi * W + pj), dtype: "float64",
+        limit: 1, cell: 16, title: `${t.name}: patch (${pi}, ${pj}) of ${H} × ${W}`,
+        describe: `the cosine similarity of patch (${pi}, ${pj})'s position row to every patch's.`,
+        tip: (a, b) => `patch (${a}, ${b}) against patch (${pi}, ${pj})` });
+    });
+  }
+  row.addEventListener("input", draw);
+  col.addEventListener("input", draw);
+  draw();
+}
+
+function resizeFigures(view, v) {
+  const r = v.resize;
+  view.append(element("h2", { text: "What a resize does: there is no single bicubic" }));
+  view.append(element("p", { text: "Channel 0 of the learned table resized by torch's bicubic (a = −0.75, " +
+    "edges replicated, no antialias) and by JAX's (a = −0.5, edges renormalized, antialiased: wider " +
+    "when downsampling), each kernel's rule in float64; F.interpolate and jax.image.resize agree with " +
+    "it within the job's tolerance. Their difference is everywhere, not only at the edges: the kernels differ." }));
+  const channel = decode(r.channel);
+  const resized = r.resized.map((x) => ({ name: x.name, ...decode(x.values) }));
+  const limit = largest(channel.values, ...resized.map((x) => x.values));
+  scaleLegend(view, limit);
+  const figures = element("div", { class: "row" });
+  const grid = (shape) => ({ rows: numbered(shape[0]), cols: shape[1], axes: ["patch row", "patch column"],
+    dtype: "float64", cell: 14 });
+  heatmap(figures, { id: "vision-channel", ...grid(channel.shape), values: channel.values, limit,
+    title: `the channel, ${channel.shape[0]} × ${channel.shape[1]}`, describe: "channel 0 of the learned table.",
+    tip: (i, j) => `patch (${i}, ${j}) · channel 0` });
+  resized.forEach((x, k) => heatmap(figures, { id: `vision-resized-${["torch", "jax"][k]}`, ...grid(x.shape),
+    values: x.values, limit, title: `${x.name}, ${x.shape[0]} × ${x.shape[1]}`,
+    describe: `the channel as ${x.name} resizes it.`, tip: (i, j) => `${x.name} · patch (${i}, ${j})` }));
+  view.append(figures);
+  const diff = Float64Array.from(resized[0].values, (value, k) => value - resized[1].values[k]);
+  const title = `${resized[0].name} − ${resized[1].name}`;
+  const differs = element("div", { id: "vision-difference" });
+  if (diff.every((d) => d === 0)) {
+    differs.append(element("p", { class: "verdict ok", text: `${title}: bit-identical` }));
+  } else {
+    scaleLegend(differs, largest(diff));
+    heatmap(differs, { id: "vision-difference-map", ...grid(resized[0].shape), values: diff, limit: largest(diff),
+      title, describe: "their difference, on its own scale.", tip: (i, j) => `patch (${i}, ${j}) · difference` });
+  }
+  const row = element("div", { class: "row" }, differs, kernelPicture(r.curves, r.taps));
+  view.append(row);
+}
+
+function kernelPicture(curves, taps) {
+  // The kernels as lines, one output's taps as stems: the weight against input − sample position.
+  const width = 440, height = 240, left = 40, bottom = 30, top = 8;
+  const x = (u) => left + ((u + 3) / 6) * (width - left - 8);
+  const y = (v) => top + (1 - (v + 0.2) / 1.25) * (height - bottom - top);
+  const lines = curves.map((c, k) => {
+    const order = c.offsets.map((_, i) => i).sort((a, b) => c.offsets[a] - c.offsets[b]);
+    const points = order.map((i) => `${x(c.offsets[i]).toFixed(1)},${y(c.weights[i]).toFixed(1)}`).join(" ");
+    return `<polyline fill="none" stroke="${TAB10[k]}" stroke-width="2" points="${points}"/>`;
+  }).join("");
+  const stems = taps.map((t, k) => t.offsets.map((u, i) =>
+    `<line x1="${x(u).toFixed(1)}" y1="${y(0).toFixed(1)}" x2="${x(u).toFixed(1)}" y2="${y(t.weights[i]).toFixed(1)}" ` +
+    `stroke="${TAB10[k]}" stroke-dasharray="2 2"/><circle class="tap" cx="${x(u).toFixed(1)}" ` +
+    `cy="${y(t.weights[i]).toFixed(1)}" r="3" fill="${TAB10[k]}"/>`).join("")).join("");
+  const legend = [...curves.map((c) => `${c.label} (line)`), ...taps.map((t) => t.label)]
+    .map((text, k) => `<text x="${left + 6}" y="${top + 12 + 13 * k}" fill="${TAB10[k < curves.length ? k : k - curves.length]}">${text}</text>`).join("");
+  const axes = `<line x1="${left}" y1="${y(0)}" x2="${width - 8}" y2="${y(0)}" stroke="#999"/>` +
+    `<line x1="${left}" y1="${top}" x2="${left}" y2="${height - bottom}" stroke="#999"/>` +
+    [-2, -1, 0, 1, 2].map((u) => `<text x="${x(u) - 4}" y="${height - bottom + 14}">${u}</text>`).join("") +
+    [0, 0.5, 1].map((v) => `<text x="4" y="${y(v) + 4}">${v}</text>`).join("") +
+    `<text x="${left + 40}" y="${height - 2}">input position − sample position (input patches)</text>`;
+  const label = "the kernels' weights against the distance to the sample: " +
+    curves.map((c) => c.label).join("; ") + "; and the taps of one output: " + taps.map((t) => t.label).join("; ");
+  return svgFigure("the kernels (lines) and one output's taps (stems)", "vision-kernels", width, height, label,
+    axes + lines + stems + legend);
+}
+
+function samplingFigure(view, sampling) {
+  const { old, rules } = sampling;
+  view.append(element("h2", { text: "Where each rule samples the old grid" }));
+  view.append(element("p", { text: `${sampling.new} new columns read from ${old} old ones (each old patch ` +
+    "shaded, its centre at the tick). Corners aligned put the first and last samples on the first and " +
+    "last centres; DINOv2's offset squeezes every sample toward the start." }));
+  const width = 900, left = 270, right = 16, row = 46, top = 10, height = top + row * rules.length + 30;
+  const x = (u) => left + ((u + 1) / (old + 1)) * (width - left - right);
+  const cells = Array.from({ length: old }, (_, k) => `<rect x="${x(k - 0.5)}" y="${top}" width="${x(k + 0.5) - x(k - 0.5)}" ` +
+    `height="${row * rules.length}" fill="${k % 2 ? "#eee" : "#ddd"}"/>` +
+    `<text x="${x(k) - 4}" y="${top + row * rules.length + 14}">${k}</text>`).join("");
+  const marks = rules.map((r, n) => {
+    const y = top + row * n + row / 2;
+    const [first, second] = r.label.split("\n");
+    return `<text x="4" y="${y - 2}">${first}</text><text x="4" y="${y + 11}">${second || ""}</text>` +
+      `<line x1="${x(r.coordinates[0])}" y1="${y}" x2="${x(r.coordinates[r.coordinates.length - 1])}" y2="${y}" stroke="${TAB10[n]}"/>` +
+      r.coordinates.map((u) => `<circle class="sample" cx="${x(u).toFixed(1)}" cy="${y}" r="4" fill="${TAB10[n]}"/>`).join("");
+  }).join("");
+  const label = rules.map((r) => `${r.label.replace("\n", " ")}: from ${r.coordinates[0].toFixed(3)} to ` +
+    `${r.coordinates[r.coordinates.length - 1].toFixed(3)}`).join("; ");
+  view.append(svgFigure(`sample points on the old grid of ${old} patches`, "vision-sampling", width, height,
+    label, cells + marks));
+}
+
+function slotFigure(view, v) {
+  view.append(element("h2", { text: "2-D RoPE: which axis turns each dimension of a head" }));
+  view.append(element("p", { text: `One bar per model over a head of ${v.dim} dims (Flux: its sections' ` +
+    "128): orange the row (h), green the column (w), blue time (t, 0 for an image); an arc joins the " +
+    "two dims one rotation turns; the grey strip under each bar is how fast it turns (darker: slower). " +
+    "Pixtral and Qwen2-VL have the same bars and differ in the strip." }));
+  const slots = v.slots;
+  const widest = Math.max(...slots.map((s) => s.axes.length));
+  const left = 190, px = Math.min(8, 680 / widest), row = 70, width = left + widest * px + 20;
+  const height = row * slots.length + 10;
+  const logs = slots.flatMap((s) => s.frequencies.filter((f) => f > 0).map(Math.log10));
+  const low = Math.min(...logs), high = Math.max(...logs);
+  const shade = (f) => { // light: fast, dark: slow, as the job's picture draws it
+    const level = Math.round(30 + 200 * (Math.log10(f) - low) / (high - low || 1));
+    return `rgb(${level},${level},${level})`;
+  };
+  const bars = slots.map((s, n) => {
+    const y = row * n + 40;
+    const [first, second] = s.label.split("\n");
+    const dims = s.axes.map((axis, d) => `<rect class="dim" x="${left + d * px}" y="${y}" width="${px}" height="14" ` +
+      `fill="${AXIS_COLOURS[axis]}"/><rect x="${left + d * px}" y="${y + 16}" width="${px}" height="5" fill="${shade(s.frequencies[d])}"/>`).join("");
+    const arcs = s.pairs.map(([a, b]) => {
+      const [p, q] = a < b ? [a, b] : [b, a];
+      const rx = ((q - p) * px) / 2, ry = 3 + (26 * (q - p)) / (s.axes.length / 2);
+      return `<path d="M ${left + (p + 0.5) * px} ${y} A ${rx} ${ry} 0 0 1 ${left + (q + 0.5) * px} ${y}" fill="none" stroke="#555" stroke-width="0.6"/>`;
+    }).join("");
+    return `<text x="4" y="${y + 4}">${first}</text><text x="4" y="${y + 18}">${second}</text>${dims}${arcs}`;
+  }).join("");
+  const label = slots.map((s) => `${s.label.replace("\n", ": ")}, ${s.axes.length} dims: ` +
+    s.axes.map((axis) => axis).join(" ")).join("; ");
+  view.append(svgFigure("slot maps by model", "vision-slots", width, height, label, bars));
+}
+
 // --- tabs --------------------------------------------------------------------------------
 
 const VIEWS = { seed: seedView, live: liveView, schemes: schemesView, real: realView, training: trainingView,
-  conformance: conformanceView };
+  vision: visionView, conformance: conformanceView };
 
 function select(tab, focus) {
   for (const other of document.querySelectorAll("[role=tab]")) {
