@@ -1079,12 +1079,11 @@ def resize_positions(
     compute = resize.computation_dtype(table.dtype, compute_dtype)
     with _precision(compute):
         grid = jnp.asarray(table[prefix:].astype(compute)).reshape(*old, -1)  # (h, w, dim)
-        if factors[0] is None and rule.scale_factor:  # a size, half-pixel centres
+        if factors[0] is None and not rule.align_corners:  # a size, half-pixel centres
             resized = _resize(grid, shape=new, **rule.jax)  # (H, W, dim)
         else:
-            corners = rule.offset is None  # the other rule without a scale factor
             scale, translation = zip(*(
-                _corner_scale(n_in, n_out) if corners else (factor, 0.0)
+                _corner_scale(n_in, n_out) if rule.align_corners else (factor, 0.0)
                 for n_in, n_out, factor in zip(old, new, factors)
             ))  # fmt: skip
             resized = _scale_and_translate(

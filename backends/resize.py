@@ -139,7 +139,8 @@ class Kernel:
     ``jax.image.resize``'s (corners aligned: ``scale_and_translate``'s scale and translation
     emulate it), or None. ``offset``: DINOv2's ``interpolate_offset``, the
     scale factor (new + offset)/old the rule passes instead of a size. ``scale_factor``: whether
-    the rule takes a caller's scale factor (torch's 1/scale_factor rule). ``slope``: for
+    the rule takes a caller's scale factor (torch's 1/scale_factor rule). ``align_corners``: the
+    first and last samples on the first and last inputs' centres. ``slope``: for
     ``tolerance``, how far a sample moved by one pixel can move an output, per unit of the
     table (max over x of the sum over k of |K'(x - k)|: 3 for Keys' cubic at a = -0.5 and
     -0.75, 2 for the triangle; widened by antialiasing, less).
@@ -153,6 +154,7 @@ class Kernel:
     slope: float  # the largest sum over the taps of |d weight / d src|: 3 for the cubics, 2 linear
     offset: float | None = None
     scale_factor: bool = True
+    align_corners: bool = False
 
 
 KERNELS = {
@@ -214,6 +216,7 @@ KERNELS = {
         "linspace(0, side - 1, size))",
         slope=2,
         scale_factor=False,  # corners aligned: the scale is (n_in - 1)/(n_out - 1), whatever asked
+        align_corners=True,
     ),
     "dinov2-offset": Kernel(
         _torch_bicubic,
