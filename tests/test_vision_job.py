@@ -68,6 +68,7 @@ def test_a_kernel_a_framework_cannot_express_is_a_note_not_a_row():
         (["--kernel", "bicubic"], "argument --kernel: invalid choice: 'bicubic'"),
         (["--spec", "pixtral"], "--spec goes with --scheme rope2d"),
         (["--scheme", "rope2d", "--spec", "flux"], "not --dim 64: pass --dim 128"),
+        (["--scheme", "rope2d", "--dim", "1024"], "--dim 1024 is over 512 for --scheme rope2d"),
         (["--dim", "6"], "needs dim a multiple of 4 and at least 4, got 6"),
         (["--out", "v.txt"], "needs an extension"),
     ],

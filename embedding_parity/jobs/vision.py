@@ -21,6 +21,7 @@ Exit status: 0 every backend agrees on every path, 1 one differs, 2 bad argument
 
 from __future__ import annotations
 
+import argparse
 import os
 
 import numpy as np
@@ -133,13 +134,14 @@ def _row(name, output, expected, tolerance: float = 0.0, bound=None) -> Result:
 
 
 def _sincos(names, grid, dim, rule, dtype):
+    """Each backend's table, held to the host's bits."""
     host = grids.sincos2d_table(grid, dim, rule=rule, dtype=dtype)
-    rows = [
-        _row(name, backends.get(name).to_numpy(
-            backends.get(name).sincos2d_table(grid, dim, rule=rule, dtype=dtype)), host)
-        for name in names
-    ]  # fmt: skip
-    return {"host path: the float64 table rounded once; every backend holds its bits": rows}
+    results = []
+    for name in names:
+        be = backends.get(name)
+        output = be.to_numpy(be.sincos2d_table(grid, dim, rule=rule, dtype=dtype))
+        results.append(_row(name, output, host))
+    return {"host path: the float64 table rounded once; every backend holds its bits": results}
 
 
 def _rotated(names, grid, dim, spec, dtype, seed):
@@ -238,6 +240,9 @@ def sampling_rules(old: int, new: int) -> list:
 
 # rope2d's slot axes as the slot-map picture names them: Flux's third axis is time, 0 for an image
 AXIS_NAMES = {rope2d.H: "h", rope2d.W: "w", rope2d.NONE: "t"}
+# The slot maps' head: --dim with --scheme rope2d (at most MAX_HEAD_DIM, each dim a bar's cell),
+# else 64 (Pixtral's 1024 / 16 heads, DINOv3 ViT-L's and EVA-02 L's 1024 / 16).
+SLOT_HEAD_DIM, MAX_HEAD_DIM = 64, 512
 
 
 def slot_rows(head_dim: int) -> list:
@@ -266,7 +271,7 @@ def grid_side(text: str) -> int:
     """An argparse type: a grid's side, 1 to MAX_SIDE patches."""
     side = command.at_least(1)(text)
     if side > MAX_SIDE:
-        raise command.argparse.ArgumentTypeError(
+        raise argparse.ArgumentTypeError(
             f"must be at most {MAX_SIDE} patches (the similarity picture draws (h*w)^2 cells), "
             f"got {side}"
         )
@@ -316,20 +321,21 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     """1 if a backend differs on a path."""
     from embedding_parity.drawing import table
-    from embedding_parity.drawing import vision as pictures
 
     _check(args)
     names = command.chosen_backends(args.backends)
-    spec = args.spec or DEFAULTS["spec"]
     grid, to = tuple(args.grid), tuple(args.to)
     learned = learned_table(grid, args.dim, seed=args.seed, dtype=args.dtype)
-    # the pictures' data first: a --kernel, --rule or --dim they cannot use is refused before
-    # any output
-    panels = similarity_panels(learned, grid, to, kernel=args.kernel, rule=args.rule)
-    resized = resize_panels(learned, grid, to)
-    slots = slot_rows(args.dim)
+    # the pictures' data first: a --rule or --dim they cannot use is refused before any output
+    head_dim = args.dim if args.scheme == "rope2d" else SLOT_HEAD_DIM
+    drawn = (
+        similarity_panels(learned, grid, to, kernel=args.kernel, rule=args.rule),
+        resize_panels(learned, grid, to),
+        slot_rows(head_dim),
+    )
     done = run(names, scheme=args.scheme, grid=grid, to=to, kernel=args.kernel, rule=args.rule,
-               spec=spec, dim=args.dim, dtype=args.dtype, seed=args.seed)  # fmt: skip
+               spec=args.spec or DEFAULTS["spec"], dim=args.dim, dtype=args.dtype,
+               seed=args.seed)  # fmt: skip
     print(done.heading)
     print(done.setting)
     for note in done.notes:
@@ -337,7 +343,18 @@ def main(args) -> int:
     for path, results in done.paths.items():
         print(f"\n{path}")
         print(table.parity_table(results))
-    paths, show = picture_paths(args.out), command.show(args)
+    paths = picture_paths(args.out)
+    _draw(paths, grid, to, head_dim, *drawn, show=command.show(args))
+    print()
+    for path in paths.values():
+        print(f"picture: {os.path.abspath(path)}")
+    print(done.verdict)
+    return 1 if done.differing else 0
+
+
+def _draw(paths, grid, to, head_dim, panels, resized, slots, *, show: bool) -> None:
+    from embedding_parity.drawing import vision as pictures
+
     size = f"{grid[0]} x {grid[1]}"
     pictures.similarity(
         panels,
@@ -352,8 +369,8 @@ def main(args) -> int:
         *resized,
         f"Channel 0 of the learned table resized {size} -> {to[0]} x {to[1]}: there is no single "
         "bicubic. torch: a = -0.75, edges replicated, no antialias; JAX: a = -0.5, edges "
-        "renormalized, antialiased (wider when downsampling). Each kernel's rule in float64; "
-        "F.interpolate and jax.image.resize agree with it within the tolerance above",
+        "renormalized, antialiased (wider when downsampling). Each kernel's rule in float64 (the "
+        "host path); F.interpolate and jax.image.resize agree with it within resize.tolerance",
         paths["resize"],
         show=show,
     )
@@ -367,16 +384,11 @@ def main(args) -> int:
     )
     pictures.slot_maps(
         slots,
-        f"2-D RoPE: which axis turns each dimension of a head of {args.dim} (Flux: 128), and how "
+        f"2-D RoPE: which axis turns each dimension of a head of {head_dim} (Flux: 128), and how "
         "fast, by model",
         paths["rope2d"],
         show=show,
     )
-    print()
-    for path in paths.values():
-        print(f"picture: {os.path.abspath(path)}")
-    print(done.verdict)
-    return 1 if done.differing else 0
 
 
 def _check(args) -> None:
@@ -389,9 +401,13 @@ def _check(args) -> None:
             f"--spec {args.spec} rotates a head of {sum(sections)} dims (sections "
             f"{', '.join(map(str, sections))}), not --dim {args.dim}: pass --dim {sum(sections)}"
         )
+    if args.scheme == "rope2d" and args.dim > MAX_HEAD_DIM:
+        raise UsageError(
+            f"--dim {args.dim} is over {MAX_HEAD_DIM} for --scheme rope2d: it is a head's width, "
+            "and the slot map draws each of its dims"
+        )
     for path in picture_paths(args.out).values():
         command.check_picture(path)
-    h, w = args.grid
-    command.check_size(
-        h * w * args.dim, f"the table: --grid {h} {w} x --dim {args.dim}", "lower --dim or the grid"
-    )
+    for flag, (h, w) in (("--grid", args.grid), ("--to", args.to)):
+        formula = f"a table: {flag} {h} {w} x --dim {args.dim}"
+        command.check_size(h * w * args.dim, formula, "lower --dim or the grid")

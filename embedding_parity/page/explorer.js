@@ -1026,7 +1026,9 @@ function slotFigure(view, v) {
   view.append(element("p", { text: `One bar per model over a head of ${v.dim} dims (Flux: its sections' ` +
     "128): orange the row (h), green the column (w), blue time (t, 0 for an image); an arc joins the " +
     "two dims one rotation turns; the grey strip under each bar is how fast it turns (darker: slower). " +
-    "Pixtral and Qwen2-VL have the same bars and differ in the strip." }));
+    "Pixtral and Qwen2-VL have the same bars: Qwen2-VL gives the row and the column one ladder of " +
+    "frequencies, Pixtral the column the odd steps of a ladder whose even steps go to the row (half " +
+    "a step slower: the strips barely show it)." }));
   const slots = v.slots;
   const widest = Math.max(...slots.map((s) => s.axes.length));
   const left = 190, px = Math.min(8, 680 / widest), row = 70, width = left + widest * px + 20;
