@@ -1063,12 +1063,16 @@ def resize_positions(
         return _to_device(resize.resize_table(table, old_grid, new_grid, **options))
     if path == "taps":
         plan = resize.taps(table, old_grid, new_grid, **options)
-        with _precision(plan.accumulate):
-            grid = jnp.asarray(plan.table[plan.prefix :].astype(plan.compute))
-            grid = grid.astype(plan.accumulate).reshape(*plan.old, -1)  # (h, w, dim)
-            resized = tap_resize(grid, plan.rows, plan.columns).reshape(-1, grid.shape[-1])
-            resized = resized.astype(plan.compute).astype(plan.table.dtype)
-            return jnp.concatenate([jnp.asarray(plan.table[: plan.prefix]), resized])
+        with _precision(_widest(*plan.inward, plan.table.dtype)):
+            grid = jnp.asarray(plan.table[plan.prefix :].reshape(*plan.old, -1))  # (h, w, dim)
+            for dtype in plan.inward:
+                grid = grid.astype(dtype)
+            grid = tap_resize(grid, plan.rows, plan.columns)  # (H, W, dim)
+            for dtype in plan.outward:
+                grid = grid.astype(dtype)
+            return jnp.concatenate(
+                [jnp.asarray(plan.table[: plan.prefix]), grid.reshape(-1, grid.shape[-1])]
+            )
     table, old, new, prefix, factors = resize.check_table(
         table, old_grid, new_grid, kernel=kernel, prefix_tokens=prefix_tokens,
         scale_factor=scale_factor,
@@ -1077,7 +1081,7 @@ def resize_positions(
     if rule.jax is None:
         raise validation.no_framework_form(kernel, "JAX", "(no scale_and_translate method)")
     compute = resize.computation_dtype(table.dtype, compute_dtype)
-    with _precision(compute):
+    with _precision(_widest(table.dtype, compute)):
         grid = jnp.asarray(table[prefix:].astype(compute)).reshape(*old, -1)  # (h, w, dim)
         if factors[0] is None and not rule.align_corners:  # a size, half-pixel centres
             resized = _resize(grid, shape=new, **rule.jax)  # (H, W, dim)
@@ -1091,6 +1095,11 @@ def resize_positions(
             )  # (H, W, dim)
         resized = resized.reshape(new[0] * new[1], -1).astype(table.dtype)
         return jnp.concatenate([jnp.asarray(table[:prefix]), resized])
+
+
+def _widest(*dtypes) -> np.dtype:
+    """float64 where any of ``dtypes`` is (x64 mode for the whole computation), else the last."""
+    return np.dtype(np.float64) if np.float64 in dtypes else dtypes[-1]
 
 
 def _corner_scale(n_in: int, n_out: int) -> tuple[float, float]:
@@ -1155,7 +1164,8 @@ def naflex_positions(table, old_grid, spatial_shapes, max_patches: int, *, path:
     resized = _naflex(
         grid, shapes.astype(np.float32), rows, columns, canvas=int(shapes.max())
     )  # (B, P, dim)
-    return resized.astype(table.dtype)
+    with _precision(table.dtype):
+        return resized.astype(table.dtype)
 
 
 @partial(jax.jit, static_argnames="canvas")

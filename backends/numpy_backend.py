@@ -570,12 +570,14 @@ def resize_positions(
     if path == "host":
         return resize.resize_table(table, old_grid, new_grid, **options)
     plan = resize.taps(table, old_grid, new_grid, **options)
-    grid = plan.table[plan.prefix :].astype(plan.compute).astype(plan.accumulate)
-    grid = grid.reshape(*plan.old, -1)  # (h, w, dim)
+    grid = plan.table[plan.prefix :].reshape(*plan.old, -1)  # (h, w, dim)
+    for dtype in plan.inward:
+        grid = grid.astype(dtype)
     grid = _taps_along(grid, *plan.rows, axis=0)  # (H, w, dim)
     grid = _taps_along(grid, *plan.columns, axis=1)  # (H, W, dim)
-    resized = grid.reshape(-1, grid.shape[-1]).astype(plan.compute).astype(plan.table.dtype)
-    return np.concatenate([plan.table[: plan.prefix], resized])
+    for dtype in plan.outward:
+        grid = grid.astype(dtype)
+    return np.concatenate([plan.table[: plan.prefix], grid.reshape(-1, grid.shape[-1])])
 
 
 def _taps_along(grid, indices, weights, *, axis: int) -> np.ndarray:

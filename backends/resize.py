@@ -363,8 +363,10 @@ def tap_table(weights: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
 @dataclasses.dataclass(frozen=True)
 class Taps:
     """The tap form of one resize, made on the host: the checked table, its prefix rows, the
-    grids, each axis' (indices, weights) and the dtypes the sums run in (``accumulate``: float32,
-    or float64 for float64) and the source rounds to (``compute``) before the table's dtype."""
+    grids, each axis' (indices, weights), and the dtypes the grid is cast through on its way in
+    (``inward``: the computation dtype, then the sums', float32 or float64 for float64) and the
+    sums on their way out (``outward``: the computation dtype, then the table's; from float64 to
+    16 bits through float32, as NumPy, torch and JAX each round the same way only so)."""
 
     table: np.ndarray
     prefix: int
@@ -372,8 +374,8 @@ class Taps:
     new: tuple[int, int]
     rows: tuple[np.ndarray, np.ndarray]  # (H, T_r) indices into the old rows, weights
     columns: tuple[np.ndarray, np.ndarray]  # (W, T_c) into the old columns
-    accumulate: np.dtype
-    compute: np.dtype
+    inward: tuple[np.dtype, ...]
+    outward: tuple[np.dtype, ...]
 
 
 def taps(
@@ -398,7 +400,10 @@ def taps(
     compute = computation_dtype(table.dtype, compute_dtype)
     accumulate = np.dtype(np.float64) if compute == np.float64 else np.dtype(np.float32)
     rows, columns = (tap_table(m, accumulate) for m in _matrices(kernel, old, new, factors))
-    return Taps(table, prefix, old, new, rows, columns, accumulate, compute)
+    # torch casts float64 to float16 through float32; NumPy and JAX directly: say one way.
+    narrow = (np.dtype(np.float32),) if compute == np.float64 and table.itemsize == 2 else ()
+    outward = (compute, *narrow, table.dtype)
+    return Taps(table, prefix, old, new, rows, columns, (compute, accumulate), outward)
 
 
 def tolerance(

@@ -993,12 +993,14 @@ def resize_positions(
 
 def _tap_resize(plan) -> torch.Tensor:
     table = _as_tensor(plan.table)
-    grid = table[plan.prefix :].to(_torch_dtype(plan.compute)).to(_torch_dtype(plan.accumulate))
-    grid = grid.reshape(*plan.old, -1)  # (h, w, dim)
+    grid = table[plan.prefix :].reshape(*plan.old, -1)  # (h, w, dim)
+    for dtype in plan.inward:
+        grid = grid.to(_torch_dtype(dtype))
     grid = _taps_along(grid, *plan.rows, dim=0)  # (H, w, dim)
     grid = _taps_along(grid, *plan.columns, dim=1)  # (H, W, dim)
-    resized = grid.reshape(-1, grid.shape[-1]).to(_torch_dtype(plan.compute)).to(table.dtype)
-    return torch.cat([table[: plan.prefix], resized])
+    for dtype in plan.outward:
+        grid = grid.to(_torch_dtype(dtype))
+    return torch.cat([table[: plan.prefix], grid.reshape(-1, grid.shape[-1])])
 
 
 def _taps_along(grid, indices, weights, *, dim: int) -> torch.Tensor:
