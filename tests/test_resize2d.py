@@ -120,6 +120,19 @@ def test_the_taps_are_bit_identical_on_every_backend(new, prefix, kernel, dtype)
         )
 
 
+@pytest.mark.parametrize("dtype, compute", [("float64", "float32"), ("float16", "float64")])
+def test_the_taps_keep_their_bits_across_a_computation_dtype(dtype, compute):
+    # JAX needs x64 for a float64 table summed in float32; torch casts float64 to float16
+    # through float32 where NumPy rounds directly: the plan's casts say one way for all.
+    x = table(OLD, prefix=1, dtype=dtype)
+    options = {"kernel": "bilinear", "prefix_tokens": 1, "compute_dtype": compute, "path": "taps"}
+    expected = backends.get("numpy").resize_positions(x, OLD, (4, 10), **options)
+    for name in ("torch", "jax"):
+        y = on(name, backends.get(name).resize_positions(x, OLD, (4, 10), **options))
+        assert y.dtype == x.dtype
+        np.testing.assert_array_equal(y, expected)
+
+
 def test_the_taps_under_jit_are_within_the_tolerance():
     # XLA contracts a multiply and an add into an FMA under jit: the last bits differ.
     jax_backend = backends.get("jax")
