@@ -595,7 +595,8 @@ def naflex_positions(table, old_grid, spatial_shapes, max_patches: int, *, path:
     """SigLIP2 NaFlex: the (h*w, dim) table resized per image to spatial_shapes[b] = (h, w),
     the antialiased bilinear kernel, padded to (B, max_patches, dim) with each image's
     (0, 0) row. path "host": ``resize.naflex_positions``'s bits; "native": Hugging Face's
-    float32 weights (``Siglip2VisionEmbeddings.resize_positional_embeddings``) times the table."""
+    float32 weights (``Siglip2VisionEmbeddings.resize_positional_embeddings``) times the table,
+    NumPy's matmul summing in its own order (within ``resize.tolerance``, not torch's bits)."""
     validation.choice(path, ("host", "native"), "NaFlex path")
     if path == "host":
         return resize.naflex_positions(table, old_grid, spatial_shapes, max_patches)
