@@ -119,7 +119,7 @@ def test_the_difference_says_bit_identical_where_zero_and_where_it_lies_otherwis
     identical, differing = (fig.axes[3] for fig in drawn)
     assert "bit-identical" in identical.texts[0].get_text() and not identical.images
     np.testing.assert_array_equal(differing.images[0].get_array(), edge - same)
-    assert "max |diff| 0.25 on the border, 0 inside" in differing.get_xlabel()
+    assert "max |diff|: border 0.25, inside 0" in differing.get_title()
 
 
 def test_the_resize_panels_are_the_host_paths_of_torchs_and_jaxs_bicubic():

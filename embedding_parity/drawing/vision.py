@@ -106,14 +106,15 @@ def resize(channel, resized, curves, taps, title: str, path: str, *, show=False)
     right.set_xlabel("input position - sample position (input patches)")
     right.set_ylabel("weight")
     right.set_title("the kernels (lines) and one output's taps (stems)", fontsize=9)
-    right.legend(fontsize=7, loc="upper left")
+    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     fig.suptitle(wrap(title, fig.get_figwidth()), fontsize=10)
     save(fig, path, show=show)
 
 
 def _difference(fig, ax, diff, first: str, second: str) -> None:
-    ax.set_title(f"{first} - {second}", fontsize=9)
+    title = f"{first} - {second}"
     if not np.any(diff):
+        ax.set_title(title, fontsize=9)
         ax.set_axis_off()
         ax.text(0.5, 0.5, "bit-identical\nmax |diff| = 0", ha="center", va="center",
                 fontsize=11, color="darkgreen", transform=ax.transAxes)  # fmt: skip
@@ -121,7 +122,8 @@ def _difference(fig, ax, diff, first: str, second: str) -> None:
     border, inside = border_and_inside(diff)
     top = float(np.abs(diff).max())
     shown = ax.imshow(diff, cmap="RdBu_r", vmin=-top, vmax=top, interpolation="nearest")
-    ax.set_xlabel(f"patch column\nmax |diff| {border:.3g} on the border, {inside:.3g} inside")
+    ax.set_title(f"{title}\nmax |diff|: border {border:.3g}, inside {inside:.3g}", fontsize=9)
+    ax.set_xlabel("patch column")
     fig.colorbar(shown, ax=ax, shrink=0.8, label="difference")
 
 

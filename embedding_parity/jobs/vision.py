@@ -195,7 +195,8 @@ def similarity_panels(table, grid, to, *, kernel: str, rule: str) -> list:
 def resize_panels(table, grid, to):
     """Channel 0 of the table as an (h, w) array; the two bicubics' (H, W) results (each
     kernel's rule in float64: the host path); each bicubic's weight as a function of the
-    distance to the sample; and the taps of one output, h -> H and, antialiased, h -> 5h/7."""
+    distance to the sample; and the taps of one output, h -> H and, antialiased, h -> 5h/7
+    (where H is larger)."""
     channel = table[:, :1].astype(np.float64)  # (h*w, 1)
     resized = [
         (label, resize.resize_table(channel, grid, to, kernel=kernel).reshape(to))
@@ -204,13 +205,14 @@ def resize_panels(table, grid, to):
     (_, torch_kernel), (_, jax_kernel) = BICUBICS
     curves = [("torch's: a = -0.75", *kernel_curve(torch_kernel)),
               ("JAX's: a = -0.5", *kernel_curve(jax_kernel))]  # fmt: skip
-    smaller = max(1, grid[0] * 5 // 7)  # the issue's 14 -> 10
     taps = [
         (f"torch's taps, {grid[0]} -> {to[0]}", *kernel_taps(torch_kernel, grid[0], to[0])),
         (f"JAX's taps, {grid[0]} -> {to[0]}", *kernel_taps(jax_kernel, grid[0], to[0])),
-        (f"JAX's taps, {grid[0]} -> {smaller}: widened by {grid[0] / smaller:.2g}",
-         *kernel_taps(jax_kernel, grid[0], smaller)),
-    ]  # fmt: skip
+    ]
+    smaller = max(1, grid[0] * 5 // 7)  # the issue's 14 -> 10, unless the run downsamples as far
+    if to[0] > smaller:
+        widened = f"JAX's taps, {grid[0]} -> {smaller}: widened by {grid[0] / smaller:.2g}"
+        taps.append((widened, *kernel_taps(jax_kernel, grid[0], smaller)))
     return channel.reshape(grid), resized, curves, taps
 
 
