@@ -94,12 +94,11 @@ def _replicated(src: np.ndarray, n_in: int, kernel, radius: int) -> np.ndarray:
 
 def _normalized(src: np.ndarray, n_in: int, kernel, width: float) -> np.ndarray:
     """(n_out, n_in) weights kernel(|src - j| / width) over the grid's j only, renormalized to
-    sum 1; a sample outside [-0.5, n_in - 0.5] gets none (JAX's ``compute_weight_mat``;
-    ATen's ``_compute_indices_weights_aa`` is the same rule, its window never past that)."""
+    sum 1 (JAX's ``compute_weight_mat``, ATen's ``_compute_indices_weights_aa``). JAX also gives
+    a sample outside [-0.5, n_in - 0.5] no weight: a resize's never is (the last one is at
+    (floor(n_in * factor) - 0.5) / factor - 0.5 < n_in - 0.5)."""
     weights = kernel((src[:, None] - np.arange(n_in)[None, :]) / width)
-    weights /= weights.sum(axis=1, keepdims=True)
-    inside = (src >= -0.5) & (src <= n_in - 0.5)
-    return np.where(inside[:, None], weights, 0.0)
+    return weights / weights.sum(axis=1, keepdims=True)
 
 
 def _torch_bicubic(n_in: int, n_out: int, scale: float) -> np.ndarray:
