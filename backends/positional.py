@@ -244,10 +244,10 @@ def apply_rope(
         x.shape, np.asarray(positions), base, layout, scaling, rotary_dim
     )
     w, attention = rope_parameters(rotary_dim, base, scaling, length(positions))
-    return _turned(x, positions.astype(np.float64)[:, None] * w, attention, layout)
+    return turn(x, positions.astype(np.float64)[:, None] * w, attention, layout)
 
 
-def _turned(x, angles, attention, layout):
+def turn(x, angles, attention, layout):
     """x's first 2 * pairs dims turned by angles (T, pairs) as complex numbers, times
     ``attention``, paired by ``layout``; the rest passed through."""
     rotary_dim = 2 * angles.shape[-1]
@@ -299,7 +299,7 @@ def apply_mrope(
     )
     axes = mrope_axes(rotary_dim // 2, section, mrope_layout)
     angles = positions.astype(np.float64)[axes].T * frequencies(rotary_dim, base)  # (T, pairs)
-    return _turned(x, angles, 1.0, layout)
+    return turn(x, angles, 1.0, layout)
 
 
 # The rules of the multimodal position builder (Qwen2-VL's and Qwen2.5-VL's get_rope_index), named
@@ -774,7 +774,7 @@ def tolerance(dtype, max_angle: float, *, base: float = 10000.0, magnitude: floa
     return magnitude * (angle_error + c + 2 * d)
 
 
-def _frequency_error(w: np.ndarray, c: float, scaled: bool) -> np.ndarray:
+def frequency_error(w: np.ndarray, c: float, scaled: bool) -> np.ndarray:
     """Relative error of each frequency as a correct implementation computes it natively in a
     compute dtype of epsilon c. Formed as 1 / base**(2k/d): the exponent rounded (c/2, which pow
     turns into |ln w| c/2), pow's ulp and the reciprocal's half ulp (1.5 c); formed as
@@ -787,7 +787,7 @@ def _frequency_error(w: np.ndarray, c: float, scaled: bool) -> np.ndarray:
     return (log_w + np.where(exact, 0.0, 1.5) + (2.0 if scaled else 0.0)) * c
 
 
-def _epsilons(dtype) -> tuple[float, float]:
+def epsilons(dtype) -> tuple[float, float]:
     """(c, d): epsilon of the compute dtype and of ``dtype``."""
     dtype = validation.resolve_dtype(dtype)
     return float(ml_dtypes.finfo(compute_dtype(dtype)).eps), float(ml_dtypes.finfo(dtype).eps)
@@ -809,7 +809,7 @@ def rope_bound(
 
     Derivation, c = eps of the compute dtype (float32; float64 for float64), d = eps of dtype,
     for pair k at position p, z = a + ib the pair, s the attention factor:
-    - the frequency w_k carries a relative error e_k (``_frequency_error``) and the angle p * w_k
+    - the frequency w_k carries a relative error e_k (``frequency_error``) and the angle p * w_k
       one rounding more (c/2): an angle error dt = p * w_k * (e_k + c/2); the rotation turns z
       by it, an error of |z| * dt;
     - cos and sin add an ulp each (at most c of a value <= 1), the attention factor's product c;
@@ -826,11 +826,11 @@ def rope_bound(
     positions, scaling, rotary_dim = validation.check_rope(
         x.shape, np.asarray(positions), base, layout, scaling, rotary_dim
     )
-    c, d = _epsilons(dtype)
+    c, d = epsilons(dtype)
     w, attention = rope_parameters(rotary_dim, base, scaling, length(positions))
     at = positions[:, None] if pair_positions is None else np.asarray(pair_positions)
     angle_error = (
-        at.astype(np.float64) * w * (_frequency_error(w, c, scaling is not None) + c / 2)
+        at.astype(np.float64) * w * (frequency_error(w, c, scaling is not None) + c / 2)
     )  # (T, rotary_dim/2)
     rotated = x[..., :rotary_dim]
     if layout == "interleaved":
@@ -856,14 +856,14 @@ def table_bound(num_positions: int, dim: int, *, base=10000.0, layout="interleav
     Derivation, c = eps of the compute dtype (float32; float64 for float64), d = eps of dtype,
     for the column pair k at position p with frequency w_k = base**(-2k/dim):
     - w_k carries |ln w_k| c + 1.5 c, formed as 1 / base**(2k/dim) or as the tutorial's
-      exp(-2k ln(base)/dim) (``_frequency_error``, as a rotation's);
+      exp(-2k ln(base)/dim) (``frequency_error``, as a rotation's);
     - the angle p * w_k one rounding more (c/2); sin and cos pass the angle's error on with
       slope at most 1 and add an ulp of a value <= 1 (c); the result rounded to dtype (d/2).
     Total p * w_k * (|ln w_k| + 2) c + c + d/2 (at k = 0, where w = 1 and p * w is exact, the
     angle's c/2 is kept: slack).
     """
     validation.check_sinusoidal(num_positions, dim, base, layout)
-    c, d = _epsilons(dtype)
+    c, d = epsilons(dtype)
     w = base ** -(np.arange(0, dim, 2) / dim)
     pair = np.arange(num_positions, dtype=np.float64)[:, None] * w * _table_angle_error(w, c)
     pair += c + d / 2
@@ -877,7 +877,7 @@ def table_bound(num_positions: int, dim: int, *, base=10000.0, layout="interleav
 
 def _table_angle_error(w: np.ndarray, c: float) -> np.ndarray:
     """Relative error of a table's angle p * w_k: its frequency's and the product's rounding."""
-    return _frequency_error(w, c, False) + c / 2
+    return frequency_error(w, c, False) + c / 2
 
 
 def phase_bound(positions, dim: int, *, base=10000.0, scaling=None, dtype, table=False):
@@ -886,13 +886,13 @@ def phase_bound(positions, dim: int, *, base=10000.0, scaling=None, dtype, table
     the pair's magnitude. A rotation: p * w_k * (e_k + c/2) + d/2 + sqrt(2) (2c + d (+ d/2)), as
     (|a| + |b|) <= sqrt(2) |z|; a table: p * w_k * its angle error + sqrt(2) (c + d/2), an
     error e in both sin and cos moving the angle read back by at most sqrt(2) e."""
-    c, d = _epsilons(dtype)
+    c, d = epsilons(dtype)
     positions = np.asarray(positions, dtype=np.float64)[:, None]
     if table:
         w = base ** -(np.arange(0, dim, 2) / dim)
         return (positions * w * _table_angle_error(w, c)).max(axis=1) + math.sqrt(2) * (c + d / 2)
     w, attention = rope_parameters(dim, base, scaling, length(positions))
-    angle = positions * w * (_frequency_error(w, c, scaling is not None) + c / 2)
+    angle = positions * w * (frequency_error(w, c, scaling is not None) + c / 2)
     scaled_x = d / 2 if attention != 1 else 0.0  # rope_bound's attention factor on x
     return angle.max(axis=1) + d / 2 + math.sqrt(2) * (2 * c + d + scaled_x)
 

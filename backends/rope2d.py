@@ -273,7 +273,7 @@ def apply_rope2d(x, positions, *, spec: Rope2D, grid=None) -> np.ndarray:
     multiplication (``positional``'s rotation, each slot at its own angle)."""
     x = np.asarray(x, dtype=np.float64)
     positions, grid = validation.check_rope2d(x.shape, np.asarray(positions), spec, grid)
-    return positional._turned(x, angles(positions, x.shape[-1], spec, grid), 1.0, spec.layout)
+    return positional.turn(x, angles(positions, x.shape[-1], spec, grid), 1.0, spec.layout)
 
 
 # --- token order: the id builders -----------------------------------------------------------
@@ -351,18 +351,18 @@ def bound(x, positions, *, spec: Rope2D, grid=None, dtype=None) -> np.ndarray:
     ``positional.rope_bound``'s derivation, slot by slot (c = eps of the compute dtype, d = eps
     of dtype; slot k of frequency w_k at coordinate u, pair z = a + ib):
     - the frequency, formed natively (1 / base**(2k/d) or exp), is off by e_k =
-      ``positional._frequency_error`` (|ln w_k| c + 1.5 c); "periods" add 2 pi's and the
+      ``positional.frequency_error`` (|ln w_k| c + 1.5 c); "periods" add 2 pi's and the
       division's roundings (c), and from (min, max) the pow of max/min (|ln(max/min)| c);
     - a coordinate is exact for integers (below 2**24); a normalized one, 2 (i + 1/2) / S - 1,
       rounds the quotient q (c q / 2, doubled) and the difference (c |u| / 2): du = c (q + |u|/2);
     - the angle u w_k one rounding more (c / 2): dt = |u| w_k (e_k + c/2) + w_k du;
     - the rotation, as rope_bound's: |z| (dt + d/2) + (|a| + |b|) (2c + d).
     """
-    c, d = positional._epsilons(np.asarray(x).dtype if dtype is None else dtype)
+    c, d = positional.epsilons(np.asarray(x).dtype if dtype is None else dtype)
     x = np.asarray(x, dtype=np.float64)
     positions, grid = validation.check_rope2d(x.shape, np.asarray(positions), spec, grid)
     slots = slot_map(x.shape[-1], spec)
-    e = positional._frequency_error(slots.frequency, c, False)
+    e = positional.frequency_error(slots.frequency, c, False)
     if spec.frequencies == "periods":  # 2 pi's rounding and the division's, and min * ratio**f
         e = e + c
         if spec.periods is not None:

@@ -479,7 +479,7 @@ def _gemma4_global(change):
 
 
 def _turned_by(w, x, positions):
-    return positional._turned(x, positions[:, None] * w, 1.0, "half")
+    return positional.turn(x, positions[:, None] * w, 1.0, "half")
 
 
 @pytest.mark.parametrize(
