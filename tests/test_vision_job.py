@@ -63,13 +63,14 @@ def test_a_kernel_a_framework_cannot_express_is_a_note_not_a_row():
     "argv, expected",
     [
         (["--grid", "0", "3"], "argument --grid: must be at least 1, got 0"),
-        (["--grid", "65", "3"], "must be at most 64 patches"),
+        (["--grid", "41", "3"], "must be at most 40 patches"),
         (["--to", "3"], "argument --to: expected 2 arguments"),
         (["--kernel", "bicubic"], "argument --kernel: invalid choice: 'bicubic'"),
         (["--spec", "pixtral"], "--spec goes with --scheme rope2d"),
         (["--scheme", "rope2d", "--spec", "flux"], "not --dim 64: pass --dim 128"),
         (["--scheme", "rope2d", "--dim", "1024"], "--dim 1024 is over 512 for --scheme rope2d"),
         (["--dim", "6"], "needs dim a multiple of 4 and at least 4, got 6"),
+        (["--grid", "40", "40", "--dim", "4096"], "= 7602176 values is over the limit of 4194304"),
         (["--out", "v.txt"], "needs an extension"),
     ],
 )

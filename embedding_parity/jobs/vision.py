@@ -39,9 +39,13 @@ COMMAND = "vision"
 SCHEMES = ("learned", "sincos2d", "rope2d")
 PICTURES = ("similarity", "resize", "sampling", "rope2d")
 DEFAULTS = {"kernel": "torch-bicubic", "rule": "mae", "spec": "pixtral"}
-# The similarity picture draws (h * w) squared cells: at most 64 patches a side keeps it
-# a few seconds' work (a 64 x 64 grid is a 4160 x 4160 mosaic).
-MAX_SIDE = 64
+# The similarity picture draws (h * w) squared cells: at most 40 patches a side (DINOv2's 518 px
+# at patch 14 is 37) keeps it seconds of work (a 40 x 40 grid is a 1640 x 1640 mosaic).
+MAX_SIDE = 40
+# The job holds about a dozen tables of the two grids at once (the random table and its float64
+# copy, the sin-cos table and its resized copy, each backend's results on each path): the two
+# grids' rows together at most 2**22 values (32 MiB in float64 each).
+MAX_TABLE_VALUES = 2**22
 
 
 def run(
@@ -410,6 +414,10 @@ def _check(args) -> None:
         )
     for path in picture_paths(args.out).values():
         command.check_picture(path)
-    for flag, (h, w) in (("--grid", args.grid), ("--to", args.to)):
-        formula = f"a table: {flag} {h} {w} x --dim {args.dim}"
-        command.check_size(h * w * args.dim, formula, "lower --dim or the grid")
+    (h, w), (new_h, new_w) = args.grid, args.to
+    count = (h * w + new_h * new_w) * args.dim
+    if count > MAX_TABLE_VALUES:
+        raise UsageError(
+            f"the tables: (--grid {h} {w} + --to {new_h} {new_w} patches) x --dim {args.dim} = "
+            f"{count} values is over the limit of {MAX_TABLE_VALUES}: lower --dim or the grids"
+        )
