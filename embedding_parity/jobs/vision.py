@@ -412,6 +412,7 @@ def _check(args) -> None:
             f"--dim {args.dim} is over {MAX_HEAD_DIM} for --scheme rope2d: it is a head's width, "
             "and the slot map draws each of its dims"
         )
+    command.check_picture(args.out)  # its extension and folder are the pictures'
     for path in picture_paths(args.out).values():
         command.check_picture(path)
     (h, w), (new_h, new_w) = args.grid, args.to
