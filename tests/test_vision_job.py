@@ -107,6 +107,8 @@ def test_the_similarity_mosaic_is_each_patchs_cosine_similarity_to_every_other(d
             np.testing.assert_allclose(tile, expected[i, j], rtol=0, atol=5 * np.finfo(float).eps)
     assert np.isnan(shown[3]).all() and np.isnan(shown[:, 4]).all()
     np.testing.assert_array_equal(shown[0, 0], 1.0)  # a patch against itself
+    middle = drawn[0].axes[2].images[0].get_array()  # under the mosaics: patch (1, 2) drawn large
+    np.testing.assert_array_equal(middle, shown[4:7, 10:14])
 
 
 def test_the_difference_says_bit_identical_where_zero_and_where_it_lies_otherwise(drawn):

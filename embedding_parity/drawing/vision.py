@@ -36,26 +36,38 @@ def mosaic(table: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
 
 
 def similarity(panels, title: str, path: str, *, show: bool = False) -> None:
-    """One mosaic per (name, table, grid) of ``panels``, side by side on one scale, -1 to 1."""
+    """One mosaic per (name, table, grid) of ``panels``, side by side on one scale, -1 to 1;
+    under each, its middle patch's map drawn large (the mosaic's maps are a few pixels wide)."""
     plt = pyplot(show)
     fig, axes = plt.subplots(
-        1, len(panels), figsize=(4.6 * len(panels) + 0.8, 5.4), layout="constrained", squeeze=False
+        2,
+        len(panels),
+        figsize=(4.6 * len(panels) + 0.8, 9.6),
+        height_ratios=[1.25, 1],
+        layout="constrained",
+        squeeze=False,
     )
-    for ax, (name, table, grid) in zip(axes[0], panels, strict=True):
+    for top, below, (name, table, grid) in zip(axes[0], axes[1], panels, strict=True):
         shown = mosaic(table, grid)
-        image = ax.imshow(shown, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+        image = top.imshow(shown, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
         h, w = grid
-        ax.set_xticks([(w - 1) / 2 + j * (w + GAP) for j in range(w)], range(w), fontsize=6)
-        ax.set_yticks([(h - 1) / 2 + i * (h + GAP) for i in range(h)], range(h), fontsize=6)
-        ax.set_xlabel("patch column")
-        ax.set_ylabel("patch row")
+        top.set_xticks([(w - 1) / 2 + j * (w + GAP) for j in range(w)], range(w), fontsize=6)
+        top.set_yticks([(h - 1) / 2 + i * (h + GAP) for i in range(h)], range(h), fontsize=6)
+        top.set_xlabel("patch column")
+        top.set_ylabel("patch row")
         low = float(np.nanmin(shown))
-        ax.set_title(
+        top.set_title(
             f"{name}\n({h * w}, {table.shape[1]}) table, {h} x {w} grid; from {low:.2f} to 1",
             fontsize=9,
         )
-        ax.tick_params(length=0)
-    fig.colorbar(image, ax=axes[0], shrink=0.8, label="cosine similarity")
+        top.tick_params(length=0)
+        i, j = h // 2, w // 2
+        tile = shown[i * (h + GAP) : i * (h + GAP) + h, j * (w + GAP) : j * (w + GAP) + w]
+        below.imshow(tile, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+        below.plot(j, i, "k+", ms=10)
+        below.set(xlabel="patch column", ylabel="patch row")
+        below.set_title(f"patch ({i}, {j}) against every patch (+: itself)", fontsize=9)
+    fig.colorbar(image, ax=axes, shrink=0.6, label="cosine similarity")
     fig.suptitle(wrap(title, fig.get_figwidth()), fontsize=10)
     save(fig, path, show=show)
 
