@@ -113,7 +113,7 @@ extrapolate: install
 
 # The explorer: one self-contained HTML file (0.77 MB; 12.8-13.5 s on 2 cores shared with other
 # test runs, 7-8 s of CPU, 2026-12-02; the training curves read from docs/train-float32.json).
-# The vision job's four pictures into docs/ (docs/vision.md; about 8 s of CPU on 2 cores).
+# The vision job's four pictures into docs/ (docs/vision.md; 5 s on 2 cores).
 vision: install
 	MPLBACKEND=Agg $(PY) compare.py vision --out docs/vision.png
 
