@@ -297,8 +297,14 @@ def add_arguments(parser) -> None:
         "paths), a fixed 2-D sin-cos table, or 2-D RoPE (default: %(default)s); the pictures "
         "are drawn for every scheme",
     )
-    add("--grid", type=grid_side, nargs=2, default=[14, 14], metavar=("H", "W"),
-        help="the table's grid: H rows of W patches (default: 14 14)")  # fmt: skip
+    add(
+        "--grid",
+        type=grid_side,
+        nargs=2,
+        default=[14, 14],
+        metavar=("H", "W"),
+        help=f"the table's grid: H rows of W patches, 1 to {MAX_SIDE} each (default: 14 14)",
+    )
     add("--to", type=grid_side, nargs=2, default=[16, 16], metavar=("H", "W"),
         help="the grid it is resized to (default: 16 16)")  # fmt: skip
     add("--kernel", choices=tuple(resize.KERNELS), default=DEFAULTS["kernel"],
