@@ -118,12 +118,18 @@ JOBS = {
         ["--vocab-size", "--dim", "--dtype", "--shards"],
     ),
     "page": (["page", "--backends", "numpy", "--out", "{tmp}/page.html"], ["--train-steps"]),
+    "vision": (
+        ["vision", "--backends", "numpy", "--out", "{tmp}/vision.png"],
+        ["--grid", "--to", "--dim", "--seed", "--kernel", "--scheme", "--rule", "--spec",
+         "--dtype", "--out"],
+    ),
     "check": (  # a target drawn from TARGETS
         ["check", "{target}", "--kind", "lookup", "--only", "bad id"],
         ["--base", "--padding-idx", "--timeout", "--only", "--json"],
     ),
 }  # fmt: skip
 PATH_FLAGS = {"--out", "--json", "--save", "--save-arrays", "--weights"}
+MORE_NUMBERS = {"--tokens", "--grid", "--to"}  # flags that take several numbers
 # the check's targets: a correct one, and hostile ones (tests/test_hostile_targets.py)
 TARGETS = [
     os.path.join(ROOT, "tests", "conformance_targets", target)
@@ -184,7 +190,7 @@ def commands(draw):
     argv = [word.replace("{target}", draw(st.sampled_from(TARGETS))) for word in base]
     for flag in chosen:
         value = draw(PATHS if flag in PATH_FLAGS else VALUES)
-        extra = draw(st.lists(NUMBERS, max_size=2)) if flag == "--tokens" else []
+        extra = draw(st.lists(NUMBERS, max_size=2)) if flag in MORE_NUMBERS else []
         argv += [flag, value, *extra] if not value.startswith("-") else [f"{flag}={value}", *extra]
     return argv
 
