@@ -142,7 +142,8 @@ class Kernel:
     first and last samples on the first and last inputs' centres. ``slope``: for
     ``tolerance``, how far a sample moved by one pixel can move an output, per unit of the
     table (max over x of the sum over k of |K'(x - k)|: 3 for Keys' cubic at a = -0.5 and
-    -0.75, 2 for the triangle; widened by antialiasing, less).
+    -0.75, 2 for the triangle; widened by antialiasing, less). ``support``: the kernel's
+    half-width in input pixels before antialiasing widens it.
     """
 
     weights: Callable[[int, int, float], np.ndarray]
@@ -151,6 +152,7 @@ class Kernel:
     jax: dict | None
     used_by: str
     slope: float  # the largest sum over the taps of |d weight / d src|: 3 for the cubics, 2 linear
+    support: float  # 2 for the cubics, 1 for the triangle
     offset: float | None = None
     scale_factor: bool = True
     align_corners: bool = False
@@ -166,6 +168,7 @@ KERNELS = {
         "dinov2/modeling_dinov2.py: size=); mlx-vlm MoonViT (kimi_vl/vision.py); HF Kimi-K2.5 "
         "(vision_utils.py)",
         slope=3,
+        support=2,
     ),
     "antialiased-bicubic": Kernel(
         _antialiased_bicubic,
@@ -176,6 +179,7 @@ KERNELS = {
         "DINOv2-with-registers (dinov2_with_registers/modeling_dinov2_with_registers.py); DINOv2 "
         "_reg hub models; jax.image.resize 'bicubic' (its default antialias=True); Pillow BICUBIC",
         slope=3,
+        support=2,
     ),
     "keys-bicubic": Kernel(
         _keys_bicubic,
@@ -185,6 +189,7 @@ KERNELS = {
         used_by="jax.image.resize 'bicubic' with antialias=False; Keras ops.image.resize on "
         "JAX and NumPy (keras/src/backend/*/image.py, antialias=False default), keras-hub DINOv2",
         slope=3,
+        support=2,
     ),
     "bilinear": Kernel(
         _bilinear,
@@ -194,6 +199,7 @@ KERNELS = {
         used_by="timm's npz loader _load_weights (models/vision_transformer.py); HF PaddleOCR-VL, "
         "Muse Glimmer (vision_utils.py)",
         slope=2,
+        support=1,
     ),
     "antialiased-bilinear": Kernel(
         _antialiased_bilinear,
@@ -204,6 +210,7 @@ KERNELS = {
         "big_vision NaFlex _pos_emb_resize and FlexiViT (proj/image_text/naflex_vit.py, "
         "proj/flexi/vit.py); jax.image.resize 'linear' (default); Pillow BILINEAR",
         slope=2,
+        support=1,
     ),
     "bilinear-corners": Kernel(
         _bilinear_corners,
@@ -214,6 +221,7 @@ KERNELS = {
         "grid_mode=False); HF Qwen3-VL fast_pos_embed_interpolate (qwen3_vl/modeling_qwen3_vl.py: "
         "linspace(0, side - 1, size))",
         slope=2,
+        support=1,
         scale_factor=False,  # corners aligned: the scale is (n_in - 1)/(n_out - 1), whatever asked
         align_corners=True,
     ),
@@ -226,6 +234,7 @@ KERNELS = {
         "interpolate_pos_encoding: interpolate_offset=0.1, interpolate_antialias=False); HF "
         "Dinov2Model passes size= instead (torch-bicubic) and differs",
         slope=3,
+        support=2,
         offset=0.1,
         scale_factor=False,
     ),
@@ -414,33 +423,50 @@ def tolerance(
     dtype,
     compute_dtype=None,
     scale_factor=None,
+    one_sum: bool = False,
 ) -> float:
     """Largest |framework path - float64 reference| for a table of largest |value| ``magnitude``
-    (the framework computing in ``compute_dtype``, or the table's ``dtype``).
+    (the framework computing in ``compute_dtype``, or the table's ``dtype``; ``one_sum``: each
+    output one sum over 2-D weights, as the NumPy NaFlex matmul, not rows then columns).
 
     Derivation, with u = half the eps of the computation dtype (its unit roundoff), v = half
-    the table dtype's, and per axis at most T taps of weights of l1 norm at most L (T_r, L_r:
-    the rows; T_c, L_c: the columns):
-    - sums: a framework forms each output as T_r sums of T_c products (torch; the taps), as
-      two contractions (JAX's einsum), or as one sum of T_r * T_c products (Hugging Face's
-      NaFlex matmul); a sum of n products errs by at most n * u times the sum of |terms|
-      (Higham, Accuracy and Stability, 3.1, to first order), and that sum is at most
-      L_r * L_c * magnitude: u * max(T_r + T_c, T_r * T_c) * L_r * L_c * magnitude.
-    - weights: each computed in the computation dtype (the kernel's polynomial, at most three
-      roundings of terms below 2, and the normalization's division): off by at most 4u, each
-      of T taps: 4u * (T_r * L_c + T_c * L_r) * magnitude.
-    - coordinates: the source (i + 0.5) * scale - 0.5 is computed in float32 (ATen's opmath,
-      JAX's scale dtype; float64 for float64): three roundings, each at most w * n_in for w
-      float32's unit roundoff (|src| < n_in), and a sample moved by x moves an output by at
-      most x * S * magnitude * (the other axis' L), S the largest sum over the taps of
-      |d weight / d src| (``Kernel.slope``): 3 w S (n_in_r * L_c + n_in_c * L_r) * magnitude.
-      It is zero where the scale and the coordinates are exact in binary (14 -> 16, 0.875);
-      DINOv2's offset (0.1) and corners aligned (13/15) are where it shows.
-    - rounding: the result in the computation dtype, then the table's: (u + v) times an output
-      of at most L_r * L_c * magnitude.
-    Measured (a 14x14x64 standard normal table to 5x5 .. 28x28, torch and JAX, every kernel):
-    the worst case is 1/7 to 1/40 of this in float32, about 1/2 for a 16-bit table computed in
-    float32 (its rounding dominates); two different kernels differ by a thousand times it.
+    the table dtype's, w = float32's (float64's for a float64 computation), and per axis at
+    most T taps of weights of l1 norm at most L (T_r, L_r: the rows; T_c, L_c: the columns):
+    - sums: products and sums in float32 for a 16-bit or float32 computation (ATen's opmath,
+      XLA's dots of 16-bit inputs), float64 for float64. A sum of n products errs by at most
+      n * w times the sum of |terms| (Higham, Accuracy and Stability, 3.1, to first order).
+      torch, JAX's einsum and the taps sum the rows, then the columns: T_r * w * L_r, carried
+      by the columns' L_c, then T_c * w of terms summing to L_r * L_c; ``one_sum`` sums T_r *
+      T_c products of 2-D weights, each a rounded product of two: w * (T_r + T_c) * L_r * L_c,
+      or w * (T_r * T_c + 1) * L_r * L_c.
+    - weights: computed in float32 (``_weight_error``): per axis E, the largest sum over an
+      output's taps of |float32 weight - exact|, in units of w: 4 a tap at inexact points
+      (the kernel's polynomial and the normalization's division), L (the division alone) at
+      points exact in binary, 0 where every weight is then exact too (14 -> 16):
+      w * (E_r * L_c + E_c * L_r). A 16-bit computation then rounds every weight to it (ATen
+      keeps a 16-bit resize's weights in its dtype, JAX casts its weight matrices to the
+      image's), each off by u of itself, and stores the pass between the rows and the columns
+      in it (JAX's two contractions): 3u * L_r * L_c.
+    - coordinates (``_coordinate_error``): per axis the largest distance d between a sample
+      point as torch or JAX computes it in float32 and the reference's, emulated bit for bit
+      (with and without a fused multiply-add; plus an antialiased kernel's width, rounded);
+      a sample moved by d moves an output by at most d * S * magnitude * (the other axis' L),
+      S the largest sum over the taps of |d weight / d src| (``Kernel.slope``):
+      S * (d_r * L_c + d_c * L_r). It is zero where the scale and the points are exact in
+      binary (14 -> 16: 0.875); 14 -> 10 (1.4), DINOv2's offset (0.1) and corners aligned
+      (13/15) are where it shows. In float64: three roundings of values below n_in, 3w * n_in.
+    - rounding: the result in the computation dtype, then in the table's where that differs:
+      (u + v) times an output of at most L_r * L_c * magnitude.
+    Measured (a 14x14x64 standard normal table, seed 0, to 16x16, 10x10 and 10x16, and to 5, 7,
+    9, 12, 13, 15, 21, 28 a side, 20x9 and 5x28; every kernel torch or JAX has, the worse of
+    the two): in float32 the worst case is 1/3 to 1/15 of this at 14 -> 16, 10x10 and 10x16
+    (torch's bicubic at 14 -> 16, where only the sums and the last rounding remain: 1/8 to
+    1/11 over seeds 0 to 7), 1/7.5 the median of all 91, and 1/25 to 1/105 only where
+    antialiasing widens the kernel to 8 to 12 taps (14 -> 9, 7, 5). What remains is the sums'
+    and the weights' worst case, every rounding at its extreme and of one sign, which grows
+    with the taps where a random table's errors grow about as their square root. Computed in
+    bfloat16: 1/2.6 to 1/15; a bfloat16 table computed in float32: 1/1.8 to 1/11 (its one
+    last rounding dominates). Two different kernels differ by 7000 times it and more.
     """
     old = validation.check_grid(old_grid, "old_grid")
     new = validation.check_grid(new_grid, "new_grid")
@@ -449,18 +475,112 @@ def tolerance(
     dtype = validation.resolve_dtype(dtype)
     compute = computation_dtype(dtype, compute_dtype)
     u, v = (float(ml_dtypes.finfo(t).eps) / 2 for t in (compute, dtype))
-    w = min(u, float(np.finfo(np.float32).eps) / 2)  # coordinates: float32, or float64
-    norms, counts = [], []
+    w = min(u, float(np.finfo(np.float32).eps) / 2)  # float32 arithmetic, or float64's
+    norms, counts, moves, errors = [], [], [], []
     for n_in, n_out, factor in zip(old, new, factors):
-        weights = rule.weights(n_in, n_out, _scale(n_in, n_out, factor))
+        scale = _scale(n_in, n_out, factor)
+        weights = rule.weights(n_in, n_out, scale)
         norms.append(float(np.abs(weights).sum(axis=1).max()))
         counts.append(int((weights != 0).sum(axis=1).max()))
-    (l_r, l_c), (t_r, t_c) = norms, counts
-    sums = u * max(t_r + t_c, t_r * t_c) * l_r * l_c
-    weights = 4 * u * (t_r * l_c + t_c * l_r)
-    coordinates = 3 * w * rule.slope * (old[0] * l_c + old[1] * l_r)
-    rounding = (u + v) * l_r * l_c
+        if compute == np.float64:
+            moves.append(3 * w * n_in)
+        else:
+            moves.append(_coordinate_error(rule, n_in, n_out, factor))
+        errors.append(_weight_error(rule, weights, scale, moves[-1] > 0))
+    (l_r, l_c), (t_r, t_c), (d_r, d_c), (e_r, e_c) = norms, counts, moves, errors
+    narrow = u if u > w else 0.0  # a 16-bit computation's weights and middle pass
+    sums = w * (t_r * t_c + 1 if one_sum else t_r + t_c) * l_r * l_c
+    weights = w * (e_r * l_c + e_c * l_r) + 3 * narrow * l_r * l_c
+    coordinates = rule.slope * (d_r * l_c + d_c * l_r)
+    rounding = (u + (v if dtype != compute else 0.0)) * l_r * l_c
     return magnitude * (sums + weights + coordinates + rounding)
+
+
+def _coordinate_error(rule: Kernel, n_in: int, n_out: int, factor) -> float:
+    """The largest |sample point torch or JAX computes in float32 - the reference's| of one
+    axis, in input pixels. An antialiased kernel widened by the scale adds its width's
+    rounding times its support (every tap's distance scaled by the width's relative error:
+    torch multiplies by float32(1 / scale), JAX divides by its float32 scale)."""
+    if n_in == 1:  # every output reads the one input, whatever its point
+        return 0.0
+    scale = _scale(n_in, n_out, factor)
+    exact = rule.sample(n_in, n_out, scale)
+    i = np.arange(n_out, dtype=np.float64)
+    if rule.align_corners:
+        points = _corner_points(n_in, n_out, i)
+    else:
+        points = [p for s in _float32_scales(n_in, n_out, factor) for p in _half_pixel_points(s, i)]
+    error = max(float(np.abs(p - exact).max()) for p in points)
+    if rule.jax["antialias"] and scale > 1:
+        torch_scale, jax_scale = _float32_scales(n_in, n_out, factor)
+        widths = (1 / float(np.float32(1) / np.float32(torch_scale)), jax_scale)
+        error += rule.support * max(abs(width - scale) for width in widths)
+    return error
+
+
+def _weight_error(rule: Kernel, weights: np.ndarray, scale: float, moved: bool) -> float:
+    """The largest sum over one output's taps of |float32 weight - exact|, in units of float32's
+    unit roundoff w. At moved or inexact points: 4w a tap (the kernel's polynomial, at most
+    three roundings of terms below 2, and the normalization's division). At exact points
+    that are multiples of 2**-5 kernel widths, the width a power of two (dividing by it exact),
+    every intermediate of a cubic's Horner form (|x| < 3, coefficients of two fractional bits)
+    is a multiple of 2**-17 below 16, exact in float32's 24 bits: only the normalization's
+    division rounds, w of each weight (L of them all), and not even that where every weight is
+    a multiple of 2**-17 (14 -> 16 at 0.875; 14 -> 7, widened by 2)."""
+    count = int((weights != 0).sum(axis=1).max())
+    width = max(scale, 1.0) if rule.jax["antialias"] else 1.0
+    n_out, n_in = weights.shape
+    exact = np.log2(width).is_integer() and _multiples(
+        rule.sample(n_in, n_out, scale), width * 2.0**-5
+    )
+    if moved or not exact:
+        return 4.0 * count
+    return 0.0 if _multiples(weights, 2.0**-17) else float(np.abs(weights).sum(axis=1).max())
+
+
+def _multiples(x: np.ndarray, step: float) -> bool:
+    return bool(np.all(np.mod(x, step) == 0))
+
+
+def _float32(x) -> np.ndarray:
+    """x rounded once to float32, held in float64: where x is a product or a difference of a
+    few float32 values, exact in float64, this is float32 arithmetic's one rounding."""
+    return np.asarray(x, np.float64).astype(np.float32).astype(np.float64)
+
+
+def _float32_scales(n_in: int, n_out: int, factor) -> tuple[float, float]:
+    """Input pixels per output pixel as torch and JAX hold them, in float32: torch's
+    ``compute_scales_value`` (ATen ``UpSample.h``: float(n_in) / n_out, or float(1.0 / factor)),
+    JAX's ``_resize`` (``jax/_src/image/scale.py``: 1. / (n_out / n_in) in Python, then
+    float32) or ``compute_weight_mat``'s 1. / scale of a float32 factor, in float32."""
+    if factor is None:
+        return float(np.float32(n_in) / np.float32(n_out)), float(np.float32(1.0 / (n_out / n_in)))
+    return float(np.float32(1.0 / factor)), float(np.float32(1) / np.float32(factor))
+
+
+def _half_pixel_points(scale: float, i: np.ndarray) -> list[np.ndarray]:
+    """(i + 0.5) * scale - 0.5 in float32, each way torch and JAX may round it: the product
+    and the difference each rounded, or fused into one rounding (an FMA, which XLA contracts
+    where it can), or the difference left exact (torch's antialiased taps, at
+    j - float32((i + 0.5) * scale) + 0.5)."""
+    product = (i + 0.5) * scale
+    return [_float32(_float32(product) - 0.5), _float32(product - 0.5), _float32(product) - 0.5]
+
+
+def _corner_points(n_in: int, n_out: int, i: np.ndarray) -> list[np.ndarray]:
+    """i * (n_in - 1)/(n_out - 1) as torch computes it (float32 scale, one product) and as
+    ``scale_and_translate`` does for ``jax_backend``'s corners (float32 scale s = (n_out - 1) /
+    (n_in - 1) and translation 0.5 * (1 - s), sampled at (i + 0.5)/s - translation/s - 0.5),
+    each product rounded or fused into the difference."""
+    step = np.float32(n_in - 1) / np.float32(n_out - 1) if n_out > 1 else 0.0
+    scale = (n_out - 1) / (n_in - 1) if n_out > 1 else 1.0
+    inverse = float(np.float32(1) / np.float32(scale))
+    shift = float(np.float32(0.5 * (1 - scale))) * inverse
+    points = [_float32(float(step) * i)]
+    for product in ((i + 0.5) * inverse, _float32((i + 0.5) * inverse)):
+        for subtracted in (shift, _float32(shift)):
+            points.append(_float32(_float32(product - subtracted) - 0.5))
+    return points
 
 
 def check_naflex(table, old_grid, spatial_shapes, max_patches):
