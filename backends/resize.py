@@ -461,12 +461,13 @@ def tolerance(
     9, 12, 13, 15, 21, 28 a side, 20x9 and 5x28; every kernel torch or JAX has, the worse of
     the two): in float32 the worst case is 1/3 to 1/15 of this at 14 -> 16, 10x10 and 10x16
     (torch's bicubic at 14 -> 16, where only the sums and the last rounding remain: 1/8 to
-    1/11 over seeds 0 to 7), 1/7.5 the median of all 91, and 1/25 to 1/105 only where
-    antialiasing widens the kernel to 8 to 12 taps (14 -> 9, 7, 5). What remains is the sums'
-    and the weights' worst case, every rounding at its extreme and of one sign, which grows
-    with the taps where a random table's errors grow about as their square root. Computed in
+    1/11 over seeds 0 to 7), 1/7.5 the median of all 91, and 1/24 to 1/106 only where
+    antialiasing widens the kernel most (14 -> 9, 7 and 5: 6 to 12 taps). What remains is the
+    sums' and the weights' worst case, every rounding at its extreme and of one sign, which
+    grows with the taps where a random table's errors grow about as their square root. In
     bfloat16: 1/2.6 to 1/15; a bfloat16 table computed in float32: 1/1.8 to 1/11 (its one
-    last rounding dominates). Two different kernels differ by 7000 times it and more.
+    last rounding dominates); in float64, 1/10 to 1/200 (its coordinate term bounded, not
+    emulated). Two different kernels differ by 7000 times it and more.
     """
     old = validation.check_grid(old_grid, "old_grid")
     new = validation.check_grid(new_grid, "new_grid")
