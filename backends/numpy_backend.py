@@ -596,7 +596,8 @@ def naflex_positions(table, old_grid, spatial_shapes, max_patches: int, *, path:
     the antialiased bilinear kernel, padded to (B, max_patches, dim) with each image's
     (0, 0) row. path "host": ``resize.naflex_positions``'s bits; "native": Hugging Face's
     float32 weights (``Siglip2VisionEmbeddings.resize_positional_embeddings``) times the table,
-    NumPy's matmul summing in its own order (within ``resize.tolerance``, not torch's bits)."""
+    NumPy's matmul summing in its own order: not torch's bits, within
+    ``resize.tolerance(..., one_sum=True)`` (one sum over every tap)."""
     validation.choice(path, ("host", "native"), "NaFlex path")
     if path == "host":
         return resize.naflex_positions(table, old_grid, spatial_shapes, max_patches)

@@ -126,7 +126,7 @@ def _resized(names, table, grid, to, kernel):
     described = {
         "host path": "host path: float64 weights, rounded once; every backend holds its bits",
         "framework path": "framework path: each framework's own call, held to the float64 "
-        "reference (F.interpolate, jax.image.scale_and_translate; NumPy has none: its taps)",
+        "reference (F.interpolate, jax.image.resize; NumPy has none: its taps)",
         "tap form": "tap form: host indices and float32 weights summed tap by tap, held to "
         "NumPy's bits",
     }
