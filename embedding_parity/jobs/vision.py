@@ -28,7 +28,7 @@ import numpy as np
 
 import backends
 from backends import grid as grids
-from backends import resize, rope2d
+from backends import resize, rope2d, validation
 from embedding_parity.jobs import command
 from embedding_parity.results.parity import Result
 from embedding_parity.results.vision import Vision
@@ -418,6 +418,11 @@ def _check(args) -> None:
             f"--dim {args.dim} is over {MAX_HEAD_DIM} for --scheme rope2d: it is a head's width, "
             "and the slot map draws each of its dims"
         )
+    if args.scheme == "rope2d":  # the head's width, checked before any picture reads --dim
+        try:
+            validation.check_rope2d_head(args.dim, rope2d.SPECS[args.spec or DEFAULTS["spec"]])
+        except ValueError as error:
+            raise UsageError(f"--dim {args.dim}: {error}") from None
     command.check_picture(args.out)  # its extension and folder are the pictures'
     for path in picture_paths(args.out).values():
         command.check_picture(path)
