@@ -117,16 +117,18 @@ compute_dtype=None, path="native")``
     (row, column) and (-1, -1) for a prefix token, by ``spec``, a ``rope2d.Rope2D`` (its slot
     rule, first axis, layout, frequencies, coordinates and prefix rule; ``rope2d.SPECS`` names
     Pixtral's, Qwen2-VL's, Qwen2.5-VL's, Llama 4's, DINOv3's, MoonViT's, EVA-02's and Flux's);
-    ``grid`` (h, w) for DINOv3's normalized coordinates. Computed natively (torch as Hugging
-    Face's vision rotary modules, a ``VisionRotaryEmbedding`` with ``inv_freq`` and
-    ``slot_axes`` buffers; JAX jitted), within ``rope2d.bound`` of the float64 reference.
+    ``grid`` (h, w) for DINOv3's normalized coordinates and EVA-02's stretched ones. Computed
+    natively (torch as Hugging Face's vision rotary modules, a ``VisionRotaryEmbedding`` with
+    ``inv_freq`` and ``slot_axes`` buffers; JAX jitted), within ``rope2d.bound`` of the float64
+    reference.
 ``raster_ids``, ``merge_ids``, ``window_ids``, ``flat_ids``
     The token order of a grid (h, w), (N, 2) (row, column) ids: ``raster_ids(grid, *,
     prefix=0, prefix_last=False)`` row-major, prefix rows (-1, -1) first or last (Llama 4
     appends its CLS); ``merge_ids(grid, *, merge=2)`` in Qwen2-VL's merge x merge blocks;
     ``window_ids(grid, *, merge=2, window=4)`` in Qwen2.5-VL's windows of window x window
     merged units; ``flat_ids(grid, *, max_width)``, Pixtral's (h*w,) row * max_width + column.
-    Integer ops, bit-identical on every backend.
+    Integer ops, the same values on every backend: int64, int32 on JAX (no int64 outside its x64
+    mode).
 
 Calling the layer::
 

@@ -19,6 +19,7 @@ from jax import lax
 
 from backends import grid as grid_module
 from backends import positional, quantized, resize, rope2d, validation
+from backends.resize import check_kernel as check_resize_kernel
 
 name = "jax"
 
@@ -957,7 +958,7 @@ class PatchEmbedding:
             projection, position_table, patch_size, bias, cls_token, registers, grid
         )
         self.channels = validation.choice(channels, validation.CHANNELS, "channels")
-        self.resize = _resize_kernel(resize)
+        self.resize = check_resize_kernel(resize)  # the argument hides the module
         self.patch_size = patch_size
         self.dim, self.in_channels = arrays["projection"].shape[:2]
         self.dtype = arrays["projection"].dtype
@@ -994,11 +995,6 @@ class PatchEmbedding:
         )
         return jnp.asarray(table)
 
-
-def _resize_kernel(kernel: str | None) -> str | None:
-    if kernel is None:
-        return None
-    return validation.choice(kernel, tuple(resize.KERNELS), "resize kernel")
 
 
 def sincos2d_table(
@@ -1046,12 +1042,14 @@ def resize_positions(
 ) -> jax.Array:
     """A learned (prefix + h*w, dim) table resized to new_grid (H, W): (prefix + H*W, dim).
 
-    path "host": ``resize.resize_table``'s bits. "native": ``jax.image.scale_and_translate``
-    under ``jax.jit`` with the kernel's method and antialias ("cubic-pytorch" for torch's
-    bicubic; corners aligned as its docstring says, scale (H - 1)/(h - 1) and translation
-    0.5 * (1 - scale)), in the computation dtype (``compute_dtype``, or the table's) and cast
-    back. "taps": host indices and float32 weights summed tap by tap by ``tap_resize``, eagerly
-    (each op on its own), bit-identical to NumPy's and torch's; ``jax.jit(tap_resize)`` lets XLA
+    path "host": ``resize.resize_table``'s bits. "native": ``jax.image.resize`` under
+    ``jax.jit`` with the kernel's method and antialias ("cubic-pytorch" for torch's bicubic),
+    ``scale_and_translate`` for a scale factor or corners aligned (as its docstring says, scale
+    (H - 1)/(h - 1) and translation 0.5 * (1 - scale)), in the computation dtype
+    (``compute_dtype``, or the table's) and cast back. "taps": host indices and float32 weights
+    summed tap by tap by ``tap_resize``, eagerly (each op on its own), bit-identical to NumPy's
+    and torch's for normal-range values (XLA's CPU runtime flushes float32 and float64
+    subnormals to zero, where NumPy and torch keep them); ``jax.jit(tap_resize)`` lets XLA
     contract each multiply-add into an FMA (one rounding instead of two), which differs in the
     last bits, within ``resize.tolerance``.
     """
@@ -1198,20 +1196,23 @@ def apply_rope2d(x, positions, *, spec, grid=None) -> jax.Array:
         "inv_freq": slots.frequency.astype(compute),  # float64 constants, like inv_freq
         "slot_axes": slots.axis.astype(np.int32),
         "sides": np.array(grid or (1, 1), dtype=compute),
+        "reference": np.array(spec.reference_grid or (1, 1), dtype=compute),
     }
-    rule = (spec.coordinates, spec.layout, spec.prefix)
+    rule = (spec.coordinates, spec.reference_grid is not None, spec.layout, spec.prefix)
     with _precision(dtype):
         return _rope2d(params, jnp.asarray(x), positions.astype(np.int32), rule)  # < 2**24
 
 
 @partial(jax.jit, static_argnames="rule")
 def _rope2d(params, x: jax.Array, positions: jax.Array, rule: tuple) -> jax.Array:
-    coordinates, layout, prefix_rule = rule
+    coordinates, stretched, layout, prefix_rule = rule
     w, axes = params["inv_freq"], params["slot_axes"]
     prefix = positions[:, :1] < 0  # (N, 1): (-1, -1) marks a prefix token
     at = positions.astype(w.dtype)
     if coordinates == "1-based":
         at = at + 1
+    if stretched:  # timm's EVA: t / feat * ref
+        at = at / params["sides"] * params["reference"]
     elif coordinates in validation.NORMALIZED_COORDINATES:  # DINOv3's 2 (i + 1/2) / S - 1
         sides = params["sides"]
         side = {"separate": sides, "max": sides.max(), "min": sides.min()}[coordinates]
@@ -1231,7 +1232,8 @@ def _rope2d(params, x: jax.Array, positions: jax.Array, rule: tuple) -> jax.Arra
 
 
 def raster_ids(grid, *, prefix: int = 0, prefix_last: bool = False) -> jax.Array:
-    """(prefix + h*w, 2) (row, column) row-major, prefix rows (-1, -1) first or last."""
+    """(prefix + h*w, 2) (row, column) row-major, prefix rows (-1, -1) first or last. int32, as
+    every id builder here: JAX holds no int64 outside x64 mode (int64 in it)."""
     grid, prefix = validation.check_id_grid(grid, prefix=prefix)
     return _raster_ids(grid, prefix, validation.flag(prefix_last, "prefix_last"))
 
@@ -1245,7 +1247,7 @@ def _raster_ids(grid: tuple, prefix: int, prefix_last: bool) -> jax.Array:
 
 
 def merge_ids(grid, *, merge: int = 2) -> jax.Array:
-    """(h*w, 2) in Qwen2-VL's merge-block order."""
+    """(h*w, 2) int32 in Qwen2-VL's merge-block order."""
     return _merge_ids(*validation.check_id_grid(grid, merge=merge))
 
 
@@ -1261,7 +1263,7 @@ def _merge_ids(grid: tuple, merge: int) -> jax.Array:
 
 
 def window_ids(grid, *, merge: int = 2, window: int = 4) -> jax.Array:
-    """(h*w, 2) in Qwen2.5-VL's window order."""
+    """(h*w, 2) int32 in Qwen2.5-VL's window order."""
     return _window_ids(*validation.check_id_grid(grid, merge=merge, window=window))
 
 
@@ -1280,7 +1282,7 @@ def _window_ids(grid: tuple, merge: int, window: int) -> jax.Array:
 
 
 def flat_ids(grid, *, max_width: int) -> jax.Array:
-    """(h*w,) Pixtral's flat ids row * max_width + column."""
+    """(h*w,) int32 Pixtral's flat ids row * max_width + column."""
     return _flat_ids(*validation.check_id_grid(grid, max_width=max_width))
 
 

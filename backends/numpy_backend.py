@@ -6,6 +6,7 @@ import numpy as np
 
 from backends import grid as grid_module
 from backends import positional, quantized, resize, rope2d, validation
+from backends.resize import check_kernel as check_resize_kernel
 
 name = "numpy"
 
@@ -466,7 +467,7 @@ class PatchEmbedding:
             projection, position_table, patch_size, bias, cls_token, registers, grid
         )
         self.channels = validation.choice(channels, validation.CHANNELS, "channels")
-        self.resize = _resize_kernel(resize)
+        self.resize = check_resize_kernel(resize)  # the argument hides the module
         self.patch_size = patch_size
         self.dim, self.in_channels = arrays["projection"].shape[:2]
         self.dtype = arrays["projection"].dtype
@@ -523,11 +524,6 @@ class PatchEmbedding:
         )
 
 
-def _resize_kernel(kernel: str | None) -> str | None:
-    if kernel is None:
-        return None
-    return validation.choice(kernel, tuple(resize.KERNELS), "resize kernel")
-
 
 def sincos2d_table(
     grid, dim: int, *, rule: str = "mae", dtype="float32", prefix_tokens: int = 0, **options
@@ -561,8 +557,9 @@ def resize_positions(
     """A learned (prefix + h*w, dim) table resized to new_grid (H, W): (prefix + H*W, dim).
 
     path "host": ``resize.resize_table``'s bits. "native" and "taps": the tap form, NumPy
-    having no resize op of its own: host indices and float32 weights, summed tap by tap,
-    rows then columns, bit-identical to torch's and eager JAX's taps.
+    having no resize op of its own: host indices and float32 weights, summed tap by tap by
+    ``tap_resize``, rows then columns, bit-identical to torch's and eager JAX's taps (for
+    normal-range values: XLA's CPU runtime flushes float32 and float64 subnormals to zero).
     """
     validation.choice(path, resize.PATHS, "resize path")
     options = {"kernel": kernel, "prefix_tokens": prefix_tokens, "scale_factor": scale_factor,
@@ -573,30 +570,33 @@ def resize_positions(
     grid = plan.table[plan.prefix :].reshape(*plan.old, -1)  # (h, w, dim)
     for dtype in plan.inward:
         grid = grid.astype(dtype)
-    grid = _taps_along(grid, *plan.rows, axis=0)  # (H, w, dim)
-    grid = _taps_along(grid, *plan.columns, axis=1)  # (H, W, dim)
+    grid = tap_resize(grid, plan.rows, plan.columns)  # (H, W, dim)
     for dtype in plan.outward:
         grid = grid.astype(dtype)
     return np.concatenate([plan.table[: plan.prefix], grid.reshape(-1, grid.shape[-1])])
 
 
-def _taps_along(grid, indices, weights, *, axis: int) -> np.ndarray:
-    """out[..., i, ...] = sum over t of weights[i, t] * grid[..., indices[i, t], ...], along
-    ``axis``, one product and one sum at a time in the order of t."""
-    shape = [1, 1, 1]
-    shape[axis] = len(indices)
-    out = weights[:, 0].reshape(shape) * np.take(grid, indices[:, 0], axis=axis)
-    for tap in range(1, indices.shape[1]):
-        out += weights[:, tap].reshape(shape) * np.take(grid, indices[:, tap], axis=axis)
-    return out
+def tap_resize(grid: np.ndarray, rows, columns) -> np.ndarray:
+    """(h, w, dim) -> (H, W, dim): rows = (indices (H, T), weights (H, T)) from the host, then
+    columns likewise; each output the sum over t of weight * input, one product and one sum at
+    a time in the order of t."""
+    for axis, (indices, weights) in enumerate((rows, columns)):
+        shape = [1, 1, 1]
+        shape[axis] = len(indices)
+        out = weights[:, 0].reshape(shape) * np.take(grid, indices[:, 0], axis=axis)
+        for tap in range(1, indices.shape[1]):
+            out += weights[:, tap].reshape(shape) * np.take(grid, indices[:, tap], axis=axis)
+        grid = out
+    return grid
 
 
 def naflex_positions(table, old_grid, spatial_shapes, max_patches: int, *, path: str = "native"):
     """SigLIP2 NaFlex: the (h*w, dim) table resized per image to spatial_shapes[b] = (h, w),
     the antialiased bilinear kernel, padded to (B, max_patches, dim) with each image's
     (0, 0) row. path "host": ``resize.naflex_positions``'s bits; "native": Hugging Face's
-    float32 weights (``Siglip2VisionEmbeddings.resize_positional_embeddings``) times the table,
-    NumPy's matmul summing in its own order: not torch's bits, within
+    float32 weights (``Siglip2VisionEmbeddings.resize_positional_embeddings``, a padding row
+    weighted as (0, 0)) times the table, NumPy's matmul summing in its own order: not torch's
+    bits (nor, in the last bit, always row 0's for a padding row), within
     ``resize.tolerance(..., one_sum=True)`` (one sum over every tap)."""
     validation.choice(path, ("host", "native"), "NaFlex path")
     if path == "host":
@@ -633,7 +633,7 @@ def apply_rope2d(x, positions, *, spec, grid=None) -> np.ndarray:
     positions, grid = validation.check_rope2d(x.shape, validation.as_host(positions), spec, grid)
     slots = rope2d.slot_map(x.shape[-1], spec)  # float64 constants, like a model's inv_freq
     compute = positional.compute_dtype(dtype)
-    at = _coordinates(positions, spec.coordinates, grid, compute)[:, slots.axis.clip(0)]
+    at = _coordinates(positions, spec, grid, compute)[:, slots.axis.clip(0)]
     angles = np.where(slots.axis == rope2d.NONE, 0, at * slots.frequency.astype(compute))
     cos, sin = np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)  # (N, head_dim/2)
     if spec.layout == "half":
@@ -647,11 +647,15 @@ def apply_rope2d(x, positions, *, spec, grid=None) -> np.ndarray:
     return turned
 
 
-def _coordinates(positions, rule: str, grid, compute) -> np.ndarray:
-    """(N, 2) coordinates in the compute dtype: the indices (+ 1 for "1-based"), or DINOv3's
-    2 (i + 1/2) / S - 1; 0 for prefix tokens (their angle is 0)."""
+def _coordinates(positions, spec, grid, compute) -> np.ndarray:
+    """(N, 2) coordinates in the compute dtype: the indices (+ 1 for "1-based"; stretched to a
+    reference grid, i / S * R, as timm's EVA), or DINOv3's 2 (i + 1/2) / S - 1; 0 for prefix
+    tokens (their angle is 0)."""
+    rule = spec.coordinates
     if rule in ("0-based", "1-based"):
         at = positions.astype(compute) + (rule == "1-based")
+        if spec.reference_grid is not None:
+            at = at / np.array(grid, dtype=compute) * np.array(spec.reference_grid, compute)
     else:
         sides = np.array(grid, dtype=compute)
         side = {"separate": sides, "max": sides.max(), "min": sides.min()}[rule]

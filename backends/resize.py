@@ -76,65 +76,69 @@ def _corners(n_in: int, n_out: int, scale: float) -> np.ndarray:
     return np.arange(n_out) * step
 
 
-def _replicated(src: np.ndarray, n_in: int, kernel, radius: int) -> np.ndarray:
-    """(n_out, n_in) weights of ATen's non-antialiased resize: taps floor(src) - radius + 1 ..
-    floor(src) + radius, their indices clamped to the grid (the edge replicated), the
-    weights not renormalized (a cubic's sum to 1 anyway)."""
-    weights = np.zeros((len(src), n_in))
-    base = np.floor(src)
-    for tap in range(1 - radius, radius + 1):
-        index = base + tap
-        np.add.at(
-            weights,
-            (np.arange(len(src)), np.clip(index, 0, n_in - 1).astype(np.int64)),
-            kernel(src - index),
-        )
-    return weights
+def _replicated(src: np.ndarray, n_in: int, kernel, radius: int) -> tuple[np.ndarray, np.ndarray]:
+    """ATen's non-antialiased resize: per output the taps floor(src) - radius + 1 .. floor(src)
+    + radius, their indices clamped to the grid (the edge replicated: there several taps read
+    one input, each a product ATen sums), the weights not renormalized (a cubic's sum to 1
+    anyway). Returns (indices, weights), (n_out, 2 * radius) each."""
+    index = np.floor(src)[:, None] + np.arange(1 - radius, radius + 1)  # (n_out, 2 * radius)
+    return np.clip(index, 0, n_in - 1).astype(np.int64), kernel(src[:, None] - index)
 
 
-def _normalized(src: np.ndarray, n_in: int, kernel, width: float) -> np.ndarray:
-    """(n_out, n_in) weights kernel(|src - j| / width) over the grid's j only, renormalized to
-    sum 1 (JAX's ``compute_weight_mat``, ATen's ``_compute_indices_weights_aa``). JAX also gives
-    a sample outside [-0.5, n_in - 0.5] no weight: a resize's never is (the last one is at
-    (floor(n_in * factor) - 0.5) / factor - 0.5 < n_in - 0.5)."""
-    weights = kernel((src[:, None] - np.arange(n_in)[None, :]) / width)
-    return weights / weights.sum(axis=1, keepdims=True)
+def _normalized(src: np.ndarray, n_in: int, kernel, width: float) -> tuple[np.ndarray, np.ndarray]:
+    """Weights kernel(|src - j| / width) over the grid's j only, renormalized to sum 1 (JAX's
+    ``compute_weight_mat``, ATen's ``_compute_indices_weights_aa``): (indices, weights), (n_out,
+    n_in) each. JAX also gives a sample outside [-0.5, n_in - 0.5] no weight: a resize's never is
+    (the last one is at (floor(n_in * factor) - 0.5) / factor - 0.5 < n_in - 0.5)."""
+    weights = kernel((src[:, None] - np.arange(n_in)[None, :]) / width)  # (n_out, n_in)
+    indices = np.broadcast_to(np.arange(n_in), weights.shape)
+    return indices, weights / weights.sum(axis=1, keepdims=True)
 
 
-def _torch_bicubic(n_in: int, n_out: int, scale: float) -> np.ndarray:
+def _matrix(taps: tuple[np.ndarray, np.ndarray], n_in: int) -> np.ndarray:
+    """(n_out, n_in) weights: the taps reading one input summed, in the order of the taps."""
+    indices, weights = taps
+    matrix = np.zeros((len(indices), n_in))
+    np.add.at(matrix, (np.arange(len(indices))[:, None], indices), weights)
+    return matrix
+
+
+def _torch_bicubic(n_in: int, n_out: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
     return _replicated(_half_pixel(n_in, n_out, scale), n_in, _TORCH_CUBIC, 2)
 
 
-def _antialiased_bicubic(n_in: int, n_out: int, scale: float) -> np.ndarray:
+def _antialiased_bicubic(n_in: int, n_out: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
     # Downsampling widens the kernel by the scale: a low-pass filter before sampling.
     return _normalized(_half_pixel(n_in, n_out, scale), n_in, _KEYS_CUBIC, max(scale, 1.0))
 
 
-def _keys_bicubic(n_in: int, n_out: int, scale: float) -> np.ndarray:
+def _keys_bicubic(n_in: int, n_out: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
     return _normalized(_half_pixel(n_in, n_out, scale), n_in, _KEYS_CUBIC, 1.0)
 
 
-def _bilinear(n_in: int, n_out: int, scale: float) -> np.ndarray:
+def _bilinear(n_in: int, n_out: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
     # ATen clamps a linear kernel's source at 0 (area_pixel_compute_source_index), and the
     # upper neighbour at the last row: the same weights as renormalizing at the edges.
     src = np.maximum(_half_pixel(n_in, n_out, scale), 0.0)
     return _replicated(src, n_in, _triangle, 1)
 
 
-def _antialiased_bilinear(n_in: int, n_out: int, scale: float) -> np.ndarray:
+def _antialiased_bilinear(n_in: int, n_out: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
     return _normalized(_half_pixel(n_in, n_out, scale), n_in, _triangle, max(scale, 1.0))
 
 
-def _bilinear_corners(n_in: int, n_out: int, scale: float) -> np.ndarray:
+def _bilinear_corners(n_in: int, n_out: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
     return _replicated(_corners(n_in, n_out, scale), n_in, _triangle, 1)
 
 
 @dataclasses.dataclass(frozen=True)
 class Kernel:
-    """A named resize rule: its weights, its sample points, how torch and JAX say it, who uses it.
+    """A named resize rule: its taps, its sample points, how torch and JAX say it, who uses it.
 
-    ``weights(n_in, n_out, scale)`` is the (n_out, n_in) float64 matrix of one axis. ``torch``:
-    ``F.interpolate``'s options, or None where no options reproduce the rule; ``jax``:
+    ``taps(n_in, n_out, scale)``: one axis' taps as torch sums them, (indices, float64 weights),
+    (n_out, T) each (at a replicated edge several read one input; ``weight_matrix`` sums
+    those). ``torch``: ``F.interpolate``'s options, or None where no options reproduce the
+    rule (``torch_shrinks``: whether they do where an axis shrinks); ``jax``:
     ``jax.image.resize``'s (corners aligned: ``scale_and_translate``'s scale and translation
     emulate it), or None. ``offset``: DINOv2's ``interpolate_offset``, the
     scale factor (new + offset)/old the rule passes instead of a size. ``scale_factor``: whether
@@ -146,7 +150,7 @@ class Kernel:
     half-width in input pixels before antialiasing widens it.
     """
 
-    weights: Callable[[int, int, float], np.ndarray]
+    taps: Callable[[int, int, float], tuple[np.ndarray, np.ndarray]]
     sample: Callable[[int, int, float], np.ndarray]
     torch: dict | None
     jax: dict | None
@@ -156,6 +160,7 @@ class Kernel:
     offset: float | None = None
     scale_factor: bool = True
     align_corners: bool = False
+    torch_shrinks: bool = True
 
 
 KERNELS = {
@@ -184,12 +189,15 @@ KERNELS = {
     "keys-bicubic": Kernel(
         _keys_bicubic,
         _half_pixel,
-        torch=None,  # torch's a = -0.5 comes only with antialias, which widens it downsampling
+        # ATen's a = -0.5 comes only with antialias, which widens the kernel by the scale where
+        # an axis shrinks (_compute_indices_weights_aa): Keys' bicubic wherever none does.
+        torch={"mode": "bicubic", "antialias": True, "align_corners": False},
         jax={"method": "cubic", "antialias": False},
         used_by="jax.image.resize 'bicubic' with antialias=False; Keras ops.image.resize on "
         "JAX and NumPy (keras/src/backend/*/image.py, antialias=False default), keras-hub DINOv2",
         slope=3,
         support=2,
+        torch_shrinks=False,
     ),
     "bilinear": Kernel(
         _bilinear,
@@ -243,6 +251,13 @@ KERNELS = {
 PATHS = ("host", "native", "taps")
 
 
+def check_kernel(kernel: str | None) -> str | None:
+    """A kernel's name, or None (no resize): a ``PatchEmbedding``'s ``resize=``."""
+    if kernel is None:
+        return None
+    return validation.choice(kernel, tuple(KERNELS), "resize kernel")
+
+
 def check_table(table, old_grid, new_grid, *, kernel, prefix_tokens=0, scale_factor=None):
     """The arguments of every resize, checked once for every backend: returns (the table as a
     NumPy array, old (h, w), new (h, w), prefix_tokens, the (row, column) scale factors as torch
@@ -291,7 +306,7 @@ def weight_matrix(kernel: str, n_in: int, n_out: int, *, scale: float | None = N
     """The (n_out, n_in) float64 weights of one axis; scale: input pixels per output pixel
     (None: the kernel's own, n_in / n_out as torch's size= or DINOv2's offset)."""
     rule, scale = _axis(kernel, n_in, n_out, scale)
-    return rule.weights(n_in, n_out, scale)
+    return _matrix(rule.taps(n_in, n_out, scale), n_in)
 
 
 def sample_points(kernel: str, n_in: int, n_out: int, *, scale: float | None = None):
@@ -316,7 +331,7 @@ def _matrices(kernel: str, old, new, factors) -> tuple[np.ndarray, np.ndarray]:
     """The rows' (H, h) and the columns' (W, w) float64 weights, at torch's scale factors (None:
     a size)."""
     return tuple(
-        KERNELS[kernel].weights(n_in, n_out, _scale(n_in, n_out, factor))
+        _matrix(KERNELS[kernel].taps(n_in, n_out, _scale(n_in, n_out, factor)), n_in)
         for n_in, n_out, factor in zip(old, new, factors)
     )
 
@@ -431,7 +446,10 @@ def tolerance(
 
     Derivation, with u = half the eps of the computation dtype (its unit roundoff), v = half
     the table dtype's, w = float32's (float64's for a float64 computation), and per axis at
-    most T taps of weights of l1 norm at most L (T_r, L_r: the rows; T_c, L_c: the columns):
+    most T taps of weights of l1 norm at most L (T_r, L_r: the rows; T_c, L_c: the columns),
+    the taps as torch sums them (``Kernel.taps``: at a replicated edge, and across a one-pixel
+    axis, several taps read one input, each a product of its own: torch sums 4 of weights of
+    l1 norm up to 1.375 where the merged matrix holds one weight of 1):
     - sums: products and sums in float32 for a 16-bit or float32 computation (ATen's opmath,
       XLA's dots of 16-bit inputs), float64 for float64. A sum of n products errs by at most
       n * w times the sum of |terms| (Higham, Accuracy and Stability, 3.1, to first order).
@@ -457,6 +475,14 @@ def tolerance(
       (13/15) are where it shows. In float64: three roundings of values below n_in, 3w * n_in.
     - rounding: the result in the computation dtype, then in the table's where that differs:
       (u + v) times an output of at most L_r * L_c * magnitude.
+    - underflow, an absolute term: rounding a value below a dtype's normal range errs by up to
+      half its smallest subnormal s, not u of itself (sums are exact there, Higham 2.1): s_w/2
+      a product of the arithmetic, T_r * L_c + T_c of them (``one_sum``: T_r * T_c); s_u/2 the
+      result in the computation dtype (a 16-bit one: also L_c times the middle pass, and s_u/2
+      of each weight times magnitude, T_r * L_c + T_c * L_r of them), s_v/2 in the table's. A
+      float16 table of magnitude 3e-6 errs by 2**-25 in every correct implementation. XLA's CPU
+      runtime flushes float32 subnormals to zero: JAX leaves the bound where float32 values
+      fall below 2**-126 (a float32 or bfloat16 table of magnitude below about 1e-37).
     Measured (a 14x14x64 standard normal table, seed 0, to 16x16, 10x10 and 10x16, and to 5, 7,
     9, 12, 13, 15, 21, 28 a side, 20x9 and 5x28; every kernel torch or JAX has, the worse of
     the two): in float32 the worst case is 1/3 to 1/15 of this at 14 -> 16, 10x10 and 10x16
@@ -475,26 +501,34 @@ def tolerance(
     factors = _scale_factors(rule, kernel, old, new, scale_factor)
     dtype = validation.resolve_dtype(dtype)
     compute = computation_dtype(dtype, compute_dtype)
-    u, v = (float(ml_dtypes.finfo(t).eps) / 2 for t in (compute, dtype))
-    w = min(u, float(np.finfo(np.float32).eps) / 2)  # float32 arithmetic, or float64's
+    arithmetic = np.dtype(np.float64 if compute == np.float64 else np.float32)
+    (u, s_u), (v, s_v), (w, s_w) = (
+        (float(ml_dtypes.finfo(t).eps) / 2, float(ml_dtypes.finfo(t).smallest_subnormal) / 2)
+        for t in (compute, dtype, arithmetic)
+    )
     norms, counts, moves, errors = [], [], [], []
     for n_in, n_out, factor in zip(old, new, factors):
         scale = _scale(n_in, n_out, factor)
-        weights = rule.weights(n_in, n_out, scale)
-        norms.append(float(np.abs(weights).sum(axis=1).max()))
-        counts.append(int((weights != 0).sum(axis=1).max()))
+        _, taps = rule.taps(n_in, n_out, scale)  # (n_out, T)
+        norms.append(float(np.abs(taps).sum(axis=1).max()))
+        counts.append(int((taps != 0).sum(axis=1).max()))
         if compute == np.float64:
             moves.append(3 * w * n_in)
         else:
             moves.append(_coordinate_error(rule, n_in, n_out, factor))
-        errors.append(_weight_error(rule, weights, scale, moves[-1] > 0))
+        errors.append(_weight_error(rule, taps, n_in, scale, moves[-1] > 0))
     (l_r, l_c), (t_r, t_c), (d_r, d_c), (e_r, e_c) = norms, counts, moves, errors
-    narrow = u if u > w else 0.0  # a 16-bit computation's weights and middle pass
+    narrow = compute != arithmetic  # a 16-bit computation's weights and middle pass
     sums = w * (t_r * t_c + 1 if one_sum else t_r + t_c) * l_r * l_c
-    weights = w * (e_r * l_c + e_c * l_r) + 3 * narrow * l_r * l_c
+    weights = w * (e_r * l_c + e_c * l_r)
+    if narrow:
+        weights += 3 * u * l_r * l_c + s_u * (t_r * l_c + t_c * l_r)
     coordinates = rule.slope * (d_r * l_c + d_c * l_r)
     rounding = (u + (v if dtype != compute else 0.0)) * l_r * l_c
-    return magnitude * (sums + weights + coordinates + rounding)
+    products = t_r * t_c if one_sum else t_r * l_c + t_c
+    underflow = products * s_w + (l_c * s_u if narrow else 0.0) + s_u
+    underflow += s_v if dtype != compute else 0.0
+    return magnitude * (sums + weights + coordinates + rounding) + underflow
 
 
 def _coordinate_error(rule: Kernel, n_in: int, n_out: int, factor) -> float:
@@ -519,7 +553,7 @@ def _coordinate_error(rule: Kernel, n_in: int, n_out: int, factor) -> float:
     return error
 
 
-def _weight_error(rule: Kernel, weights: np.ndarray, scale: float, moved: bool) -> float:
+def _weight_error(rule: Kernel, weights: np.ndarray, n_in: int, scale: float, moved: bool) -> float:
     """The largest sum over one output's taps of |float32 weight - exact|, in units of float32's
     unit roundoff w. At moved or inexact points: 4w a tap (the kernel's polynomial, at most
     three roundings of terms below 2, and the normalization's division). At exact points
@@ -530,7 +564,7 @@ def _weight_error(rule: Kernel, weights: np.ndarray, scale: float, moved: bool) 
     a multiple of 2**-17 (14 -> 16 at 0.875; 14 -> 7, widened by 2)."""
     count = int((weights != 0).sum(axis=1).max())
     width = max(scale, 1.0) if rule.jax["antialias"] else 1.0
-    n_out, n_in = weights.shape
+    n_out = len(weights)
     exact = np.log2(width).is_integer() and _multiples(
         rule.sample(n_in, n_out, scale), width * 2.0**-5
     )
@@ -593,6 +627,10 @@ def check_naflex(table, old_grid, spatial_shapes, max_patches):
         raise ValueError(
             f"spatial_shapes must be integers (B, 2), each image's (h, w) grid, got "
             f"{shapes.dtype} of shape {shapes.shape}"
+        )
+    if len(shapes) == 0:
+        raise ValueError(
+            "spatial_shapes has no images (B = 0): give at least one image's (h, w) grid"
         )
     max_patches = validation.integer(max_patches, "max_patches")
     for index, grid in enumerate(shapes.tolist()):

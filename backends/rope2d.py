@@ -21,6 +21,10 @@ and a port that gets one part wrong still runs; so the rule is a record of expli
 - ``coordinates``: integer grid indices "0-based" or "1-based" (Llama 4), or DINOv3's centred
   normalized ones in [-1, 1]: 2 (i + 1/2) / S - 1 with S the axis's own side ("separate"), the
   longer side ("max") or the shorter ("min");
+- ``reference_grid``: (h, w) the integer coordinates are stretched to, i / S * R per axis (S the
+  grid's side, R the reference's): EVA's rule for another resolution (timm's ``ref_feat_shape``,
+  (16, 16) for EVA-02, pretrained at 224 px / patch 14), so at 448 px (a 32 grid) row i turns by
+  i / 2; None: the indices as they are;
 - ``prefix``: what tokens without a grid position (CLS, registers) get: "none" (the model has
   none), "identity" (turned by angle 0: Llama 4's CLS, masked to 0) or "excluded" (left out of
   the rotation: DINOv3 and EVA-02 rotate only the last h*w tokens). Both leave the vector as it
@@ -67,6 +71,7 @@ class Rope2D:
     frequencies: str = "inverse"
     periods: tuple[float, float] | None = None
     coordinates: str = "0-based"
+    reference_grid: tuple[int, int] | None = None
     prefix: str = "none"
     sections: tuple[int, int, int] | None = None
     sources: dict = dataclasses.field(default_factory=dict, compare=False, hash=False)
@@ -137,12 +142,15 @@ SPECS = {
     "eva-02": Rope2D(
         "blocks",
         layout="interleaved",
+        reference_grid=(16, 16),
         prefix="excluded",
         sources={
             "slots": "timm layers/pos_embed_sincos.py RotaryEmbeddingCat: meshgrid 'ij', "
             "freq_bands(dim // 4, temperature, step=1)",
             "layout": "timm layers/pos_embed_sincos.py: repeat_interleave(2), "
             "rope_rotate_half=False",
+            "reference_grid": "timm models/eva.py: ref_feat_shape=(16, 16) for every eva02_* "
+            "model; layers/pos_embed_sincos.py build_fourier_pos_embed: t = t / feat * ref",
             "prefix": "timm models/eva.py: apply_rot_embed_cat to q[:, :, npt:]",
         },
     ),
@@ -253,6 +261,8 @@ def coordinates(positions, spec: Rope2D, grid=None) -> np.ndarray:
     prefix = positions[:, 0] < 0
     if spec.coordinates in ("0-based", "1-based"):
         at = positions + (spec.coordinates == "1-based")
+        if spec.reference_grid is not None:  # timm: t / feat * ref
+            at = at / np.asarray(grid, dtype=np.float64) * np.asarray(spec.reference_grid)
     else:
         sides = np.asarray(grid, dtype=np.float64)
         scale = {"separate": sides, "max": sides.max(), "min": sides.min()}[spec.coordinates]
@@ -355,6 +365,7 @@ def bound(x, positions, *, spec: Rope2D, grid=None, dtype=None) -> np.ndarray:
       division's roundings (c), and from (min, max) the pow of max/min (|ln(max/min)| c);
     - a coordinate is exact for integers (below 2**24); a normalized one, 2 (i + 1/2) / S - 1,
       rounds the quotient q (c q / 2, doubled) and the difference (c |u| / 2): du = c (q + |u|/2);
+      one stretched to a reference grid, i / S * R, the quotient and the product: du = c |u|;
     - the angle u w_k one rounding more (c / 2): dt = |u| w_k (e_k + c/2) + w_k du;
     - the rotation, as rope_bound's: |z| (dt + d/2) + (|a| + |b|) (2c + d).
     """
@@ -372,6 +383,8 @@ def bound(x, positions, *, spec: Rope2D, grid=None, dtype=None) -> np.ndarray:
     du = 0.0
     if spec.coordinates not in ("0-based", "1-based"):
         du = c * ((at + 1) / 2 + at / 2)  # q = (u + 1) / 2 <= (|u| + 1) / 2
+    elif spec.reference_grid is not None:
+        du = c * at
     angle_error = at * slots.frequency * (e + c / 2) + slots.frequency * du
     a, b = x[..., slots.dims[:, 0]], x[..., slots.dims[:, 1]]
     pair = np.hypot(a, b) * (angle_error + d / 2) + (np.abs(a) + np.abs(b)) * (2 * c + d)

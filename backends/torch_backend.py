@@ -11,6 +11,7 @@ from torch import nn
 
 from backends import grid as grid_module
 from backends import positional, quantized, resize, rope2d, validation
+from backends.resize import check_kernel as check_resize_kernel
 
 name = "torch"
 
@@ -834,7 +835,7 @@ class PatchEmbedding(nn.Module):
             projection, position_table, patch_size, bias, cls_token, registers, grid
         )
         self.channels = validation.choice(channels, validation.CHANNELS, "channels")
-        self.resize = _resize_kernel(resize)
+        self.resize = check_resize_kernel(resize)  # the argument hides the module
         self.patch_size = patch_size
         dim, in_channels = arrays["projection"].shape[:2]
         # skip_init: the weights come from outside, so torch's random init is never run.
@@ -901,11 +902,6 @@ class PatchEmbedding(nn.Module):
         return _as_tensor(table).to(self.position_table.device)
 
 
-def _resize_kernel(kernel: str | None) -> str | None:
-    if kernel is None:
-        return None
-    return validation.choice(kernel, tuple(resize.KERNELS), "resize kernel")
-
 
 def sincos2d_table(
     grid, dim: int, *, rule: str = "mae", dtype="float32", prefix_tokens: int = 0, **options
@@ -952,7 +948,8 @@ def resize_positions(
     path "host": ``resize.resize_table``'s bits. "native": ``F.interpolate`` with the kernel's
     mode, antialias and align_corners, and size= (or the scale factor DINOv2's rule or the
     caller gives), in the computation dtype (``compute_dtype``, or the table's) and cast back.
-    "taps": host indices and float32 weights summed tap by tap, bit-identical to NumPy's.
+    "taps": host indices and float32 weights summed tap by tap by ``tap_resize``, bit-identical
+    to NumPy's (for normal-range values: XLA's CPU flushes subnormals, NumPy and torch keep them).
     """
     validation.choice(path, resize.PATHS, "resize path")
     table = to_numpy(table) if isinstance(table, torch.Tensor) else table
@@ -961,27 +958,35 @@ def resize_positions(
     if path == "host":
         return _as_tensor(resize.resize_table(table, old_grid, new_grid, **options))
     if path == "taps":
-        return _tap_resize(resize.taps(table, old_grid, new_grid, **options))
+        plan = resize.taps(table, old_grid, new_grid, **options)
+        table = _as_tensor(plan.table)
+        grid = table[plan.prefix :].reshape(*plan.old, -1)  # (h, w, dim)
+        for dtype in plan.inward:
+            grid = grid.to(_torch_dtype(dtype))
+        grid = tap_resize(grid, plan.rows, plan.columns)  # (H, W, dim)
+        for dtype in plan.outward:
+            grid = grid.to(_torch_dtype(dtype))
+        return torch.cat([table[: plan.prefix], grid.reshape(-1, grid.shape[-1])])
     table, old, new, prefix, factors = resize.check_table(
         table, old_grid, new_grid, kernel=kernel, prefix_tokens=prefix_tokens,
         scale_factor=scale_factor,
     )  # fmt: skip
     rule = resize.KERNELS[kernel]
     compute = resize.computation_dtype(table.dtype, compute_dtype)
-    if rule.torch is None:
+    if not rule.torch_shrinks and any(n_out < n_in for n_in, n_out in zip(old, new)):
         raise validation.no_framework_form(
-            kernel, "torch", "(F.interpolate's a = -0.5 comes only with antialias, which widens "
-            "the kernel when downsampling)",
+            kernel, "torch", "when downsampling (F.interpolate's a = -0.5 comes only with "
+            "antialias, which then widens the kernel)",
         )  # fmt: skip
     if rule.torch["antialias"] and compute.itemsize == 2:
         raise validation.no_framework_form(
             kernel, "torch", f"in {compute} (ATen's antialiased resize has no 16-bit CPU kernel)",
             "compute_dtype='float32' (as timm and DINOv2 resize), ",
         )  # fmt: skip
-    if rule.torch["antialias"] and new[1] == 1 and new[0] != old[0]:
+    if rule.torch["antialias"] and new[1] == 1 and new[0] not in (1, old[0]):
         raise validation.no_framework_form(
             kernel, "torch", "to one column (torch 2.13's antialiased resize gives every row of "
-            "an (H, 1) output the first row's value, unless H is the input's height)",
+            "an (H, 1) output the first row's value, unless H is 1 or the input's height)",
         )  # fmt: skip
     table = _as_tensor(table)
     grid = table[prefix:].to(_torch_dtype(compute)).reshape(*old, -1).permute(2, 0, 1)
@@ -991,28 +996,19 @@ def resize_positions(
     return torch.cat([table[:prefix], resized])
 
 
-def _tap_resize(plan) -> torch.Tensor:
-    table = _as_tensor(plan.table)
-    grid = table[plan.prefix :].reshape(*plan.old, -1)  # (h, w, dim)
-    for dtype in plan.inward:
-        grid = grid.to(_torch_dtype(dtype))
-    grid = _taps_along(grid, *plan.rows, dim=0)  # (H, w, dim)
-    grid = _taps_along(grid, *plan.columns, dim=1)  # (H, W, dim)
-    for dtype in plan.outward:
-        grid = grid.to(_torch_dtype(dtype))
-    return torch.cat([table[: plan.prefix], grid.reshape(-1, grid.shape[-1])])
-
-
-def _taps_along(grid, indices, weights, *, dim: int) -> torch.Tensor:
-    """out[..., i, ...] = sum over t of weights[i, t] * grid[..., indices[i, t], ...], along
-    ``dim``, one product and one sum at a time in the order of t (NumPy's order)."""
-    shape = [1, 1, 1]
-    shape[dim] = len(indices)
-    indices, weights = torch.from_numpy(indices), torch.from_numpy(weights)
-    out = weights[:, 0].reshape(shape) * grid.index_select(dim, indices[:, 0])
-    for tap in range(1, indices.shape[1]):
-        out = out + weights[:, tap].reshape(shape) * grid.index_select(dim, indices[:, tap])
-    return out
+def tap_resize(grid: torch.Tensor, rows, columns) -> torch.Tensor:
+    """(h, w, dim) -> (H, W, dim): rows = (indices (H, T), weights (H, T)) from the host, then
+    columns likewise; each output the sum over t of weight * input, one product and one sum at
+    a time in the order of t (NumPy's order)."""
+    for dim, (indices, weights) in enumerate((rows, columns)):
+        shape = [1, 1, 1]
+        shape[dim] = len(indices)
+        indices, weights = torch.as_tensor(indices), torch.as_tensor(weights)
+        out = weights[:, 0].reshape(shape) * grid.index_select(dim, indices[:, 0])
+        for tap in range(1, indices.shape[1]):
+            out = out + weights[:, tap].reshape(shape) * grid.index_select(dim, indices[:, tap])
+        grid = out
+    return grid
 
 
 def naflex_positions(table, old_grid, spatial_shapes, max_patches: int, *, path: str = "native"):
@@ -1072,6 +1068,9 @@ class VisionRotaryEmbedding(nn.Module):
         at = positions.to(x.device, compute)
         if self.spec.coordinates == "1-based":  # Llama 4: (frequencies_x + 1)
             at = at + 1
+        if self.spec.reference_grid is not None:  # timm's EVA: t / feat * ref
+            sides = torch.tensor(grid, dtype=compute, device=x.device)
+            at = at / sides * torch.tensor(self.spec.reference_grid, dtype=compute, device=x.device)
         elif self.spec.coordinates in validation.NORMALIZED_COORDINATES:  # DINOv3's coords
             sides = torch.tensor(grid, dtype=compute, device=x.device)
             side = {"separate": sides, "max": sides.max(), "min": sides.min()}

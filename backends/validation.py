@@ -1291,11 +1291,18 @@ NORMALIZED_COORDINATES = ("separate", "max", "min")  # DINOv3's: they need the g
 
 def check_rope2d_spec(spec) -> None:
     """A Rope2D's fields: each a known value (ROPE2D_FIELDS), a base above 1, periods (min, max)
-    only with frequencies "periods", sections (t, h, w) three even dims only with slots
-    "sections"."""
+    only with frequencies "periods", a reference grid (h, w) only with integer coordinates,
+    sections (t, h, w) three even dims only with slots "sections"."""
     for name, valid in ROPE2D_FIELDS.items():
         choice(getattr(spec, name), valid, f"Rope2D {name}")
     check_base(spec.base, "Rope2D base")
+    if spec.reference_grid is not None:
+        if spec.coordinates in NORMALIZED_COORDINATES:
+            raise ValueError(
+                f"Rope2D reference_grid {spec.reference_grid!r} stretches integer coordinates; "
+                f"coordinates {spec.coordinates!r} are normalized already: drop one"
+            )
+        check_grid(spec.reference_grid, "Rope2D reference_grid")
     if spec.periods is not None:
         if spec.frequencies != "periods" or len(spec.periods) != 2:
             raise ValueError(
@@ -1362,12 +1369,14 @@ def check_rope2d(shape: tuple, positions: np.ndarray, spec, grid) -> tuple:
             f"positions must be (N, 2) = ({shape[-2]}, 2), each token's (row, column), to match "
             f"x of shape {shape}, got {positions.shape}: build them with an id builder"
         )
-    if spec.coordinates in NORMALIZED_COORDINATES:
+    if spec.coordinates in NORMALIZED_COORDINATES or spec.reference_grid is not None:
         if grid is None:
-            raise ValueError(
-                f"coordinates {spec.coordinates!r} are normalized by the grid's sides: pass "
-                "grid=(h, w)"
+            rule = (
+                f"coordinates {spec.coordinates!r} are normalized"
+                if spec.reference_grid is None
+                else f"coordinates are stretched to reference_grid {spec.reference_grid}"
             )
+            raise ValueError(f"{rule} by the grid's sides: pass grid=(h, w)")
         grid = check_grid(grid)
     marked = positions[:, 0] < 0
     limit = np.array(grid if grid else (MAX_POSITION, MAX_POSITION))
