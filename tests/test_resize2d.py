@@ -223,6 +223,18 @@ def test_a_one_pixel_axis_is_within_the_tolerance(name, old, new):
     assert np.abs(y - reference(x, old, new, "torch-bicubic")).max() <= bound
 
 
+@pytest.mark.parametrize("name", ["torch", "jax"])
+def test_a_float16_table_near_underflow_is_within_the_tolerance(name):
+    # Below float16's 2**-14 a rounding errs by half its smallest subnormal, 2**-25, not by a
+    # fraction of the value: the bound's absolute term (torch and JAX reach 2**-25 and 2**-24).
+    x = (3e-6 * table(OLD)).astype(np.float16)
+    for kernel in ("torch-bicubic", "bilinear"):
+        y = on(name, backends.get(name).resize_positions(x, OLD, (8, 10), kernel=kernel))
+        bound = resize.tolerance(kernel, OLD, (8, 10), magnitude=magnitude(x), dtype="float16")
+        error = np.abs(y.astype(np.float64) - reference(x, OLD, (8, 10), kernel)).max()
+        assert 2.0**-25 <= error <= bound, kernel
+
+
 def test_subnormal_taps_are_kept_by_numpy_and_torch_and_flushed_by_xla():
     # XLA's CPU runtime flushes float32 subnormals to zero (denormals-are-zero, flush-to-zero);
     # NumPy and torch keep them. The tap form is bit-identical for normal-range values only.
