@@ -190,9 +190,11 @@ def test_a_row_held_to_another_still_answers_its_bad_ids_to_the_contract(capsys)
 
 
 def test_rows_held_to_another_in_other_bits_say_how_many_differ():
-    # NumPy's rotation and JAX's round float16 differently (the matrix's 0.84 and 0.76 ulp)
+    # NumPy's float32 cos and sin and XLA's are different approximations: 220 of 768 elements
+    # differ on an AVX-512 machine. (Rounded to float16 the two agreed there, and differed on
+    # another machine: NumPy picks its SIMD sin and cos by the CPU it finds.)
     numpy_rope, jax_rope = "embedding-parity numpy (rope)", "embedding-parity jax (rope)"
-    matrix = known.run([numpy_rope], against=jax_rope, only={numpy_rope: ["rotation float16"]})
+    matrix = known.run([numpy_rope], against=jax_rope, only={numpy_rope: ["rotation float32"]})
     [record] = matrix["rows"]
     assert record["against"] == jax_rope
     [rotation] = record["report"]["checks"]
