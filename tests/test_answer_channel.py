@@ -22,6 +22,7 @@ TARGETS = os.path.join(ROOT, "tests", "conformance_targets")
 sys.path.insert(0, TARGETS)
 import buffered
 import numpy_targets
+import vision_rope_ports
 
 BUFFERED, FORGING = (os.path.join(TARGETS, name) for name in ("buffered.py", "forging.py"))
 FORGED = "wrote a forged answer on the kit's answer channel, never believed"
@@ -87,8 +88,11 @@ CORRECT = {
         "llama-4-scout",
         ["scale chunked_attention", "scale full_attention"],
     ),
+    "rope2d": (vision_rope_ports.pixtral, None, ["grid 4 x 6 float32", "grid 6 x 4 float32"]),
+    "rope2d_ids": (vision_rope_ports.raster_ids, None, None),
     "rope_invariance": (buffered.rope, None, None),
     "lookup_invariance": (buffered.lookup, None, None),
+    "rope2d_invariance": (vision_rope_ports.pixtral, None, None),
 }
 
 

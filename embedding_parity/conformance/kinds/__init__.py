@@ -27,6 +27,8 @@ from embedding_parity.conformance.kinds.position_ids import PositionIds
 from embedding_parity.conformance.kinds.quantized_lookup import QuantizedLookup
 from embedding_parity.conformance.kinds.scaled_inputs import ScaledInputs
 from embedding_parity.conformance.kinds.rope import Rope
+from embedding_parity.conformance.kinds.rope2d import Rope2d, Rope2dInvariance
+from embedding_parity.conformance.kinds.rope2d_ids import Rope2dIds
 from embedding_parity.conformance.kinds.sinusoidal import Sinusoidal
 from embedding_parity.conformance.kinds.t5 import T5
 
@@ -46,8 +48,11 @@ KINDS = {
         Bert(),
         MropePositions(),
         AttentionScale(),
+        Rope2d(),
+        Rope2dIds(),
         Invariance("rope"),
         Invariance("lookup"),
+        Rope2dInvariance(),
     )
 }
 
