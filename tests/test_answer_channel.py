@@ -22,6 +22,7 @@ TARGETS = os.path.join(ROOT, "tests", "conformance_targets")
 sys.path.insert(0, TARGETS)
 import buffered
 import numpy_targets
+import vision_resize_ports
 import vision_rope_ports
 
 BUFFERED, FORGING = (os.path.join(TARGETS, name) for name in ("buffered.py", "forging.py"))
@@ -90,9 +91,11 @@ CORRECT = {
     ),
     "rope2d": (vision_rope_ports.pixtral, None, ["grid 4 x 6 float32", "grid 6 x 4 float32"]),
     "rope2d_ids": (vision_rope_ports.raster_ids, None, None),
+    "pos2d_resize": (vision_resize_ports.numpy_resize, None, ["resize float32", "identity float32"]),
     "rope_invariance": (buffered.rope, None, None),
     "lookup_invariance": (buffered.lookup, None, None),
     "rope2d_invariance": (vision_rope_ports.pixtral, None, None),
+    "pos2d_resize_invariance": (vision_resize_ports.numpy_resize, None, None),
 }
 
 

@@ -131,10 +131,10 @@ def test_no_invariances_goes_with_a_kind_asked_twice_only(command):
     code, lines = command(f"{HERE}:rope", "--kind", "sinusoidal", "--no-invariances")
     assert code == 2
     assert lines == [
-        "compare.py check: error: --no-invariances goes with --kind rope or lookup (asked two "
-        "ways by default), not sinusoidal"
+        "compare.py check: error: --no-invariances goes with --kind rope or lookup or "
+        "pos2d_resize or rope2d (asked two ways by default), not sinusoidal"
     ]
-    with pytest.raises(ValueError, match="invariances=False goes with kind rope or lookup"):
+    with pytest.raises(ValueError, match="invariances=False goes with kind rope or lookup or"):
         api.check(rope, "sinusoidal", invariances=False)
 
 

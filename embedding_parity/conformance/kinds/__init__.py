@@ -23,6 +23,7 @@ from embedding_parity.conformance.kinds.invariance import Invariance
 from embedding_parity.conformance.kinds.lookup import Lookup
 from embedding_parity.conformance.kinds.mrope_positions import MropePositions
 from embedding_parity.conformance.kinds.packed_positions import PackedPositions
+from embedding_parity.conformance.kinds.pos2d_resize import Pos2dResize, Pos2dResizeInvariance
 from embedding_parity.conformance.kinds.position_ids import PositionIds
 from embedding_parity.conformance.kinds.quantized_lookup import QuantizedLookup
 from embedding_parity.conformance.kinds.scaled_inputs import ScaledInputs
@@ -48,10 +49,12 @@ KINDS = {
         Bert(),
         MropePositions(),
         AttentionScale(),
+        Pos2dResize(),
         Rope2d(),
         Rope2dIds(),
         Invariance("rope"),
         Invariance("lookup"),
+        Pos2dResizeInvariance(),
         Rope2dInvariance(),
     )
 }
