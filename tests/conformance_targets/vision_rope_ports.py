@@ -314,3 +314,14 @@ def llama_4_ids(grid):
 
 def llama_4_ids_cls_first(grid):
     return np.concatenate([[[-1, -1]], _raster(*grid)])
+
+
+def flat_ids(grid, max_width=64):
+    """Pixtral's flat ids, row * max_width + column (max_width: 1024 px / 16 px patches)."""
+    h, w = grid
+    return (np.arange(h)[:, None] * max_width + np.arange(w)).ravel()
+
+
+def flat_ids_grid_width(grid):
+    """row * w: the grid's own width where the table's is max_width."""
+    return flat_ids(grid, max_width=grid[1])

@@ -193,6 +193,10 @@ class Rope2d(Kind):
         if h != w:
             transposed = {"tokens": "grid", "grid": [w, h], "prefix": 0}
             checks.append((f"grid {w} x {h}", transposed, f"{order}, the grid transposed"))
+        else:  # a square grid hides an h/w swap: the kit's non-square one too
+            other = {"tokens": "grid", "grid": list(GRID), "prefix": 0}
+            said = f"{order}, non-square (a square grid hides an h/w swap)"
+            checks.append((f"grid {GRID[0]} x {GRID[1]}", other, said))
         prefix = setting["prefix"]
         if prefix:
             where = "after the patches" if name in PREFIX_LAST else "before the patches"
