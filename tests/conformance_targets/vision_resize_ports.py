@@ -1,10 +1,14 @@
-"""Ports of a learned 2-D position table's resize, for compare.py check --kind pos2d_resize:
-two correct ports (NumPy, and torch as Hugging Face ViT's interpolate_pos_encoding does it),
-and one port per named mistake, each with one thing wrong.
+"""Ports of a vision tower's 2-D position tables, each with one thing wrong but the correct ones.
 
-f(table, old_grid, new_grid, prefix_tokens) -> table; NaFlex's (SigLIP2) ports take
-f(table, old_grid, spatial_shapes, max_patches). The NumPy ports build their weights from the
-cubic's formula themselves, in float64, and sum in float32, as a hand port does."""
+compare.py check --kind pos2d_resize: a learned table resized, f(table, old_grid, new_grid,
+prefix_tokens) -> table (NaFlex's, SigLIP2's: f(table, old_grid, spatial_shapes,
+max_patches)); two correct ports (NumPy, and torch as Hugging Face ViT's
+interpolate_pos_encoding does it), one port per named mistake. The NumPy ports build their
+weights from the cubic's formula themselves, in float64, and sum in float32, as a hand port
+does.
+
+compare.py check --kind pos2d_table: a fixed 2-D sin-cos table, f(grid, dim) -> (h*w, dim):
+MAE's code in NumPy and timm's in torch, correct, and one port per named mistake."""
 
 import math
 
@@ -189,3 +193,80 @@ def naflex_padding_zeros(table, old_grid, spatial_shapes, max_patches):
 def naflex_antialias_off(table, old_grid, spatial_shapes, max_patches):
     return _naflex(table, old_grid, spatial_shapes, max_patches, antialias=False)
 
+
+
+# --- fixed 2-D sin-cos tables (pos2d_table) ---------------------------------------------
+
+
+def _sincos(positions, dim, omega_denominator=None):
+    """MAE's get_1d_sincos_pos_embed_from_grid: [sin, cos] of positions * omega, float64."""
+    omega = np.arange(dim // 2, dtype=np.float64)
+    omega = 1.0 / 10000 ** (omega / (omega_denominator or dim / 2.0))
+    angles = np.einsum("m,d->md", positions.reshape(-1), omega)
+    return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
+
+
+def _mae(grid, dim, *, order="wh", indexing="xy", omega_denominator=None):
+    h, w = grid
+    grid_h, grid_w = np.arange(h, dtype=np.float32), np.arange(w, dtype=np.float32)
+    first, second = np.meshgrid(grid_w, grid_h, indexing=indexing)  # MAE: w goes first
+    if order == "hw":
+        first, second = second, first
+    halves = [_sincos(g, dim // 2, omega_denominator) for g in (first, second)]
+    return np.concatenate(halves, axis=1).astype(np.float32)
+
+
+def mae_table(grid, dim):
+    """Correct for MAE's rule: its get_2d_sincos_pos_embed, float64, stored float32."""
+    return _mae(grid, dim)
+
+
+def mae_h_first(grid, dim):
+    """The halves in (h, w) order: quarters [sin h, cos h, sin w, cos w]."""
+    return _mae(grid, dim, order="hw")
+
+
+def mae_ij(grid, dim):
+    """meshgrid with indexing='ij' (torch.meshgrid's default) where MAE's np.meshgrid is 'xy'."""
+    return _mae(grid, dim, indexing="ij")
+
+
+def mae_sides_swapped(grid, dim):
+    """np.meshgrid(grid_h, grid_w): the table of the (w, h) grid."""
+    return _mae(grid[::-1], dim)
+
+
+def mae_denominator(grid, dim):
+    """omega's exponent over D/4 - 1 (big_vision's) where MAE's is D/4."""
+    return _mae(grid, dim, omega_denominator=dim // 4 - 1)
+
+
+def mae_in_float32(grid, dim):
+    """MAE's table computed in torch's float32 (the positions, omega and angles)."""
+    h, w = grid
+    omega = 1.0 / 10000 ** (torch.arange(dim // 4, dtype=torch.float32) / (dim / 4))
+    rows, columns = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    halves = []
+    for positions in (columns, rows):
+        angles = positions.reshape(-1, 1).float() * omega
+        halves += [torch.sin(angles), torch.cos(angles)]
+    return torch.cat(halves, dim=1)
+
+
+def timm_table(grid, dim, temperature=10000.0):
+    """Correct for timm's rule: build_sincos2d_pos_embed, in torch's float32."""
+    bands = 1.0 / temperature ** (torch.arange(dim // 4, dtype=torch.float32) / (dim // 4))
+    rows, columns = torch.meshgrid(torch.arange(grid[0]), torch.arange(grid[1]), indexing="ij")
+    positions = torch.stack([rows, columns]).flatten(1).transpose(0, 1).float()  # (h*w, 2)
+    angles = positions.unsqueeze(-1) * bands  # (h*w, 2, dim/4)
+    return torch.stack([torch.sin(angles), torch.cos(angles)], dim=1).flatten(1)
+
+
+def timm_default_temperature(grid, dim):
+    """timm's table at temperature 10000 whatever the model's is."""
+    return timm_table(grid, dim)
+
+
+def timm_at_100(grid, dim):
+    """Correct for timm's rule at a temperature of 100 (a config's)."""
+    return timm_table(grid, dim, temperature=100.0)

@@ -24,6 +24,7 @@ from embedding_parity.conformance.kinds.lookup import Lookup
 from embedding_parity.conformance.kinds.mrope_positions import MropePositions
 from embedding_parity.conformance.kinds.packed_positions import PackedPositions
 from embedding_parity.conformance.kinds.pos2d_resize import Pos2dResize, Pos2dResizeInvariance
+from embedding_parity.conformance.kinds.pos2d_table import Pos2dTable
 from embedding_parity.conformance.kinds.position_ids import PositionIds
 from embedding_parity.conformance.kinds.quantized_lookup import QuantizedLookup
 from embedding_parity.conformance.kinds.scaled_inputs import ScaledInputs
@@ -50,6 +51,7 @@ KINDS = {
         MropePositions(),
         AttentionScale(),
         Pos2dResize(),
+        Pos2dTable(),
         Rope2d(),
         Rope2dIds(),
         Invariance("rope"),
