@@ -240,11 +240,11 @@ def test_a_backend_that_adds_berts_three_rows_in_another_order_differs(monkeypat
 
 
 def test_model_list_names_every_preset(capsys):
-    from embedding_parity.configs.presets import PRESETS
+    from embedding_parity.configs.presets import PRESETS, VISION_PRESETS
 
     assert compare.main(["--model", "list"]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in printed] == list(PRESETS)
+    assert [line.split()[0] for line in printed] == [*PRESETS, *VISION_PRESETS]
 
 
 def _drawn_layers(model: str) -> list:

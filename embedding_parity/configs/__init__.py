@@ -10,7 +10,8 @@ The modules, from the bottom: ``configuration`` (what the kit understands), ``ch
 field's type and range), ``defaults`` (transformers' config classes' defaults),
 ``hf_transformers`` (a config.json read by transformers itself) and ``hf`` (a config.json as
 transformers reads it, by transformers where it is installed, else by the kit's own rules),
-``gguf`` (a GGUF file as llama.cpp reads it), ``presets`` (bundled config.json fields); this
+``gguf`` (a GGUF file as llama.cpp reads it), ``presets`` (bundled config.json fields),
+``vision`` and ``vision_owner`` (a vision tower's config and what its modeling code fixes); this
 front reads a path (a regular file of at most a few MB) or a preset name.
 """
 
@@ -26,7 +27,8 @@ from embedding_parity import outputs
 from embedding_parity.configs.configuration import Configuration
 from embedding_parity.configs.gguf import from_gguf
 from embedding_parity.configs.hf import from_fields
-from embedding_parity.configs.presets import PRESETS
+from embedding_parity.configs.presets import PRESETS, VISION_PRESETS
+from embedding_parity.configs.vision import Tower
 from embedding_parity.usage import UsageError
 
 __all__ = ["Configuration", "from_fields", "listing", "preset", "read"]
@@ -166,12 +168,28 @@ def _depth(value) -> int:
 def preset(name: str) -> Configuration:
     """A bundled preset (``presets.PRESETS``), read as its config.json would be: by the kit's
     own reader, which tests/test_config_reading.py holds equal to transformers' on every preset
-    (so a process that reads one imports no transformers, nor the torch it imports)."""
+    (so a process that reads one imports no transformers, nor the torch it imports); a vision
+    tower's (``presets.VISION_PRESETS``) by transformers, whose code fixes its rule."""
+    if name in VISION_PRESETS:
+        return vision_preset(name)
     if name not in PRESETS:
-        raise UsageError(f"--model {name!r}: no such preset; the presets are {', '.join(PRESETS)}")
+        raise UsageError(
+            f"--model {name!r}: no such preset; the presets are "
+            f"{', '.join([*PRESETS, *VISION_PRESETS])}"
+        )
     return from_fields(PRESETS[name]["fields"], name, f"--model {name}", reader="kit")
+
+
+def vision_preset(name: str) -> Configuration:
+    """A vision tower's preset (``presets.VISION_PRESETS``): its hub fields read by
+    transformers' config class, the rule by its modeling code (or the preset's own rule)."""
+    given = VISION_PRESETS[name]
+    tower = Tower(name, given["fields"], f"--model {name}", True, given.get("rule"), name)
+    tower.reading()  # the fields read now, as a config.json is
+    return Configuration(name=name, model_type=given["fields"]["model_type"], tower=tower)
 
 
 def listing() -> str:
     """The presets, one line each (``--model list``)."""
-    return "\n".join(f"{name:<20} {p['about']}" for name, p in PRESETS.items())
+    every = {**PRESETS, **VISION_PRESETS}
+    return "\n".join(f"{name:<20} {p['about']}" for name, p in every.items())

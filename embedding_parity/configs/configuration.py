@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 
 from embedding_parity.usage import UsageError
 
+# The conformance kit's kinds that a vision tower's configuration sets (configs.vision).
+VISION_KINDS = ("pos2d_resize", "pos2d_table", "rope2d", "rope2d_ids")
+
 # Model types whose attention scales q . k by a field of their own, not head_dim**-0.5
 # (transformers 5.24's modeling code): refused by the attention_scale kind.
 # Held to the modeling code by the sweep (tests/test_owner_sweep.py): every other type's
@@ -154,6 +157,9 @@ class Configuration:
         default=None, compare=False, repr=False
     )
     _answer: dict = field(default_factory=dict, compare=False, repr=False)
+    # The vision tower's configuration (a vision config, or a multimodal config's vision_config),
+    # read when a vision kind first asks; the readers compare their text readings alone
+    tower: object = field(default=None, compare=False)  # a configs.vision.Tower
 
     def owners_answer(self) -> tuple[str | None, str | None]:
         """(held, refusal): what the model's own code confirmed ("24 of 32 attention layers
@@ -224,6 +230,13 @@ class Configuration:
             return options
         if layer is not None and kind != "rope":
             raise UsageError(f"--layer and --layer-type go with --kind rope, not {kind}")
+        if kind in VISION_KINDS or (self.tower is not None and self.tower.alone):
+            if self.tower is None:
+                raise UsageError(
+                    f"{flag}: {self.name} has no vision tower: --kind {kind} reads a vision "
+                    "config (ViT, CLIP, SigLIP, DINOv2, Pixtral, a multimodal vision_config)"
+                )
+            return self.tower.options(kind, flag)
         if kind in ("rope", "attention_scale"):
             self.confirmed(flag)
         if kind == "rope":
@@ -378,7 +391,10 @@ class Configuration:
         return next(t for t in self.layer_types if layer in t.layers)
 
     def line(self) -> str:
-        """What was understood: one line, and a line per layer type where layers differ."""
+        """What was understood: one line, and a line per layer type where layers differ (a
+        vision tower's lines, where a vision kind asked)."""
+        if self.tower is not None and (self.tower.alone or self.tower.asked):
+            return self.tower.line()
         said = [f"config {self.name}" + (f" [{self.note}]" if self.note else "")]
         if self.layer_types:
             own = any(t.head_dim for t in self.layer_types)  # each type says its head_dim

@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from backends import validation
-from embedding_parity.configs import checks, layers, owner
+from embedding_parity.configs import checks, layers, owner, vision
 from embedding_parity.configs.configuration import Configuration
 from embedding_parity.configs.defaults import DEFAULTS, FLAT_TEXT, PLAIN, TEXT_TYPES
 from embedding_parity.configs.hf_transformers import transformers_reading
@@ -95,9 +95,13 @@ def from_fields(
     transformers, a rotation is then held to the model's own code (``owner.hold``: the kinds
     that judge it refuse where the code does otherwise); ``hold=False`` for the sweep, which
     reports the two side by side."""
-    text, model_type = text_fields(fields, where)
     if reader is None:
         reader = "transformers" if importlib.util.find_spec("transformers") else "kit"
+    if vision.alone(fields, reader == "transformers"):  # a ViT's config.json: no text model
+        tower = vision.Tower(name, fields, where, alone=True)
+        tower.reading()  # read now: a file the kit cannot read is refused as it is given
+        return Configuration(name=name, model_type=fields.get("model_type"), tower=tower)
+    text, model_type = text_fields(fields, where)
     if reader == "transformers":
         reading = transformers_reading(fields, where)
     else:
@@ -105,6 +109,9 @@ def from_fields(
     reading["vision"] = _vision(fields, where)
     reading["vocab_size"] = text.get("vocab_size")  # the table's rows, where the file says
     configuration = build(reading, name, where)
+    if isinstance(fields.get("vision_config"), dict):  # read when a vision kind asks
+        tower = vision.Tower(name, fields, where, alone=False)
+        configuration = dataclasses.replace(configuration, tower=tower)
     if configuration.rope and model_type in UNREAD:
         return dataclasses.replace(
             configuration,

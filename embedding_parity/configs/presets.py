@@ -634,3 +634,172 @@ PRESETS = {
         "source": HUB.format("google-bert/bert-base-uncased"),
     },
 }
+
+# Vision towers (--kind pos2d_resize, rope2d, rope2d_ids): each the hub config.json's fields that
+# bear on the tower's positions (its grid, head width, base, registers, merge and window), read
+# by transformers' config class; what its code fixes (the resize kernel, the prefix rows, the
+# rotation) is read from transformers' modeling file (configs.vision), except where "rule" holds
+# a rule transformers does not have, with its source and how transformers' code differs.
+VISION_PRESETS = {
+    "vit-b-16": {
+        "about": "ViT-B/16 at 224: a 14 x 14 table and its CLS row, bicubic to a new size",
+        "fields": {
+            "model_type": "vit",
+            "hidden_size": 768,
+            "num_attention_heads": 12,
+            "image_size": 224,
+            "patch_size": 16,
+        },
+        "source": HUB.format("google/vit-base-patch16-224"),
+    },
+    "clip-vit-l-14": {
+        "about": "CLIP ViT-L/14 at 224: a 16 x 16 table and its CLS row, bicubic",
+        "fields": {
+            "model_type": "clip",
+            "vision_config": {
+                "model_type": "clip_vision_model",
+                "hidden_size": 1024,
+                "num_attention_heads": 16,
+                "image_size": 224,
+                "patch_size": 14,
+            },
+        },
+        "source": HUB.format("openai/clip-vit-large-patch14") + " (its vision_config)",
+    },
+    "siglip-so400m-14-384": {
+        "about": "SigLIP so400m/14 at 384: a 27 x 27 table, no CLS row, bicubic",
+        "fields": {
+            "model_type": "siglip",
+            "vision_config": {
+                "model_type": "siglip_vision_model",
+                "hidden_size": 1152,
+                "num_attention_heads": 16,
+                "image_size": 384,
+                "patch_size": 14,
+            },
+        },
+        "source": HUB.format("google/siglip-so400m-patch14-384") + " (its vision_config)",
+    },
+    "siglip2-naflex": {
+        "about": "SigLIP2 so400m/16 NaFlex: a 16 x 16 table to each image's grid, padded",
+        "fields": {
+            "model_type": "siglip2",
+            "vision_config": {
+                "model_type": "siglip2_vision_model",
+                "hidden_size": 1152,
+                "num_attention_heads": 16,
+                "num_patches": 256,
+                "patch_size": 16,
+            },
+        },
+        "source": HUB.format("google/siglip2-so400m-patch16-naflex") + " (its vision_config)",
+    },
+    "dinov2-vit-l-14": {
+        "about": "DINOv2 ViT-L/14 as transformers runs it: 37 x 37 and CLS, bicubic size=, float32",
+        "fields": {
+            "model_type": "dinov2",
+            "hidden_size": 1024,
+            "num_attention_heads": 16,
+            "image_size": 518,
+            "patch_size": 14,
+        },
+        "source": HUB.format("facebook/dinov2-large"),
+    },
+    "dinov2-vit-l-14-original": {
+        "about": "DINOv2 ViT-L/14 as its own code runs it: scale_factor (new + 0.1) / 37, float32",
+        "fields": {
+            "model_type": "dinov2",
+            "hidden_size": 1024,
+            "num_attention_heads": 16,
+            "image_size": 518,
+            "patch_size": 14,
+        },
+        "rule": {
+            "kernel": "dinov2-offset",
+            "prefix_tokens": 1,
+            "compute_dtype": "float32",
+            "source": "facebookresearch/dinov2 dinov2/models/vision_transformer.py "
+            "interpolate_pos_encoding: pos_embed.float(), F.interpolate(mode='bicubic', "
+            "antialias=False, scale_factor=((h0 + 0.1) / M, (w0 + 0.1) / M)) "
+            "(interpolate_offset=0.1, interpolate_antialias=False: hubconf.py's vitl14)",
+            "differs": "transformers' Dinov2Embeddings passes size=(h0, w0): the same output "
+            "grid, sampled at (i + 0.5) * M / (h0 + 0.1) - 0.5 here, (i + 0.5) * M / h0 - 0.5 "
+            "there (preset dinov2-vit-l-14)",
+        },
+        "source": HUB.format("facebook/dinov2-large") + " (the grid); the rule as noted",
+    },
+    "dinov2-with-registers": {
+        "about": "DINOv2 ViT-L/14 with 4 registers: 37 x 37 and CLS, antialiased bicubic, float32",
+        "fields": {
+            "model_type": "dinov2_with_registers",
+            "hidden_size": 1024,
+            "num_attention_heads": 16,
+            "image_size": 518,
+            "patch_size": 14,
+            "num_register_tokens": 4,
+        },
+        "source": HUB.format("facebook/dinov2-with-registers-large"),
+    },
+    "dinov3-vit-l-16": {
+        "about": "DINOv3 ViT-L/16: 2-D RoPE at base 100 on coordinates in [-1, 1], CLS and 4 "
+        "registers unturned",
+        "fields": {
+            "model_type": "dinov3_vit",
+            "hidden_size": 1024,
+            "num_attention_heads": 16,
+            "image_size": 224,
+            "patch_size": 16,
+            "num_register_tokens": 4,
+            "rope_theta": 100.0,
+            # a training-time augmentation: its rotary applies it only in training (eval here)
+            "pos_embed_rescale": 2.0,
+        },
+        "source": HUB.format("facebook/dinov3-vitl16-pretrain-lvd1689m"),
+    },
+    "pixtral-12b": {
+        "about": "Pixtral-12B's tower: 2-D RoPE on head_dim 64, even frequencies to rows, odd to "
+        "columns",
+        "fields": {
+            "model_type": "llava",
+            "vision_config": {
+                "model_type": "pixtral",
+                "head_dim": 64,
+                "image_size": 1024,
+                "patch_size": 16,
+                "rope_theta": 10000.0,
+            },
+        },
+        "source": HUB.format("mistral-community/pixtral-12b") + " (its vision_config; "
+        "hidden_size 1024 and 16 heads PixtralVisionConfig's defaults, as the file leaves them)",
+    },
+    "qwen2.5-vl-7b-vision": {
+        "about": "Qwen2.5-VL 7B's tower: 2-D RoPE on head_dim 80, merge 2, windows of 4 units",
+        "fields": {
+            "model_type": "qwen2_5_vl",
+            "vision_config": {
+                "model_type": "qwen2_5_vl",
+                "hidden_size": 1280,
+                "num_heads": 16,
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+                "window_size": 112,
+            },
+        },
+        "source": HUB.format("Qwen/Qwen2.5-VL-7B-Instruct") + " (its vision_config)",
+    },
+    "llama-4-scout-vision": {
+        "about": "Llama 4 Scout's tower: 2-D RoPE on head_dim 88 over 24 x 24, its CLS last",
+        "fields": {
+            "model_type": "llama4",
+            "vision_config": {
+                "model_type": "llama4_vision_model",
+                "hidden_size": 1408,
+                "num_attention_heads": 16,
+                "image_size": 336,
+                "patch_size": 14,
+                "rope_theta": 10000,
+            },
+        },
+        "source": HUB.format("meta-llama/Llama-4-Scout-17B-16E-Instruct") + " (its vision_config)",
+    },
+}
