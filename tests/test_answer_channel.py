@@ -91,7 +91,11 @@ CORRECT = {
     ),
     "rope2d": (vision_rope_ports.pixtral, None, ["grid 4 x 6 float32", "grid 6 x 4 float32"]),
     "rope2d_ids": (vision_rope_ports.raster_ids, None, None),
-    "pos2d_resize": (vision_resize_ports.numpy_resize, None, ["resize float32", "identity float32"]),
+    "pos2d_resize": (
+        vision_resize_ports.numpy_resize,
+        None,
+        ["resize float32", "identity float32"],
+    ),
     "pos2d_table": (vision_resize_ports.mae_table, None, None),
     "rope_invariance": (buffered.rope, None, None),
     "lookup_invariance": (buffered.lookup, None, None),
