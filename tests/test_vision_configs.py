@@ -562,3 +562,40 @@ def test_what_the_file_leaves_out_is_its_classs_default(tmp_path):
     for it has a patch size, its grid the class's defaults (Dinov2Config: 224 // 14)."""
     config = configs.read(write(tmp_path, {"model_type": "dinov2"}))
     assert config.options(RESIZE)["grid"] == [16, 16]
+
+
+MAE = {
+    "architectures": ["ViTMAEForPreTraining"],
+    "decoder_hidden_size": 512,
+    "decoder_intermediate_size": 2048,
+    "decoder_num_attention_heads": 16,
+    "decoder_num_hidden_layers": 8,
+    "hidden_size": 768,
+    "image_size": 224,
+    "mask_ratio": 0.75,
+    "model_type": "vit_mae",
+    "norm_pix_loss": False,
+    "num_attention_heads": 12,
+    "patch_size": 16,
+    "torch_dtype": "float32",
+}
+
+
+def test_vit_mae_s_fixed_table_is_named_from_its_own_code(tmp_path, monkeypatch):
+    """facebook/vit-mae-base's file: its embeddings fill their table by their own method, the
+    'mae' rule's float32 table bit for bit after a zero CLS row; a builder at another
+    temperature is none of backends.grid's tables, and refused."""
+    from transformers.models.vit_mae import modeling_vit_mae
+
+    path = write(tmp_path, MAE)
+    assert configs.read(path).options("pos2d_table") == {
+        "rule": "mae", "dim": 768, "grid": [14, 14]
+    }
+    real = modeling_vit_mae.build_2d_sinusoidal_position_embedding
+
+    def warmer(*args, **kwargs):
+        return real(*args, **{**kwargs, "temperature": 100.0})
+
+    monkeypatch.setattr(modeling_vit_mae, "build_2d_sinusoidal_position_embedding", warmer)
+    with pytest.raises(UsageError, match="none of backends.grid's rules"):
+        configs.read(path).options("pos2d_table")

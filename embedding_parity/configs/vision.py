@@ -26,6 +26,9 @@ Three sources, each named on the line the command prints:
     function refused); the prefix rows are the start of the slice ``[:, K:]`` that takes the
     grid's rows (none: 0, SigLIP's table has no CLS row); the get_vision_... helper's weights
     are float32, which a 16-bit table is promoted to.
+  - a fixed 2-D sin-cos table (``pos2d_table``: ViT-MAE's) is filled by the tower's own
+    method that calls a sin-cos builder, run, and named as the ``backends.grid`` rule whose
+    float32 table it is bit for bit (its zero CLS row the prefix); ``dim`` is hidden_size.
   - SigLIP2's NaFlex resize writes its weights out (``resize_positional_embeddings``, no
     F.interpolate call): its code is run on a table and held to ``resize.naflex_positions``
     (``vision_owner``).
@@ -43,10 +46,12 @@ own dtype (CLS row kept: 1, 1, 0 prefix rows); DINOv2: torch-bicubic in float32,
 the size); DINOv2 with registers: antialiased-bicubic in float32, 1 prefix row (the registers
 carry no position); SigLIP2: NaFlex, antialiased bilinear through float32, padding rows at
 (0, 0); Qwen3-VL: bilinear-corners in float32, no prefix; Pixtral: spec "pixtral" (raster ids);
-Qwen2-VL and Qwen3-VL: "qwen2-vl" (merge blocks); Qwen2.5-VL: "qwen2.5-vl" (windows of merge
-blocks); Llama 4: "llama-4" (its CLS last); DINOv3: "dinov3" (CLS and registers first, not
-rotated). tests/test_vision_configs.py holds these readings, and shows a changed call read
-differently or refused.
+Qwen2-VL: "qwen2-vl" (merge blocks); Qwen2.5-VL: "qwen2.5-vl" (windows of merge blocks);
+Qwen3-VL: "qwen2.5-vl", the same rule (merge blocks; a spec whose sources name the model's file
+is chosen among equal ones, else the first); Llama 4: "llama-4" (its CLS last); DINOv3:
+"dinov3" (CLS and registers first, not rotated); ViT-MAE: a "mae" sin-cos table after a zero
+CLS row, resized as ViT's. tests/test_vision_configs.py holds these readings, and shows a
+changed call read differently or refused.
 """
 
 from __future__ import annotations
@@ -677,13 +682,18 @@ def _rotary(tower: Tower, reading: Reading) -> vision_owner.Rotary:
 
 
 def _pos2d_table(tower: Tower, reading: Reading) -> Part:
-    checks.refuse(
-        tower.where,
-        f"{reading.model_type}'s positions are not a fixed 2-D sin-cos table (none of the "
-        "towers the kit reads has one): check its resized table with --kind pos2d_resize, or "
-        "its rotation with --kind rope2d; --kind pos2d_table without a config checks the "
-        "kind's own rules",
-    )
+    found = vision_owner.sincos_method(reading.source or "", reading.class_name)
+    if found is None or reading.grid is None:
+        checks.refuse(
+            tower.where,
+            f"{reading.model_type}'s positions are not a fixed 2-D sin-cos table (its code "
+            "fills none with a sin-cos builder): check a learned table with --kind "
+            "pos2d_resize, a rotation with --kind rope2d",
+        )
+    rule, _, said = vision_owner.sincos_rule(reading, _file(reading), found)
+    options = {"rule": rule, "dim": reading.config.hidden_size, "grid": list(reading.grid)}
+    sources = {"rule": said, "dim": f"config: hidden_size {options['dim']}"}
+    return Part(options, {**sources, "grid": reading.grid_source})
 
 
 PARTS = {

@@ -1,6 +1,7 @@
 """A vision tower's own code run (transformers' modeling modules, torch), where reading its
-source cannot say what it does: SigLIP2's NaFlex resize, written as its own weights, and the
-rotary modules of Pixtral, Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Llama 4 and DINOv3.
+source cannot say what it does: SigLIP2's NaFlex resize, written as its own weights; a fixed
+sin-cos table filled by its own method (ViT-MAE's), named as a backends.grid rule bit for bit;
+the rotary modules of Pixtral, Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Llama 4 and DINOv3.
 
 ``PROBES`` holds how to call each rotary module (its class, its apply function, where its
 token order comes from), not what it does: the answer, the ``rope2d.SPECS`` entry and the
@@ -107,6 +108,71 @@ def hold_naflex(reading, file: str) -> str:
             f"{bound:.3g}: the kit will not judge a port against a rule its code does not confirm"
         )
     return f"model code: {file} {said}, held to resize.naflex_positions within {bound:.2g}"
+
+
+# --- a fixed sin-cos table ------------------------------------------------------------------
+
+
+def sincos_method(source: str, config_class: str) -> tuple[str, str] | None:
+    """(class, method) of a modeling file's class taking ``config_class`` whose method fills
+    its table by a 2-D sin-cos builder (ViT-MAE's initialize_weights), or None."""
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.ClassDef) or not _takes(node, config_class):
+            continue
+        for item in node.body:
+            if not isinstance(item, ast.FunctionDef):
+                continue
+            calls = [c for c in ast.walk(item) if isinstance(c, ast.Call)]
+            names = {ast.unparse(c.func).lower() for c in calls}
+            if any("sinusoidal" in n or "sincos" in n for n in names):
+                return node.name, item.name
+    return None
+
+
+def _takes(cls: ast.ClassDef, config_class: str) -> bool:
+    """Whether a class's __init__ takes ``config: <config_class>``."""
+    methods = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+    init = methods[0] if methods else None
+    return init is not None and any(
+        arg.annotation is not None and ast.unparse(arg.annotation) == config_class
+        for arg in init.args.args
+    )
+
+
+def sincos_rule(reading, file: str, found: tuple[str, str]) -> tuple[str, int, str]:
+    """Build the tower's embeddings at its config, fill its table by its own method, and name
+    the backends.grid rule whose float32 table it is bit for bit: (rule, prefix rows, words);
+    UsageError where it is none."""
+    from backends import grid as grids
+
+    module, torch = _modeling(reading)
+    name, method = found
+    (h, w), dim = reading.grid, reading.config.hidden_size
+    with torch.no_grad():
+        embeddings = getattr(module, name)(reading.config)
+        getattr(embeddings, method)()
+        table = embeddings.position_embeddings.detach().reshape(-1, dim).numpy()
+    prefix = len(table) - h * w
+    said = f"{name}.{method} run at dim {dim} on its {h} x {w} grid"
+    rules = [
+        rule
+        for rule in grids.SINCOS2D_RULES
+        if prefix >= 0
+        and np.array_equal(
+            table,
+            grids.sincos2d_table((h, w), dim, rule=rule, dtype="float32", prefix_tokens=prefix),
+        )
+    ]
+    if len(rules) != 1:
+        raise UsageError(
+            f"{reading.model_type}'s code ({file}): {said} gives a table that is "
+            f"{'none' if not rules else 'more than one'} of backends.grid's rules "
+            f"({', '.join(grids.SINCOS2D_RULES)}) bit for bit in float32"
+        )
+    return rules[0], prefix, (
+        f"model code: {file} {said}: rows {prefix} to {len(table) - 1} the {rules[0]!r} "
+        f"table bit for bit, {prefix} zero row(s) before them"
+    )
 
 
 # --- the rotary modules -------------------------------------------------------------------
