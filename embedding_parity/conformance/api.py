@@ -80,8 +80,9 @@ def check(
     eagerly too so that what the path changes is named as the path's. ``layer``: with a config
     whose layers rotate differently, a layer's index or a layer type's name: that type alone,
     the implementation called f(x, positions) (default: every type, f(x, positions, layer)).
-    ``invariances``: rope and lookup are asked two ways too (``rope_invariance``,
-    ``lookup_invariance``: a batch and its rows, chunks and one call, ...), their checks part
+    ``invariances``: rope, lookup, pos2d_resize and rope2d are asked two ways too
+    (``rope_invariance``, ``lookup_invariance``: a batch and its rows, chunks and one call, ...;
+    ``pos2d_resize_invariance``, ``rope2d_invariance``), their checks part
     of the verdict, where the call is one they are built for (not along a path, not every
     layer type at once); ``False`` runs the contract alone, and the report's last line says
     they were not asked. A callable along a

@@ -20,10 +20,12 @@ sliding and global layers, SmolLM3's NoPE layers: TARGET called f(x, positions, 
 f(x, positions) for the one type --layer-type or --layer names); lookup with Gemma's scale f(token_table, token_ids); position_ids by its rule
 (OPT, RoBERTa, BART); bert with its type_vocab_size.
 
-rope and lookup are asked two ways too, their invariances (rope_invariance, lookup_invariance:
-a batch and its rows, chunks and one call, a call after one in another dtype, ...) checks of
-the same verdict, where the call is one they are built for; --no-invariances runs the contract
-alone. The last line says whether they were asked, and why not.
+rope, lookup, pos2d_resize and rope2d are asked two ways too, their invariances
+(rope_invariance, lookup_invariance: a batch and its rows, chunks and one call, a call after one
+in another dtype, ...; pos2d_resize_invariance: the identity and a transposed grid;
+rope2d_invariance: q . k by the offset alone) checks of the same verdict, where the call is one
+they are built for; --no-invariances runs the contract alone. The last line says whether they
+were asked, and why not.
 
 Every case is held to the float64 reference rounded once to the dtype tried: lookups, slopes,
 buckets and gradient rows of at most two terms bit for bit; a sixteen-term gradient row within
@@ -150,9 +152,9 @@ def add_arguments(parser) -> None:
     add(
         "--no-invariances",
         action="store_true",
-        help="rope and lookup: the contract alone, not asked two ways too (rope_invariance, "
-        "lookup_invariance: a batch and its rows, chunks and one call, ...); the last line "
-        "says they were not asked",
+        help="rope, lookup, pos2d_resize, rope2d: the contract alone, not asked two ways too "
+        "(rope_invariance, lookup_invariance: a batch and its rows, chunks and one call, ...; "
+        "pos2d_resize_invariance, rope2d_invariance); the last line says they were not asked",
     )
     add("--head-dim", type=command.at_least(2), help="rope: the head width (default 16)")
     add("--batched", action="store_true", help="rope: positions (B, T), x (B, H, T, head_dim)")
