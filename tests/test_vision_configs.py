@@ -599,3 +599,15 @@ def test_vit_mae_s_fixed_table_is_named_from_its_own_code(tmp_path, monkeypatch)
     monkeypatch.setattr(modeling_vit_mae, "build_2d_sinusoidal_position_embedding", warmer)
     with pytest.raises(UsageError, match="none of backends.grid's rules"):
         configs.read(path).options("pos2d_table")
+
+
+def test_the_seed_run_refuses_a_vision_preset_in_one_line(capsys):
+    import compare
+
+    assert compare.main(["--model", "vit-b-16"]) == 2
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said == [
+        "compare.py: error: --model: vit-b-16 is a vision tower's configuration, not a text "
+        "model's: check a port at it with compare.py check --kind pos2d_resize, pos2d_table, "
+        "rope2d or rope2d_ids"
+    ]

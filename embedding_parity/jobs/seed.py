@@ -333,6 +333,12 @@ def _configured(args, names, settings) -> Run:
     from embedding_parity import configs
 
     config = configs.read(args.config) if args.config else configs.preset(args.model)
+    if config.tower is not None and config.tower.alone:
+        raise UsageError(
+            f"{'--config' if args.config else '--model'}: {config.name} is a vision tower's "
+            "configuration, not a text model's: check a port at it with compare.py check "
+            "--kind pos2d_resize, pos2d_table, rope2d or rope2d_ids"
+        )
     if not config.rope:
         return _configured_learned(args, names, settings, config)
     vocab, seed = settings.get("vocab_size", 100), settings.get("seed", 0)
