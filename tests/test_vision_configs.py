@@ -611,3 +611,29 @@ def test_the_seed_run_refuses_a_vision_preset_in_one_line(capsys):
         "model's: check a port at it with compare.py check --kind pos2d_resize, pos2d_table, "
         "rope2d or rope2d_ids"
     ]
+
+
+def test_qwen2_vl_s_head_width_is_its_rotary_s_not_its_output_width(tmp_path):
+    """Qwen2-VL's vision_config names the tower's width embed_dim (1280) and the merger's
+    output hidden_size (3584): the head width is what its rotary module turns, 1280 / 16."""
+    fields = {
+        "model_type": "qwen2_vl",
+        "hidden_size": 3584,
+        "num_attention_heads": 28,
+        "vision_config": {
+            "depth": 32,
+            "embed_dim": 1280,
+            "hidden_size": 3584,
+            "in_chans": 3,
+            "mlp_ratio": 4,
+            "num_heads": 16,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "spatial_patch_size": 14,
+            "temporal_patch_size": 2,
+        },
+    }
+    config = configs.read(write(tmp_path, fields))
+    assert config.options("rope2d") == {"spec": "qwen2-vl", "head_dim": 80}
+    assert config.options("rope2d_ids") == {"builder": "merge", "merge": 2}
+    assert "head_dim 80 [model code: models/qwen2_vl/modeling_qwen2_vl.py" in config.line()

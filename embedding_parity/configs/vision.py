@@ -651,7 +651,7 @@ def _whole(node) -> bool:
 def _rope2d(tower: Tower, reading: Reading) -> Part:
     found = _rotary(tower, reading)
     options = {"spec": found.spec, "head_dim": found.head_dim}
-    sources = {"spec": found.said, "head_dim": reading.head_source}
+    sources = {"spec": found.said, "head_dim": found.head_said}
     if found.prefix:  # the CLS (and registers) the spec leaves unturned
         options["prefix_tokens"] = found.prefix
         sources["prefix_tokens"] = found.settings_sources.get("prefix", found.ids_said)

@@ -27,7 +27,7 @@ SEED = 57
 NAFLEX_SHAPES = ((3, 5), (5, 3))  # non-square both ways, resized from the config's grid
 NAFLEX_LENGTH = 20  # max_patches: 15 rows of each image, then 5 padding rows
 NAFLEX_WIDTH = 8
-PROBE_GRID = (8, 12)  # a merge of 2 and windows of 4 merged units leave a partial window
+PROBE_GRID = (8, 12)  # at a merge of 2, windows of 4 merged units leave a partial window
 SMALL_GRID = (3, 5)  # non-square: DINOv3's per-side normalization shows
 
 
@@ -39,6 +39,7 @@ class Rotary:
 
     spec: str
     head_dim: int
+    head_said: str
     grid_matters: bool
     prefix: int  # tokens without a grid position (CLS, registers), where the spec keeps them
     builder: str
@@ -210,9 +211,10 @@ def _pixtral(module, reading, torch):
     h, w = SMALL_GRID
     tower(torch.zeros(1, 3, 2 * h, 2 * w))
     positions = seen["ids"].numpy().astype(np.int64)
-    x = _vectors(len(positions), _width(config))
+    float32 = torch.zeros(1)  # its forward reads x's device and dtype alone
+    cos, sin = module.PixtralVisionRotaryEmbedding(config)(float32, torch.from_numpy(positions))
+    x = _vectors(len(positions), cos.shape[-1])  # the width its rotary turns
     q = torch.from_numpy(x)
-    cos, sin = module.PixtralVisionRotaryEmbedding(config)(q, torch.from_numpy(positions))
     turned, _ = module.apply_rotary_pos_emb(q, q, cos, sin, unsqueeze_dim=0)
     return x, turned.numpy(), positions, SMALL_GRID, "PixtralVisionModel.forward's ids"
 
@@ -225,7 +227,8 @@ def _qwen(rotary_class: str):
 
         config = reading.config
         merge = config.spatial_merge_size
-        grid_thw = torch.tensor([[1, *PROBE_GRID]])
+        grid = (PROBE_GRID[0] * merge // 2, PROBE_GRID[1] * merge // 2)  # whole merge blocks
+        grid_thw = torch.tensor([[1, *grid]])
         ids = vision_utils.get_vision_position_ids(grid_thw, merge)
         said = "vision_utils.get_vision_position_ids"
         if calls(reading.source, "get_vision_window_index"):
@@ -238,11 +241,11 @@ def _qwen(rotary_class: str):
             ids = ids.reshape(-1, merge * merge, 2)[index].reshape(-1, 2)
             said += " permuted by get_vision_window_index"
         positions = ids.numpy().astype(np.int64)
-        x = _vectors(len(positions), _width(config))
+        cos, sin = getattr(module, rotary_class)(config)(torch.zeros(1), ids)  # x: its dtype
+        x = _vectors(len(positions), cos.shape[-1])  # the width its rotary turns
         q = torch.from_numpy(x)
-        cos, sin = getattr(module, rotary_class)(config)(q, ids)
         turned, _ = module.apply_rotary_pos_emb_vision(q[:, None], q[:, None], cos, sin)
-        return x, turned[:, 0].numpy(), positions, PROBE_GRID, said
+        return x, turned[:, 0].numpy(), positions, grid, said
 
     return run
 
@@ -262,9 +265,9 @@ def _llama4(module, reading, torch):
     config = reading.config
     side = config.image_size // config.patch_size
     positions = rope2d.raster_ids((side, side), prefix=1, prefix_last=True)
-    x = _vectors(len(positions), _width(config))
+    freqs = module.Llama4VisionRotaryEmbedding(config)(torch.zeros(1))  # (N, 1, D/2) complex
+    x = _vectors(len(positions), 2 * freqs.shape[-1])  # the width its rotary turns
     q = torch.from_numpy(x)[None, :, None]  # (1, N, heads, head_dim) as its tower holds q
-    freqs = module.Llama4VisionRotaryEmbedding(config)(q)
     turned, _ = module.vision_apply_rotary_emb(q, q, freqs)
     said = "Llama4VisionRotaryEmbedding's own table (its CLS the last token)"
     return x, turned[0, :, 0].numpy(), positions, (side, side), said
@@ -277,10 +280,10 @@ def _dinov3(module, reading, torch):
     prefix = 1 + config.num_register_tokens
     patch = config.patch_size if isinstance(config.patch_size, int) else config.patch_size[0]
     positions = rope2d.raster_ids(SMALL_GRID, prefix=prefix)
-    x = _vectors(len(positions), _width(config))
-    q = torch.from_numpy(x)
     rotary = module.DINOv3ViTRopePositionEmbedding(config).eval()  # no training jitter
     cos, sin = rotary(torch.zeros(1, 3, patch * SMALL_GRID[0], patch * SMALL_GRID[1]))
+    x = _vectors(len(positions), cos.shape[-1])  # the width its rotary turns
+    q = torch.from_numpy(x)
     turned, _ = module.apply_rotary_pos_emb(q, q, cos, sin)
     said = f"apply_rotary_pos_emb leaving the first {prefix} tokens (CLS, registers) unturned"
     return x, turned.numpy(), positions, SMALL_GRID, said
@@ -300,11 +303,6 @@ PROBES = {
     "Llama4VisionRotaryEmbedding": Probe("Llama4VisionRotaryEmbedding", _llama4),
     "DINOv3ViTRopePositionEmbedding": Probe("DINOv3ViTRopePositionEmbedding", _dinov3),
 }
-
-
-def _width(config) -> int:
-    given = getattr(config, "head_dim", None)
-    return given or config.hidden_size // config.num_attention_heads
 
 
 def _probe(reading) -> Probe:
@@ -373,6 +371,9 @@ def rotary(reading, file: str) -> Rotary:
     spec = (own or found)[0]
     same = [name for name in found if name != spec]  # equal rules under other names
     builder, settings, sources = _order(positions, grid, config)
+    head = reading.head_source if width == reading.head_dim else (
+        f"model code: {file} {probe.rotary} turns {width} dims a head"
+    )
     said = f"model code: {file} {run} (eval mode): turns as rope2d.SPECS[{spec!r}]" + (
         f" (the same rule as {', '.join(same)})" if same else ""
     ) + " within rope2d.bound"
@@ -382,7 +383,9 @@ def rotary(reading, file: str) -> Rotary:
         "1-based",
     )
     prefix = int((positions[:, 0] < 0).sum())
-    return Rotary(spec, width, grid_matters, prefix, builder, settings, sources, said, ids_said)
+    return Rotary(
+        spec, width, head, grid_matters, prefix, builder, settings, sources, said, ids_said
+    )
 
 
 def _base(config) -> float:
