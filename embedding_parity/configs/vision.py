@@ -479,7 +479,11 @@ def _interpolate_call(cls: ast.ClassDef, method: ast.FunctionDef) -> dict | str:
     prefix = _prefix(method)
     if isinstance(prefix, str):
         return f"{said}: {prefix}"
-    square = "sqrt_num_positions" in ast.unparse(method) or "**0.5" in ast.unparse(method)
+    square = any(  # the table reshaped as num_positions ** 0.5 a side
+        isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow)
+        and isinstance(node.right, ast.Constant) and node.right.value == 0.5
+        for node in ast.walk(method)
+    )
     return {
         "kernel": kernel,
         "prefix_tokens": prefix,

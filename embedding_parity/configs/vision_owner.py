@@ -179,14 +179,9 @@ def sincos_rule(reading, file: str, found: tuple[str, str]) -> tuple[str, int, s
 # --- the rotary modules -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Probe:
-    """How to run one tower's rotary module: ``run(module, reading, torch)`` -> (x (N, D)
-    float32, its rotation (N, D), positions (N, 2) in the token order its code builds, the
-    grid, the words of where that order came from)."""
-
-    rotary: str
-    run: object
+# How to run one tower's rotary module, by its class: ``run(module, reading, torch)`` -> (x
+# (N, D) float32, its rotation (N, D), positions (N, 2) in the token order its code builds, the
+# grid, the words of where that order came from).
 
 
 def _pixtral(module, reading, torch):
@@ -290,29 +285,23 @@ def _dinov3(module, reading, torch):
 
 
 PROBES = {
-    "PixtralVisionRotaryEmbedding": Probe("PixtralVisionRotaryEmbedding", _pixtral),
-    "Qwen2VLVisionRotaryEmbedding": Probe(
-        "Qwen2VLVisionRotaryEmbedding", _qwen("Qwen2VLVisionRotaryEmbedding")
-    ),
-    "Qwen2_5_VLVisionRotaryEmbedding": Probe(
-        "Qwen2_5_VLVisionRotaryEmbedding", _qwen("Qwen2_5_VLVisionRotaryEmbedding")
-    ),
-    "Qwen3VLVisionRotaryEmbedding": Probe(
-        "Qwen3VLVisionRotaryEmbedding", _qwen("Qwen3VLVisionRotaryEmbedding")
-    ),
-    "Llama4VisionRotaryEmbedding": Probe("Llama4VisionRotaryEmbedding", _llama4),
-    "DINOv3ViTRopePositionEmbedding": Probe("DINOv3ViTRopePositionEmbedding", _dinov3),
+    "PixtralVisionRotaryEmbedding": _pixtral,
+    "Qwen2VLVisionRotaryEmbedding": _qwen("Qwen2VLVisionRotaryEmbedding"),
+    "Qwen2_5_VLVisionRotaryEmbedding": _qwen("Qwen2_5_VLVisionRotaryEmbedding"),
+    "Qwen3VLVisionRotaryEmbedding": _qwen("Qwen3VLVisionRotaryEmbedding"),
+    "Llama4VisionRotaryEmbedding": _llama4,
+    "DINOv3ViTRopePositionEmbedding": _dinov3,
 }
 
 
-def _probe(reading) -> Probe:
-    """The probe for the rotary class the modeling file defines for this config class."""
+def _probe(reading) -> str:
+    """The rotary class, of those PROBES runs, that the tower's modeling file defines."""
     classes = {
         node.name
         for node in ast.parse(reading.source or "").body
         if isinstance(node, ast.ClassDef)
     }
-    known = [PROBES[name] for name in PROBES if name in classes]
+    known = [name for name in PROBES if name in classes]
     if len(known) != 1:
         families = ", ".join(name.split("Vision")[0].split("ViT")[0] for name in PROBES)
         raise UsageError(
@@ -343,21 +332,21 @@ def classify(x, turned, positions, grid) -> list[str]:
 def rotary(reading, file: str) -> Rotary:
     """Run the tower's rotary code at its config and name what it does; UsageError where it
     turns as no spec, or the kit cannot call it."""
-    probe = _probe(reading)
+    rotary_class = _probe(reading)
     module, torch = _modeling(reading)
     config = reading.config
     with torch.no_grad():
         try:
-            x, turned, positions, grid, order = probe.run(module, reading, torch)
+            x, turned, positions, grid, order = PROBES[rotary_class](module, reading, torch)
         except Exception as error:  # noqa: BLE001 - the owner's code failed: said in one line
             said = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
             raise UsageError(
-                f"{reading.model_type}'s code ({file}): running {probe.rotary} failed "
+                f"{reading.model_type}'s code ({file}): running {rotary_class} failed "
                 f"({type(error).__name__}: {said})"
             ) from None
     width = x.shape[-1]
     base = _base(config)
-    run = f"{probe.rotary} run at head_dim {width}, base {base:g} on a {grid[0]} x {grid[1]} grid"
+    run = f"{rotary_class} run at head_dim {width}, base {base:g} on a {grid[0]} x {grid[1]} grid"
     found = classify(x, turned, positions, grid)
     specs = {rope2d.SPECS[name] for name in found}
     if len(specs) != 1:
@@ -372,7 +361,7 @@ def rotary(reading, file: str) -> Rotary:
     same = [name for name in found if name != spec]  # equal rules under other names
     builder, settings, sources = _order(positions, grid, config)
     head = reading.head_source if width == reading.head_dim else (
-        f"model code: {file} {probe.rotary} turns {width} dims a head"
+        f"model code: {file} {rotary_class} turns {width} dims a head"
     )
     said = f"model code: {file} {run} (eval mode): turns as rope2d.SPECS[{spec!r}]" + (
         f" (the same rule as {', '.join(same)})" if same else ""
@@ -400,9 +389,12 @@ def _order(positions, grid, config) -> tuple[str, dict, dict]:
     prefix = int((positions[:, 0] < 0).sum())
     candidates = [("raster", {"prefix": prefix} if prefix else {}, {})]
     candidates.append(("llama-4", {}, {}))
+    registers = getattr(config, "num_register_tokens", None)
+    if prefix and registers == prefix - 1:
+        candidates[0][2]["prefix"] = f"config: num_register_tokens {registers} + the CLS"
     if merge is not None:
-        merged = {"spatial_merge_size": f"config: spatial_merge_size {merge}"}
-        candidates.append(("merge", {"merge": merge}, {"merge": merged["spatial_merge_size"]}))
+        merged = {"merge": f"config: spatial_merge_size {merge}"}
+        candidates.append(("merge", {"merge": merge}, merged))
         window_size = getattr(config, "window_size", None)
         if window_size is not None:
             window = window_size // (merge * config.patch_size)
@@ -410,14 +402,10 @@ def _order(positions, grid, config) -> tuple[str, dict, dict]:
                 f"config: window_size {window_size} // (spatial_merge_size {merge} * "
                 f"patch_size {config.patch_size}) = {window} merged units"
             )
-            candidates.append(
-                ("window", {"merge": merge, "window": window}, {"merge": merged[
-                    "spatial_merge_size"], "window": said})
-            )
+            settings = {"merge": merge, "window": window}
+            candidates.append(("window", settings, {**merged, "window": said}))
     for builder, settings, sources in candidates:
         if np.array_equal(_ids(builder, grid, settings), positions):
-            if builder == "raster" and prefix:
-                sources = {"prefix": f"config: num_register_tokens {prefix - 1} + the CLS"}
             return builder, settings, sources
     raise UsageError(
         f"{type(config).__name__}'s code orders its tokens as none of the kit's id builders "
