@@ -51,7 +51,8 @@ PATHS = {
             "onnx",
             "torch",
             ("torch", "onnxscript", "onnx", "onnxruntime"),
-            "torch.onnx.export(f, dynamo=True), run by ONNX Runtime's CPUExecutionProvider",
+            "torch.onnx.export(f, dynamo=True), each Resize node it writes checked against the "
+            "rule of the ATen resize it came from, run by ONNX Runtime's CPUExecutionProvider",
         ),
         Path(
             "openvino",
@@ -151,6 +152,14 @@ def _failed(what: str, error: BaseException) -> PathFailed:
 CONSTANTS = (bool, int, float, str, type(None))  # what an export holds as a constant
 
 
+def _constant(argument) -> bool:
+    """Whether an export holds ``argument`` as a constant: a number, a string, None, or a tuple
+    of them (a grid's (h, w), which a resize reads as sizes)."""
+    if isinstance(argument, tuple):
+        return all(isinstance(value, CONSTANTS) for value in argument)
+    return isinstance(argument, CONSTANTS)
+
+
 def _split(arguments) -> tuple[list[int], tuple]:
     """(indices of the array arguments, a hashable key of the call's signature: the arrays'
     shapes and dtypes, the other arguments' values); PathFailed for an argument that is
@@ -160,12 +169,12 @@ def _split(arguments) -> tuple[list[int], tuple]:
         if framework_of(argument) is not None:
             arrays.append(index)
             key.append((tuple(argument.shape), str(argument.dtype)))
-        elif isinstance(argument, CONSTANTS):
+        elif _constant(argument):
             key.append((type(argument).__name__, argument))
         else:
             raise PathFailed(
                 f"argument {index} is a {type(argument).__name__}: an export holds arrays as "
-                "inputs and numbers as constants"
+                "inputs and numbers (or tuples of them) as constants"
             )
     return arrays, tuple(key)
 
@@ -287,6 +296,9 @@ def _onnx(function, arguments, arrays):
         model = program.model_proto.SerializeToString()
     except Exception as error:
         raise _failed("torch.onnx.export", error) from None
+    wrong = resize_disagreements(*_resizes(program))
+    if wrong:  # ONNX Runtime would run another rule than eager's: no result of it is eager's
+        raise PathFailed(f"torch.onnx.export wrote {'; '.join(wrong)}")
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # its warnings go nowhere useful: errors still raise
     try:
@@ -301,6 +313,83 @@ def _onnx(function, arguments, arrays):
         return results[0] if len(results) == 1 else results
 
     return run
+
+
+# The ONNX Resize attributes that compute each ATen resize's rule (ATen UpSample.h): the plain
+# bicubic's A = -0.75 over taps clamped to the grid; the antialiased kernels (Keys' a = -0.5,
+# or the triangle) over the grid's pixels only, renormalized: ONNX's exclude_outside. Half-pixel
+# centres are ONNX's half_pixel ((i + 0.5) / scale - 0.5, also for one output, as ATen samples
+# it), or align_corners. The ONNX defaults (opset 19) stand for an attribute not written.
+ATEN_RESIZES = {
+    "aten.upsample_bicubic2d.vec": {
+        "mode": "cubic",
+        "cubic_coeff_a": -0.75,
+        "exclude_outside": 0,
+        "antialias": 0,
+    },
+    "aten._upsample_bicubic2d_aa.default": {
+        "mode": "cubic",
+        "cubic_coeff_a": -0.5,
+        "exclude_outside": 1,
+        "antialias": 1,
+    },
+    "aten.upsample_bilinear2d.vec": {"mode": "linear", "exclude_outside": 0, "antialias": 0},
+    "aten._upsample_bilinear2d_aa.default": {
+        "mode": "linear",
+        "exclude_outside": 1,
+        "antialias": 1,
+    },
+}
+RESIZE_DEFAULTS = {
+    "mode": "nearest",
+    "cubic_coeff_a": -0.75,
+    "exclude_outside": 0,
+    "antialias": 0,
+    "coordinate_transformation_mode": "half_pixel",
+}
+
+
+def resize_disagreements(resizes: list[tuple[str, bool]], nodes: list[dict]) -> list[str]:
+    """How the exported Resize nodes differ from the rules of the ATen resizes they came from,
+    one line each ([] where every one agrees). ``resizes``: the exported program's ATen resizes
+    in order, (target, align_corners); ``nodes``: the ONNX graph's Resize nodes in order, each
+    its attributes as written ({name: value}, strings decoded)."""
+    if len(resizes) != len(nodes):
+        return [f"{len(nodes)} Resize nodes for {len(resizes)} ATen resizes"]
+    wrong = []
+    for index, ((target, corners), node) in enumerate(zip(resizes, nodes)):
+        rule = dict(ATEN_RESIZES[target])
+        rule["coordinate_transformation_mode"] = "align_corners" if corners else "half_pixel"
+        for name, value in rule.items():
+            written = node.get(name, RESIZE_DEFAULTS[name])
+            if written != value:
+                wrong.append(
+                    f"Resize node {index + 1} (from {target}, align_corners={corners}) with "
+                    f"{name} {written!r} where eager's rule has {value!r}"
+                )
+    return wrong
+
+
+def _resizes(program) -> tuple[list[tuple[str, bool]], list[dict]]:
+    """(the ATen resizes of an ONNXProgram's exported program, in order, each (target,
+    align_corners); its ONNX graph's Resize nodes' attributes, in order)."""
+    import onnx
+
+    resizes = [
+        (str(node.target), bool(node.args[2]))  # (input, size, align_corners, scales...)
+        for node in program.exported_program.graph.nodes
+        if node.op == "call_function" and str(node.target) in ATEN_RESIZES
+    ]
+    nodes = [
+        {
+            a.name: (v.decode() if isinstance(v, bytes) else v)
+            for a in node.attribute
+            for v in [onnx.helper.get_attribute_value(a)]
+        }
+        for node in program.model_proto.graph.node
+        if node.op_type == "Resize"
+    ]
+    return resizes, nodes
 
 
 def _openvino(hint: str | None):
