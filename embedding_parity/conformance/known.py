@@ -424,6 +424,216 @@ ENGINES = [
     ),
 ]
 
+# --- the vision towers' positions (pos2d_resize, rope2d): resizes of a learned table by the
+# libraries ports use, each judged at the rule (backends.resize.KERNELS) its options name; the
+# models' own resizes and rotaries at their presets
+
+
+def _resize(name, packages, target, framework, options=None, preset=None, env=None):
+    return Row(
+        name, packages, target, "pos2d_resize", framework, env or {}, preset, options=options
+    )
+
+
+def _kernel(kernel: str, **more) -> dict:
+    return {"kernel": kernel, **more}
+
+
+VISION = [
+    *(
+        _resize(
+            f"torch F.interpolate {said}",
+            ("torch",),
+            f"vision_torch:{function}",
+            "torch",
+            _kernel(kernel),
+        )
+        for said, function, kernel in (
+            ("bicubic", "bicubic", "torch-bicubic"),
+            ("bicubic antialias=True", "bicubic_antialias", "antialiased-bicubic"),
+            ("bilinear", "bilinear", "bilinear"),
+            ("bilinear antialias=True", "bilinear_antialias", "antialiased-bilinear"),
+            ("bilinear align_corners=True", "bilinear_align_corners", "bilinear-corners"),
+        )
+    ),
+    *(
+        _resize(
+            f"jax.image.resize {said}", ("jax",), f"vision_jax:{function}", "jax", _kernel(kernel)
+        )
+        for said, function, kernel in (
+            ("cubic-pytorch", "cubic_pytorch", "torch-bicubic"),
+            ("bicubic", "bicubic", "antialiased-bicubic"),
+            ("bicubic antialias=False", "bicubic_no_antialias", "keys-bicubic"),
+            ("linear", "linear", "antialiased-bilinear"),
+            ("linear antialias=False", "linear_no_antialias", "bilinear"),
+        )
+    ),
+    _resize(
+        "Pillow Image.resize BICUBIC",
+        ("pillow",),
+        "vision_numpy:pillow_bicubic",
+        "numpy",
+        _kernel("antialiased-bicubic"),
+    ),
+    _resize(
+        "Pillow Image.resize BILINEAR",
+        ("pillow",),
+        "vision_numpy:pillow_bilinear",
+        "numpy",
+        _kernel("antialiased-bilinear"),
+    ),
+    _resize(
+        "OpenCV cv2.resize INTER_CUBIC",
+        ("opencv-python-headless",),
+        "vision_numpy:opencv_cubic",
+        "numpy",
+        _kernel("torch-bicubic"),
+    ),
+    _resize(
+        "OpenCV cv2.resize INTER_LINEAR",
+        ("opencv-python-headless",),
+        "vision_numpy:opencv_linear",
+        "numpy",
+        _kernel("bilinear"),
+    ),
+    _resize(
+        "scipy.ndimage.zoom order=1 (big_vision's resample_posemb)",
+        ("scipy",),
+        "vision_numpy:scipy_zoom",
+        "numpy",
+        _kernel("bilinear-corners", prefix_tokens=0),
+    ),
+    # SigLIP2's NaFlex grid (16 x 16), resized in the table's dtype as big_vision does (a
+    # scale_and_translate of the parameter as it is), where Hugging Face's upcasts to float32
+    _resize(
+        "big_vision NaFlex _pos_emb_resize (transcribed)",
+        ("jax",),
+        "vision_jax:big_vision_naflex",
+        "jax",
+        {"naflex": True, "grid": [16, 16], "compute_dtype": None},
+    ),
+    # one call of Keras, each backend's own bicubic, held to Hugging Face ViT's rule (a Keras
+    # port of its interpolate_pos_encoding)
+    *(
+        _resize(
+            f"Keras ops.image.resize bicubic ({b})",
+            ("keras",),
+            "keras_image:bicubic",
+            b,
+            _kernel("torch-bicubic"),
+            env=_keras(b),
+        )
+        for b in ("jax", "torch", "numpy", "tensorflow")
+    ),
+    _resize(
+        "timm resample_abs_pos_embed",
+        ("timm", "torch"),
+        "timm_layers:resample",
+        "torch",
+        _kernel("antialiased-bicubic", compute_dtype="float32"),
+    ),
+    _resize(
+        "timm resample_abs_pos_embed at vit-b-16",
+        ("timm", "torch"),
+        "timm_layers:resample",
+        "torch",
+        preset="vit-b-16",
+    ),
+    _resize(
+        "mlx-vlm bicubic_interpolate without Metal (a NumPy stand-in)",
+        ("numpy",),
+        "vision_numpy:mlx_vlm_bicubic",
+        "numpy",
+        _kernel("torch-bicubic"),
+    ),
+    *(
+        _resize(
+            f"DINOv2's own interpolate_pos_encoding (transcribed) at {preset}",
+            ("torch",),
+            "vision_torch:dinov2_original",
+            "torch",
+            preset=preset,
+        )
+        for preset in ("dinov2-vit-l-14-original", "dinov2-vit-l-14")
+    ),
+    _resize(
+        "transformers ViTEmbeddings.interpolate_pos_encoding, a 4 x 9 table",
+        ("transformers", "torch"),
+        "transformers_vision:vit_interpolate_pos_encoding",
+        "torch",
+        _kernel("torch-bicubic"),
+    ),
+    *(
+        _resize(
+            f"transformers {module}.interpolate_pos_encoding at {preset}",
+            ("transformers", "torch"),
+            f"transformers_vision:{function}",
+            "torch",
+            preset=preset,
+        )
+        for module, preset, function in (
+            ("ViTEmbeddings", "vit-b-16", "vit_interpolate_pos_encoding"),
+            ("CLIPVisionEmbeddings", "clip-vit-l-14", "clip_interpolate_pos_encoding"),
+            ("SiglipVisionEmbeddings", "siglip-so400m-14-384", "siglip_interpolate_pos_encoding"),
+            ("Dinov2Embeddings", "dinov2-vit-l-14", "dinov2_interpolate_pos_encoding"),
+            ("Dinov2Embeddings", "dinov2-vit-l-14-original", "dinov2_interpolate_pos_encoding"),
+            (
+                "Dinov2WithRegistersEmbeddings",
+                "dinov2-with-registers",
+                "dinov2_with_registers_interpolate_pos_encoding",
+            ),
+        )
+    ),
+    _resize(
+        "transformers Siglip2VisionEmbeddings.resize_positional_embeddings at siglip2-naflex",
+        ("transformers", "torch"),
+        "transformers_vision:siglip2_naflex",
+        "torch",
+        preset="siglip2-naflex",
+    ),
+    *(
+        _configured(f"{what} at {preset}", target, "rope2d", preset, packages)
+        for what, preset, target, packages in (
+            (
+                "transformers PixtralVisionRotaryEmbedding",
+                "pixtral-12b",
+                "transformers_vision:pixtral_rotary",
+                ("transformers", "torch"),
+            ),
+            (
+                "Mistral's complex rotary (transcribed), q and k permuted as the conversion does,",
+                "pixtral-12b",
+                "vision_torch:pixtral_mistral",
+                ("torch",),
+            ),
+            (
+                "Mistral's complex rotary (transcribed), unpermuted,",
+                "pixtral-12b",
+                "vision_torch:pixtral_mistral_unpermuted",
+                ("torch",),
+            ),
+            (
+                "transformers Qwen2_5_VLVisionRotaryEmbedding",
+                "qwen2.5-vl-7b-vision",
+                "transformers_vision:qwen2_5_vl_rotary",
+                ("transformers", "torch"),
+            ),
+            (
+                "transformers Llama4VisionRotaryEmbedding",
+                "llama-4-scout-vision",
+                "transformers_vision:llama_4_rotary",
+                ("transformers", "torch"),
+            ),
+            (
+                "transformers DINOv3ViTRopePositionEmbedding",
+                "dinov3-vit-l-16",
+                "transformers_vision:dinov3_rotary",
+                ("transformers", "torch"),
+            ),
+        )
+    ),
+]
+
 ROWS = [
     Row("NumPy: table[ids] + positions", ("numpy",), "numpy_idioms:lookup", "lookup", "numpy"),
     Row("torch nn.Embedding", ("torch",), "torch_idioms:nn_embedding", "lookup", "torch"),
@@ -630,6 +840,7 @@ ROWS = [
     ),
     *CONFIGURED,
     *ENGINES,
+    *VISION,
     *(
         Row(
             f"embedding-parity {b} (scaled_inputs, {model})",
@@ -678,6 +889,11 @@ INVARIANT = (
         for kind in ("lookup", "rope")
         for b in ("numpy", "torch", "jax")
     ),
+    # the vision properties (the identity, the grids transposed; q . k by offset alone)
+    "torch F.interpolate bicubic",
+    "transformers ViTEmbeddings.interpolate_pos_encoding, a 4 x 9 table",
+    "transformers PixtralVisionRotaryEmbedding at pixtral-12b",
+    "transformers Llama4VisionRotaryEmbedding at llama-4-scout-vision",
 )
 ROWS += [
     replace(row, name=f"{row.name}: invariances", kind=f"{row.kind}_invariance")
@@ -730,6 +946,12 @@ ROWS += [
     *_through("transformers rotary at llama-3.2-1b", EXECUTORCH_PATHS),
     *_through("keras-hub SinePositionEncoding (jax)", JAX_PATHS),
     *_through("JAX jax.vjp of x[ids]", JAX_PATHS),
+    # a resize exported (its Resize nodes checked against eager's rule) and jitted
+    *_through("torch F.interpolate bicubic", ("onnx",)),
+    *_through("torch F.interpolate bicubic antialias=True", ("onnx",)),
+    *_through("transformers ViTEmbeddings.interpolate_pos_encoding at vit-b-16", ("onnx",)),
+    *_through("jax.image.resize cubic-pytorch", ("jax.jit",)),
+    *_through("jax.image.resize bicubic", ("jax.jit",)),
     *(
         row
         for kind in ("lookup", "rope", "sinusoidal", "gradient")
