@@ -26,6 +26,7 @@ import vision_resize_ports as ports  # noqa: E402
 RESIZE, TABLE = KINDS["pos2d_resize"], KINDS["pos2d_table"]
 DINOV2 = {"kernel": "dinov2-offset", "grid": [14, 14], "compute_dtype": "float32"}
 NAFLEX = {"naflex": True, "grid": [6, 6]}
+QWEN3_VL = {"kernel": "bilinear-corners", "prefix_tokens": 0, "compute_dtype": "float32"}
 
 
 # the ports that take and return torch tensors; the others NumPy arrays
@@ -33,7 +34,7 @@ TORCH_PORTS = {
     *("torch_resize", "torch_dinov2", "antialias_on", "corners_aligned", "with_offset"),
     *("bilinear", "transposed", "new_transposed", "in_bfloat16", "naflex"),
     *("naflex_padding_zeros", "naflex_antialias_off", "mae_in_float32", "timm_table"),
-    *("timm_default_temperature", "timm_at_100"),
+    *("timm_default_temperature", "timm_at_100", "merge_order"),
 }
 
 
@@ -107,6 +108,8 @@ def test_the_torch_port_conforms_through_the_command_line_with_its_properties(ca
         (ports.prefix_dropped, {}, "resize float32", "the prefix rows dropped"),
         (ports.in_bfloat16, {}, "resize float32", kind.BFLOAT16),
         (ports.in_bfloat16, {}, "resize float16", kind.BFLOAT16),
+        (ports.merge_order, QWEN3_VL | {"grid": [8, 8]}, "resize float32", kind.MERGE_ORDER),
+        (ports.merge_order, QWEN3_VL | {"grid": [8, 8]}, "resize bfloat16", kind.MERGE_ORDER),
         (ports.naflex_padding_zeros, NAFLEX, "naflex float32", kind.PADDING_ZEROS),
         (ports.naflex_antialias_off, NAFLEX, "naflex float32", "antialias off"),
     ],
@@ -216,6 +219,29 @@ def test_every_mistake_is_far_outside_the_bound(options):
             assert ratio > 1000, (case.label, name, ratio)
 
 
+def test_the_merge_block_order_is_offered_where_the_merge_divides_the_grid():
+    """Qwen3-VL's rows in merge blocks: offered where both new sides divide by the merge
+    (the option; 2 by default), far outside the bound there, and the identity's permuted
+    table named too; not offered at 8x8 -> 11x9, nor by a merge of 3 at 10x10."""
+    offered = {}
+    for merge in (2, 3):
+        for case in RESIZE.cases(QWEN3_VL | {"grid": [8, 8], "merge": merge}):
+            params = case.params
+            if params.get("bad") or params["dtype"] != "float32":
+                continue
+            named = dict(RESIZE.mistakes(params))
+            offered[merge, tuple(params["new"])] = kind.MERGE_ORDER in named
+            if kind.MERGE_ORDER in named and not RESIZE.exact_for(params):
+                reference, bound = RESIZE.reference(params), RESIZE.tolerance(params, "float32")
+                ratio, _ = numerics.worst_ratio(named[kind.MERGE_ORDER], reference, bound)
+                assert ratio > 1000, (case.label, ratio)
+    assert offered == {
+        (2, (10, 10)): True, (2, (6, 6)): True, (2, (11, 9)): False, (2, (9, 11)): False,
+        (2, (8, 8)): True, (3, (10, 10)): False, (3, (6, 6)): True, (3, (11, 9)): False,
+        (3, (9, 11)): False, (3, (8, 8)): False,
+    }
+
+
 def test_the_battery_exports_and_a_folder_of_results_is_judged(tmp_path):
     folder = cases.export(str(tmp_path / "b"), "pos2d_resize", {}, RESIZE.cases({}))
     for number, case in enumerate(RESIZE.cases({})):
@@ -238,6 +264,7 @@ def test_the_battery_exports_and_a_folder_of_results_is_judged(tmp_path):
         ({"naflex": True, "prefix_tokens": 1}, "SigLIP2's NaFlex table has no prefix rows"),
         ({"grid": [65, 2]}, "1 to 64 a side"),
         ({"compute_dtype": "int8"}, "compute_dtype 'int8': None or one of"),
+        ({"merge": 0}, "merge 0: the side of the squares a merge-block order reads"),
     ],
 )
 def test_an_option_the_kind_cannot_take_is_refused_in_one_line(options, words):

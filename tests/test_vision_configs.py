@@ -388,13 +388,19 @@ def test_qwen3_vl_s_tower_reads_its_helper_call_and_its_rotary(tmp_path):
             "temporal_patch_size": 2,
         },
     }
+    fields["vision_config"]["spatial_merge_size"] = 3  # the merge comes from the config
     config = configs.read(write(tmp_path, fields))
     assert config.options(RESIZE) == {
         "kernel": "bilinear-corners", "prefix_tokens": 0, "compute_dtype": "float32",
-        "grid": [48, 48],
+        "merge": 3, "grid": [48, 48],
     }
-    assert config.options("rope2d_ids") == {"builder": "merge", "merge": 2}
+    assert config.options("rope2d_ids") == {"builder": "merge", "merge": 3}
     assert config.options("rope2d")["head_dim"] == 72
+    # the kit's raster order against the model's merge blocks, said on the line
+    assert (
+        "merge 3 [config: spatial_merge_size 3; the kit asks for the rows in raster order, "
+        "where qwen3_vl_vision's code emits them in 3 x 3 merge-block order"
+    ) in config.line()
 
 
 def test_the_line_names_the_source_of_each_part():

@@ -45,7 +45,9 @@ own dtype (CLS row kept: 1, 1, 0 prefix rows); DINOv2: torch-bicubic in float32,
 (its original code: dinov2-offset, a scale factor (new + 0.1)/old, where transformers passes
 the size); DINOv2 with registers: antialiased-bicubic in float32, 1 prefix row (the registers
 carry no position); SigLIP2: NaFlex, antialiased bilinear through float32, padding rows at
-(0, 0); Qwen3-VL: bilinear-corners in float32, no prefix; Pixtral: spec "pixtral" (raster ids);
+(0, 0); Qwen3-VL: bilinear-corners in float32, no prefix, its rows emitted in merge blocks
+(``merge``: the config's spatial_merge_size, which the helper's call passes; the kit asks for
+raster order and names that order as a mistake); Pixtral: spec "pixtral" (raster ids);
 Qwen2-VL: "qwen2-vl" (merge blocks); Qwen2.5-VL: "qwen2.5-vl" (windows of merge blocks);
 Qwen3-VL: "qwen2.5-vl", the same rule (merge blocks; a spec whose sources name the model's file
 is chosen among equal ones, else the first); Llama 4: "llama-4" (its CLS last); DINOv3:
@@ -389,7 +391,27 @@ def _pos2d_resize(tower: Tower, reading: Reading) -> Part:
             "its table as a square (sqrt(num_positions) a side)",
         )
     options.pop("square", None)
-    return Part(options, {**dict.fromkeys(options, said), **grid_source})
+    sources = {**dict.fromkeys(options, said), **grid_source}
+    if "merge" in rule:
+        options["merge"], sources["merge"] = _merge(tower, reading, rule["merge"])
+    return Part(options, sources)
+
+
+def _merge(tower: Tower, reading: Reading, argument: str) -> tuple[int, str]:
+    """The merge-block side a helper's ``spatial_merge_size=`` argument gives, and why the line
+    names it: the kit asks for raster order, the model emits its rows in merge blocks."""
+    field_name = argument.rpartition(".")[2]
+    merge = getattr(reading.config, field_name, None)
+    if not isinstance(merge, int) or isinstance(merge, bool) or merge < 1:
+        checks.refuse(
+            tower.where,
+            f"{reading.model_type}: spatial_merge_size={argument} is {merge!r}, not a side",
+        )
+    order = "raster order" if merge == 1 else f"{merge} x {merge} merge-block order"
+    return merge, (
+        f"config: {field_name} {merge}; the kit asks for the rows in raster order, where "
+        f"{reading.model_type}'s code emits them in {order} (spatial_merge_size={argument})"
+    )
 
 
 def interpolation(source: str, config_class: str) -> dict | str:
@@ -524,13 +546,17 @@ def _helper_call(cls: ast.ClassDef, method: ast.FunctionDef, calls) -> dict | st
         f" ({', '.join(f'{k} {v!r}' for k, v in literals.items())}; its weights float32, a "
         "16-bit table promoted to them)"
     )
-    return {
+    found = {
         "kernel": kernel,
         "prefix_tokens": 0,
         "compute_dtype": "float32",
         "square": True,
         "said": said,
     }
+    merge = keywords.get("spatial_merge_size")  # > 1: the helper emits merge blocks
+    if merge is not None:
+        found["merge"] = ast.unparse(merge)
+    return found
 
 
 def _self_literals(cls: ast.ClassDef) -> dict:

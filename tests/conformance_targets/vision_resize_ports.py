@@ -164,6 +164,18 @@ def in_bfloat16(table, old_grid, new_grid, prefix_tokens):
     return resized.to(table.dtype)
 
 
+def merge_order(table, old_grid, new_grid, prefix_tokens, merge=2):
+    """Qwen3-VL's rule (bilinear, corners aligned, in float32) with its rows as the model's
+    fast_pos_embed_interpolate emits them: each merge x merge block's rows together."""
+    (h, w), resized = new_grid, _torch(
+        table, old_grid, new_grid, prefix_tokens, upcast=True, mode="bilinear",
+        align_corners=True,
+    )
+    head, grid = resized[:prefix_tokens], resized[prefix_tokens:]
+    blocks = grid.reshape(h // merge, merge, w // merge, merge, -1).transpose(1, 2)
+    return torch.cat([head, blocks.reshape(h * w, -1)])
+
+
 # --- NaFlex (SigLIP2), as Hugging Face's resize_positional_embeddings --------------------
 
 

@@ -11,7 +11,9 @@ rule (options; default Hugging Face ViT's, ``interpolate_pos_encoding``): ``kern
 DINOv2's scale factor with its offset), ``prefix_tokens`` (1: CLS; DINOv2's registers carry no
 position; SigLIP has none), ``grid`` (the pretrained table's (h0, w0); default 4 x 9, not
 square, its 36 patches a square number so that a port taking sqrt(rows) as a side runs and is
-named), ``compute_dtype`` (None, or "float32" where DINOv2 and timm upcast a 16-bit table).
+named), ``compute_dtype`` (None, or "float32" where DINOv2 and timm upcast a 16-bit table),
+``merge`` (default 2: the side of the blocks a merge-block order is named by; a Qwen3-VL
+config's spatial_merge_size).
 Resizing a table to its own grid returns it bit for bit (Hugging Face and DINOv2 skip the
 resize there). A table whose rows are not prefix_tokens + h0 * w0 must be refused (raise).
 
@@ -42,6 +44,8 @@ whose result equals the contract's at a case is not offered there):
 - the layout: h and w transposed (both grids read as (w, h), the new grid alone, the old grid
   alone); a non-square grid treated as square (side sqrt(h0 * w0)); the prefix row read as the
   grid's first patch (table[:h0 * w0]); the prefix rows dropped (named by the result's shape);
+  the rows in merge-block order (Qwen3-VL's fast_pos_embed_interpolate emits them so; named
+  where both new sides divide by ``merge``);
 - the dtype: resized in bfloat16 (a float32 or float16 table cast to bfloat16 and back);
 - NaFlex: padding rows zeros, or the table's own (0, 0) row unresized, not the resized (0, 0)
   row; antialias off; align_corners; h and w transposed.
@@ -65,7 +69,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from backends import resize, validation
+from backends import resize, rope2d, validation
 from embedding_parity.conformance import numerics
 from embedding_parity.conformance.kinds.base import Case, Kind, conforms, differs
 from embedding_parity.conformance.numerics import FLOATS
@@ -75,6 +79,7 @@ DIM = 8  # the table's width: the rule acts on each column alike
 GRID = (4, 9)  # the default pretrained grid: not square, h0 * w0 = 36 = 6 * 6
 MOST_SIDE = 64  # the largest grid side the battery builds (DINOv2's is 37)
 DTYPES = ("float32", "float16", "bfloat16")
+MERGE = 2  # the merge-block side named where no config gives one (Qwen2/2.5/3-VL's)
 
 
 def _cubic(a: float, x: np.ndarray) -> np.ndarray:
@@ -244,6 +249,10 @@ BOTH = "h and w transposed: both grids read as (w, h)"
 NEW = "h and w transposed in the new grid: size=(w, h), the result read as (h, w)"
 OLD = "h and w transposed in the old grid: the table read as a (w0, h0) grid"
 SQUARE = "a non-square grid treated as square: the table read as a sqrt(h0 * w0)-sided grid"
+MERGE_ORDER = (
+    "rows in merge-block order (Qwen3-VL's fast_pos_embed_interpolate emits them so; the "
+    "contract is raster order: permute back with rope2d.merge_ids's order)"
+)
 PREFIX_IN = (
     "the prefix row read as the grid's first patch: table[:h0 * w0] resized, where "
     "table[prefix_tokens:] is the grid"
@@ -281,9 +290,14 @@ def options_of(options: dict) -> dict:
     compute = options.get("compute_dtype", "float32" if naflex else None)
     if compute is not None and compute not in FLOATS:
         raise UsageError(f"compute_dtype {compute!r}: None or one of {', '.join(FLOATS)}")
-    return {"kernel": kernel, "prefix": prefix, "old": list(grid), "compute": compute} | (
-        {"naflex": True} if naflex else {}
-    )
+    merge = options.get("merge", MERGE)
+    if not isinstance(merge, int) or isinstance(merge, bool) or not 1 <= merge <= MOST_SIDE:
+        raise UsageError(
+            f"merge {merge!r}: the side of the squares a merge-block order reads (Qwen3-VL's "
+            f"spatial_merge_size), 1 to {MOST_SIDE}"
+        )
+    rule = {"kernel": kernel, "prefix": prefix, "old": list(grid), "compute": compute}
+    return rule | ({"naflex": True} if naflex else {"merge": merge})
 
 
 def new_grids(old) -> dict:
@@ -558,6 +572,14 @@ class Pos2dResize(Kind):
             (NEW, *resized(grid, (h0, w0), (w, h))),
             (OLD, *resized(grid, (w0, h0), (h, w))),
         ]
+        merge = params.get("merge", MERGE)
+        if merge > 1 and h % merge == 0 and w % merge == 0:
+            reference = self.reference(params)
+            ids = rope2d.merge_ids((h, w), merge=merge)  # (h * w, 2): (row, column) in blocks
+            order = np.concatenate([np.arange(prefix), prefix + ids[:, 0] * w + ids[:, 1]])
+            bound = np.full(reference.shape, self._bound(params, dtype))
+            bound[: None if self.exact_for(params) else prefix] = 0.0
+            found.append((MERGE_ORDER, reference[order], bound))
         side = math.isqrt(h0 * w0)
         if side * side == h0 * w0 and h0 != w0:
             found.append((SQUARE, *resized(grid, (side, side), (h, w))))
