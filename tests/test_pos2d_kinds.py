@@ -170,7 +170,41 @@ def test_the_transposition_property_catches_an_h_w_swap_a_square_grid_hides():
     wrong = details(run(ports.transposed, {"grid": [14, 14]}, kind="pos2d_resize_invariance"))
     assert wrong["identity = the table"][0] == "conforms"
     status, detail = wrong[kind.TRANSPOSED]
-    assert status == "differs" and "h and w taken one for the other" in detail, detail
+    assert status == "differs" and "for instance: h and w taken one for the other" in detail
+    assert "differs from the result by up to " in detail, detail
+
+
+def _prefix_last(table, old_grid, new_grid, prefix_tokens):
+    resized = ports.numpy_resize(table, old_grid, new_grid, prefix_tokens)
+    return np.concatenate([resized[prefix_tokens:], resized[:prefix_tokens]])
+
+
+def _nan_where_wide(table, old_grid, new_grid, prefix_tokens):
+    resized = ports.numpy_resize(table, old_grid, new_grid, prefix_tokens)
+    return resized * np.nan if new_grid[1] > new_grid[0] else resized
+
+
+@pytest.mark.parametrize(
+    "port, words",
+    [
+        (_prefix_last, "the prefix rows differ by up to "),
+        (_nan_where_wide, "the result: NaN or infinity, the two cannot be compared"),
+        (
+            ports.prefix_dropped,
+            "returns answers that do not compose to the one call's shape (the one call returns "
+            "shape (66, 8) where (67, 8) is expected: prefix_tokens 1 + 6 * 11 rows)",
+        ),
+    ],
+    ids=["prefix-last", "nan", "prefix-dropped"],
+)
+def test_the_transposition_property_says_what_it_found_and_no_more(port, words):
+    """Neither an h/w swap blamed where the prefix rows moved, nor a placeholder number where
+    the answers cannot be compared, nor "not an array of numbers" for a wrong shape."""
+    case = next(c for c in kind.Pos2dResizeInvariance().cases({}) if c.check == kind.TRANSPOSED)
+    found = details(run(port, kind="pos2d_resize_invariance", checks=[case.check]))
+    status, detail = found[kind.TRANSPOSED]
+    assert status == "differs" and words in detail, detail
+    assert "e+308" not in detail and "not an array" not in detail, detail
 
 
 def test_the_identity_property_names_a_port_that_resizes_at_its_own_grid():

@@ -43,7 +43,7 @@ import numpy as np
 from embedding_parity.conformance import frameworks, paths
 from embedding_parity.conformance.adapters import sources  # names only: imports no framework
 from embedding_parity.conformance.kinds import KINDS
-from embedding_parity.conformance.kinds.base import KIT_ERRORS
+from embedding_parity.conformance.kinds.base import KIT_ERRORS, UNCOMPOSED
 from embedding_parity.sharding import die_with_parent
 from embedding_parity.usage import UsageError
 
@@ -260,10 +260,10 @@ def ask(kind, params: dict, function, framework, elements: int, *, log=True, alo
     try:
         whole, composed = kind.compose(params, results)
     except (ValueError, IndexError) as error:  # shapes that do not compose: the answers
-        return {"returned": f"answers that do not compose to the one call's shape ({error})"}
+        return {"returned": f"{UNCOMPOSED} ({error})"}
     if whole.shape != composed.shape or whole.dtype != composed.dtype:
         return {
-            "returned": f"answers that do not compose to the one call's shape: "
+            "returned": f"{UNCOMPOSED}: "
             f"{composed.dtype.name} {composed.shape} from the calls, {whole.dtype.name} "
             f"{whole.shape} from the one call"
         }

@@ -36,6 +36,8 @@ BAD_IDS = {"vocab_size": VOCAB, "-1": -1, "far out of range": 2**31 - 33}
 # overflow at position 65537, a reference's underflow in a cast to bfloat16, a NaN compared)
 # is a value of the contract, never an error to raise or warn about.
 KIT_ERRORS = {"all": "ignore"}
+# An invariance's answers of shapes its plan cannot compose (worker.ask): arrays, not "no array".
+UNCOMPOSED = "answers that do not compose to the one call's shape"
 # The names an error may give the dtype it refuses (torch's 'Half', 'BFloat16' and 'Double',
 # ONNX's tensor(double), ggml's f16 and bf16): a valid case's error that names none of its
 # dtype's is no refusal of the dtype, but a valid input refused (a target that raises on every
@@ -220,6 +222,8 @@ class Kind:
         if outcome.returned:
             if params.get("bad") is not None:
                 return differs(f"returns {outcome.returned} for a bad id: a silent answer")
+            if outcome.returned.startswith(UNCOMPOSED):
+                return differs(f"returns {outcome.returned}")
             return differs(f"returns {outcome.returned}, not an array of numbers")
         if outcome.changed:
             return differs(self.changed(params, outcome.changed))

@@ -715,10 +715,16 @@ class Pos2dResizeInvariance(Kind):
         """(the one call's answer, the other composed to its shape): the table itself, or the
         transposed call's answer with its (w, h) grid rows transposed back."""
         whole, prefix = results[0], params["prefix"]
+        h, w = params["new"]
+        for which, answer in zip(("the one call", "the transposed call"), results):
+            if answer.shape != (prefix + h * w, DIM):
+                raise ValueError(
+                    f"{which} returns shape {answer.shape} where ({prefix + h * w}, {DIM}) is "
+                    f"expected: prefix_tokens {prefix} + {h} * {w} rows"
+                )
         if params["invariance"] == IDENTITY:
             return whole, self.plan(params)[0][0][0]
         other = results[1]
-        h, w = params["new"]
         grid = other[prefix:].reshape(w, h, -1).transpose(1, 0, 2).reshape(h * w, -1)
         return whole, np.concatenate([other[:prefix], grid])
 
@@ -743,25 +749,44 @@ class Pos2dResizeInvariance(Kind):
             dtype=params["dtype"],
             compute_dtype=params["compute"],
         )
-        apart = np.abs(whole.astype(np.float64) - composed.astype(np.float64))
-        head = apart[: params["prefix"]]  # the prefix rows: the same rows, copied, bit for bit
-        head[head != 0] = np.inf
-        largest = float(np.nan_to_num(apart, nan=np.inf).max())
-        if largest <= bound:
-            return conforms(
-                f"within twice the kind's bound: the result and the transposed call's, "
-                f"transposed back, apart by at most {largest:.2g} <= {bound:.2g} (bits differ)"
+        whole, composed = whole.astype(np.float64), composed.astype(np.float64)
+        unordered = [
+            name
+            for name, answer in (("the result", whole), (OTHER, composed))
+            if not np.isfinite(answer).all()
+        ]
+        if unordered:
+            return differs(
+                f"{'; '.join(unordered)}: NaN or infinity, the two cannot be compared"
             )
-        rows = np.flatnonzero((~(apart <= bound)).any(axis=-1)) - params["prefix"]
-        where = ", ".join(
-            "prefix" if r < 0 else f"({r // params['new'][1]}, {r % params['new'][1]})"
-            for r in rows[:4]
-        )
-        return differs(
-            f"the result and the transposed call's, transposed back, differ by up to "
-            f"{largest:.3g} (twice the bound: {bound:.2g}) in {len(rows)} rows, first (row, "
-            f"column) {where}: h and w taken one for the other somewhere (a square grid hides it)"
-        )
+        prefix = params["prefix"]
+        said = []
+        if not numerics.same_bits(actual[0][:prefix], actual[1][:prefix]):
+            head = float(np.abs(whole[:prefix] - composed[:prefix]).max())
+            said.append(
+                f"the prefix rows differ by up to {head:.3g} (the same rows, copied by both "
+                "calls: bit for bit)"
+            )
+        apart = np.abs(whole[prefix:] - composed[prefix:])
+        largest = float(apart.max(initial=0.0))
+        if largest > bound:
+            rows = np.flatnonzero((apart > bound).any(axis=-1))
+            w = params["new"][1]
+            where = ", ".join(f"({r // w}, {r % w})" for r in rows[:4])
+            said.append(
+                f"{OTHER}, differs from the result by up to {largest:.3g} (twice the bound: "
+                f"{bound:.2g}) in {len(rows)} grid rows, first (row, column) {where}; one "
+                "cause, for instance: h and w taken one for the other (a square grid hides it)"
+            )
+        if not said:
+            return conforms(
+                f"within twice the kind's bound: {OTHER}, and the result apart by at most "
+                f"{largest:.2g} <= {bound:.2g} (bits differ)"
+            )
+        return differs("; ".join(said))
+
+
+OTHER = "the transposed call's result, transposed back"
 
 
 def _asked(params) -> str:
