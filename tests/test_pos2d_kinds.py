@@ -347,6 +347,16 @@ def test_each_wrong_table_is_named_by_its_mistake(port, options, mistake):
     assert status == "differs" and mistake in detail, detail
 
 
+@pytest.mark.parametrize("name", ["pos2d_resize", "pos2d_table", "rope2d", "rope2d_ids"])
+def test_check_help_lists_each_vision_kinds_contract(name, capsys):
+    """As the text kinds': one line, the kind's name, then its call as its contract opens."""
+    with pytest.raises(SystemExit):
+        compare.main(["check", "--help"])
+    lines = [line.split(None, 1) for line in capsys.readouterr().out.splitlines()]
+    said = [words[1] for words in lines if len(words) == 2 and words[0] == name]
+    assert said and said[0].startswith(KINDS[name].contract.split(" -> ")[0] + " -> "), said
+
+
 def test_the_api_runs_both_kinds():
     assert api.check(ports.mae_table, "pos2d_table").conforms
     report = api.check(ports.numpy_resize, "pos2d_resize", dtypes=["float32"])

@@ -11,6 +11,10 @@ JAX that follows the contract of --kind (its arguments come as that framework's 
     gradient    f(token_table, token_ids, upstream) -> d_token_table (dense)
     position_ids  f(input_ids, attention_mask, past_length) -> (B, T) rows of the position table
     bert        f(word_table, type_table, position_table, input_ids, token_type_ids, start) -> x
+    pos2d_resize  f(table, old_grid, new_grid, prefix_tokens) -> table (prefix + h*w, D), raster
+    pos2d_table   f(grid, dim) -> table (h*w, dim) float32, a fixed 2-D sin-cos table, raster
+    rope2d      f(x, positions) -> x turned; x (..., N, head_dim), positions (N, 2) (row, column)
+    rope2d_ids  f(grid) -> (N, 2) int (row, column) of each token in the model's order
 
 A model's configuration (--config config.json or a .gguf file, --model NAME for a bundled
 preset) sets the contract: rope at its head_dim, rotary_dim, layout, base and scaling rule
