@@ -619,6 +619,24 @@ def test_the_seed_run_refuses_a_vision_preset_in_one_line(capsys):
     ]
 
 
+@pytest.mark.parametrize(
+    "kind, model, refusal",
+    [
+        ("rope2d", "vit-b-16", "vit's modeling file defines no rotary module the kit runs"),
+        ("pos2d_resize", "pixtral-12b", "no class taking PixtralVisionConfig resizes a"),
+    ],
+)
+def test_a_kind_a_preset_refuses_is_said_once(kind, model, refusal, capsys):
+    """The config line says what was read; the refusal is the error's alone, as a text
+    preset's is."""
+    import compare
+
+    assert compare.main(["check", "x.py:f", "--kind", kind, "--model", model]) == 2
+    out, err = capsys.readouterr()
+    assert out.startswith(f"config {model}: vision tower ") and refusal not in out, out
+    assert err.count(refusal) == 1 and err.startswith("compare.py check: error: --model: "), err
+
+
 def test_qwen2_vl_s_head_width_is_its_rotary_s_not_its_output_width(tmp_path):
     """Qwen2-VL's vision_config names the tower's width embed_dim (1280) and the merger's
     output hidden_size (3584): the head width is what its rotary module turns, 1280 / 16."""

@@ -152,7 +152,8 @@ class Tower:
             raise UsageError(f"{flag}: {said}") from None
 
     def line(self) -> str:
-        """What was read, and which source decided each option of each kind asked."""
+        """What was read, and which source decided each option of each kind asked (a kind
+        refused is left to its error, as a text preset's refusal is)."""
         reading = self._asked.get("reading")
         if reading is None:
             return f"config {self.name}: a vision tower, not read"
@@ -163,12 +164,10 @@ class Tower:
         said = [head]
         if reading.grid:
             said.append(f"  grid {reading.grid[0]} x {reading.grid[1]} [{reading.grid_source}]")
-        for kind in KINDS:
+        for kind in KINDS:  # a part refused is said once, by the error that refuses it
             answer = self._asked.get(kind)
             if isinstance(answer, Part):
                 said.append(f"  {kind}: {_grouped(answer)}")
-            elif isinstance(answer, UsageError):
-                said.append(f"  {kind}: {str(answer).removeprefix(f'{self.where}: ')}")
         return "\n".join(said)
 
 
