@@ -110,6 +110,10 @@ def test_the_torch_port_conforms_through_the_command_line_with_its_properties(ca
         (ports.in_bfloat16, {}, "resize float16", kind.BFLOAT16),
         (ports.merge_order, QWEN3_VL | {"grid": [8, 8]}, "resize float32", kind.MERGE_ORDER),
         (ports.merge_order, QWEN3_VL | {"grid": [8, 8]}, "resize bfloat16", kind.MERGE_ORDER),
+        *(  # Hugging Face ViT's resize at Qwen3-VL's rule: named in every dtype
+            (ports.torch_resize, QWEN3_VL, f"resize {dtype}", kind.BICUBIC_HALF_PIXEL)
+            for dtype in kind.DTYPES
+        ),
         (ports.naflex_padding_zeros, NAFLEX, "naflex float32", kind.PADDING_ZEROS),
         (ports.naflex_antialias_off, NAFLEX, "naflex float32", "antialias off"),
     ],

@@ -162,6 +162,10 @@ KEYS = (
     "Keras ops.image.resize on JAX and NumPy)"
 )
 HALF = "a = -0.5 for -0.75 (Keys' coefficient), edges replicated"
+BICUBIC_HALF_PIXEL = (
+    "bicubic, half-pixel (F.interpolate's bicubic, align_corners=False), for bilinear with "
+    "corners aligned"
+)
 RENORMALIZED = (
     "edges renormalized instead of replicated (a = -0.75 over the grid only, divided by the "
     "weights' sum: mlx-vlm's non-Metal bicubic)"
@@ -242,6 +246,8 @@ KERNEL_MISTAKES = {
             "bicubic for bilinear, corners aligned",
             _variant(a=-0.75, edges="replicated", corners=True),
         ),
+        # its own name: at 16 bits the nearest rule would call it corners-aligned bicubic
+        (BICUBIC_HALF_PIXEL, _library("torch-bicubic")),
     ),
 }
 OWN_GRID = "the table resized to its own grid, where the rule returns it as it is"
