@@ -1299,13 +1299,30 @@ def _cell(checks) -> str:
 
 
 def _short(detail: str) -> str:
-    """A cell's few words: the diagnosis without its explanations, else the size of the error.
-    "2 heads: 1 ulp at [1]; slopes off by ..." keeps its label "2 heads"."""
+    """A cell's few words: the diagnosis without its explanations, else the size of the error;
+    a valid case that raised, "raises TypeError". "2 heads: 1 ulp at [1]; slopes off by ..."
+    keeps its label "2 heads". A mistake's name may hold "; " in its parentheses ("(jax's
+    'bicubic'; Keras on JAX)"): only the diagnosis's own separators split it."""
     label, _, rest = detail.partition(": ")
-    parts = (rest or label).split("; ")
-    words = parts[-1].split(" (")[0].split(": ")[0]
+    last = _outside_parentheses(rest or label)[-1]
+    if last.startswith("raises ") or ": raises " in last:
+        return "raises " + last.split("raises ", 1)[1].split(":")[0].split(" on a valid")[0]
+    words = last.split(" (")[0].split(": ")[0]
+    if "(at this grid the same as: " in last:  # two mistakes the case cannot tell apart
+        words += " ≡ " + last.split("(at this grid the same as: ", 1)[1].split(" (")[0]
     words = words.replace("nearest to ", "≈ ")
     return f"{label}: {words}" if label.endswith(("heads", "heads (not a power of two)")) else words
+
+
+def _outside_parentheses(text: str, separator: str = "; ") -> list[str]:
+    """``text`` split at each ``separator`` that no parenthesis encloses."""
+    parts, depth, start = [], 0, 0
+    for at, character in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(character, 0)
+        if depth == 0 and text.startswith(separator, at):
+            parts.append(text[start:at])
+            start = at + len(separator)
+    return [*parts, text[start:]]
 
 
 def _eager_mark(eager: str) -> str:
