@@ -11,8 +11,14 @@ shared/BENCHMARKING.md and ``benchmarks.lookup_add``):
   table, already gathered): the floor no lookup of those rows can beat;
 - ``float32 gather``: ``np.take`` of the same ids from the float32 table, into a
   preallocated result: what a lookup costs once the whole table is decoded;
-- each backend's layer on the ``QuantizedTable`` (``positions="none"``), checked bit for bit
-  against ``gguf.quants.dequantize(table)[ids]`` before it is timed.
+- ``ggml_get_rows``: llama.cpp's own lookup of the same ids in the same bytes (ggml's CPU
+  library, as the conformance extra builds it), one thread, its context and graph built once
+  and only the compute timed; without ggml built, one line says why the row is missing;
+- each backend's layer on the ``QuantizedTable`` (``positions="none"``).
+
+Each lookup (ggml's and the backends') is checked bit for bit against
+``gguf.quants.dequantize(table)[ids]`` before it is timed, and each variant's time is also given
+as a ratio to ggml's and to the float32 gather's (medians of per-round ratios).
 
 ``copy_fraction`` is the copy's time over the variant's, the median of per-round ratios: the
 share of a copy's speed the variant reaches while reading the same bytes (it also decodes and
@@ -26,6 +32,7 @@ the float32 layer built from it, the path the suite took before.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -43,6 +50,8 @@ from embedding_parity.drawing.table import text_table
 KINDS = ("Q8_0", "Q4_K")
 BENCH_SHAPES = ("gpt2", "llama")
 SAMPLE_SECONDS = 2e-3
+GGML = "ggml_get_rows"
+GATHER = "float32 gather"
 
 
 def ids_of(shape: Shape, seed: int = 0) -> np.ndarray:
@@ -51,16 +60,30 @@ def ids_of(shape: Shape, seed: int = 0) -> np.ndarray:
     )
 
 
-def variants(names, table: quantized.QuantizedTable, ids: np.ndarray) -> dict:
-    """name -> one call returning its (finished) result."""
+def ggml_missing() -> str | None:
+    """Why ggml's row cannot be measured here (one line), or None when ggml is built."""
+    try:
+        from embedding_parity.conformance.adapters import ggml_layers  # noqa: F401
+    except ImportError as missing:
+        return str(missing)
+    return None
+
+
+def variants(names, table: quantized.QuantizedTable, ids: np.ndarray, held) -> dict:
+    """name -> one call returning its (finished) result; ggml's context, when ggml is built,
+    kept open until ``held`` (a contextlib.ExitStack) closes."""
     read = table.blocks.take(ids.reshape(-1), 0)  # the bytes the lookup reads
     copy = np.empty_like(read)
     floats = quantized.dequantize(table)
     gathered = np.empty((*ids.shape, table.dim), np.float32)
     found = {
         "copy": lambda: np.copyto(copy, read),
-        "float32 gather": lambda: floats.take(ids, 0, gathered, "clip"),
+        GATHER: lambda: floats.take(ids, 0, gathered, "clip"),
     }
+    if ggml_missing() is None:
+        from embedding_parity.conformance.adapters import ggml_layers
+
+        found[GGML] = held.enter_context(ggml_layers.QuantizedRows(table.blocks, table.kind, ids))
     for name in names:
         be = backends.get(name)
         layer = be.TokenPositionEmbedding(table, positions="none")
@@ -98,11 +121,37 @@ def measure(shape_name: str, kind: str, names, *, rounds: int) -> list[dict]:
     )
     ids = ids_of(shape)
     expected = quantized.owner_rows(table, ids)
-    calls = variants(names, table, ids)
+    with contextlib.ExitStack() as held:
+        calls = variants(names, table, ids, held)
+        seconds = timed(calls, expected, rounds)
+    copy = np.array(seconds["copy"])
+    records = []
+    for name, times in seconds.items():
+        times = np.array(times)
+        records.append(
+            {
+                "shape": shape_name,
+                "kind": kind,
+                "variant": name,
+                "median_ms": float(np.median(times) * 1e3),
+                "iqr_ms": float(np.subtract(*np.percentile(times, [75, 25])) * 1e3),
+                "copy_fraction": float(np.median(copy / times)),
+                # None where ggml is not built
+                "per_ggml": _ratio(times, seconds.get(GGML)),
+                "per_gather": _ratio(times, seconds[GATHER]),
+                "bytes_read": int(ids.size * table.blocks.shape[1]),
+            }
+        )
+    return records
+
+
+def timed(calls: dict, expected: np.ndarray, rounds: int) -> dict:
+    """name -> seconds per call in each of ``rounds`` interleaved rounds; every lookup held to
+    ``expected`` (gguf.quants') bit for bit before it is timed."""
     repeat = {}
     for name, call in calls.items():
-        if name in backends.names():  # held to gguf.quants before it is timed
-            out = backends.get(name).to_numpy(call())
+        if name == GGML or name in backends.names():
+            out = np.asarray(call()) if name == GGML else backends.get(name).to_numpy(call())
             if out.tobytes() != expected.tobytes():
                 raise RuntimeError(f"{name} differs from gguf.quants' dequantize-then-gather")
         for _ in range(2):
@@ -117,22 +166,12 @@ def measure(shape_name: str, kind: str, names, *, rounds: int) -> list[dict]:
             for _ in range(repeat[name]):
                 call()
             seconds[name].append((time.perf_counter() - started) / repeat[name])
-    copy = np.array(seconds["copy"])
-    records = []
-    for name, times in seconds.items():
-        times = np.array(times)
-        records.append(
-            {
-                "shape": shape_name,
-                "kind": kind,
-                "variant": name,
-                "median_ms": float(np.median(times) * 1e3),
-                "iqr_ms": float(np.subtract(*np.percentile(times, [75, 25])) * 1e3),
-                "copy_fraction": float(np.median(copy / times)),
-                "bytes_read": int(ids.size * table.blocks.shape[1]),
-            }
-        )
-    return records
+    return seconds
+
+
+def _ratio(times: np.ndarray, reference) -> float | None:
+    """The median of per-round ratios of ``times`` to ``reference``'s (None without one)."""
+    return None if reference is None else float(np.median(times / np.array(reference)))
 
 
 # --- peak memory, each form in a fresh process -----------------------------------------------
@@ -207,7 +246,9 @@ def memory(shape_name: str, kind: str, names) -> list[dict]:
 
 
 def format_tables(records: list[dict], peaks: list[dict]) -> str:
-    timed = [("shape", "format", "variant", "median ms", "IQR ms", "copy_fraction")]
+    timed = [
+        ("shape", "format", "variant", "median ms", "IQR ms", "x ggml", "x gather", "copy_fraction")
+    ]
     timed += [
         (
             r["shape"],
@@ -215,6 +256,8 @@ def format_tables(records: list[dict], peaks: list[dict]) -> str:
             r["variant"],
             f"{r['median_ms']:.3g}",
             f"{r['iqr_ms']:.2g}",
+            "-" if r["per_ggml"] is None else f"{r['per_ggml']:.2f}",
+            f"{r['per_gather']:.2f}",
             f"{r['copy_fraction']:.3f}",
         )
         for r in records
@@ -245,7 +288,8 @@ def chart(records: list[dict], peaks: list[dict], path: str, title: str) -> None
     groups = list(dict.fromkeys((r["shape"], r["kind"]) for r in records))
     names = [n for n in dict.fromkeys(r["variant"] for r in records) if n != "copy"]
     colours = {
-        "float32 gather": "grey",
+        GATHER: "grey",
+        GGML: "black",
         "numpy": "tab:blue",
         "torch": "tab:orange",
         "jax": "tab:green",
@@ -317,6 +361,7 @@ def main(argv=None) -> int:
         print(json.dumps(probe(*args.probe)))
         return 0
     configure_threads(1, args.backends)
+    missing = ggml_missing()
     records, peaks = [], []
     for shape in args.shapes:
         for kind in args.kinds:
@@ -324,6 +369,8 @@ def main(argv=None) -> int:
             records += measure(shape, kind, args.backends, rounds=args.repeats)
             peaks += memory(shape, kind, args.backends)
     print(format_tables(records, peaks))
+    if missing:
+        print(f"\n{GGML}: not measured: {missing}")
     title = f"quantized token tables, one thread ({_cpu_model()}, 2-core VM)"
     if args.json:
         with outputs.replacing(args.json, "w") as f:
@@ -332,6 +379,7 @@ def main(argv=None) -> int:
                     "cpu": _cpu_model(),
                     "threads": 1,
                     "rounds": args.repeats,
+                    "ggml_missing": missing,
                     "timed": records,
                     "memory": peaks,
                 },

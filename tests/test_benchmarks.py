@@ -310,9 +310,19 @@ def test_the_quantized_benchmark_measures_checks_and_draws(tmp_path, monkeypatch
 
     monkeypatch.setitem(lookup_add.SHAPES, "tiny", lookup_add.Shape(300, 256, 2, 16))
     records = quantized.measure("tiny", "Q4_K", ["numpy", "torch", "jax"], rounds=2)
-    assert {r["variant"] for r in records} == {"copy", "float32 gather", "numpy", "torch", "jax"}
+    variants = {"copy", "float32 gather", "numpy", "torch", "jax"}
+    built = quantized.ggml_missing() is None  # ggml's row, held to gguf.quants, where it is built
+    if built:
+        variants.add("ggml_get_rows")
+    assert {r["variant"] for r in records} == variants
     copy = next(r for r in records if r["variant"] == "copy")
     assert copy["copy_fraction"] == 1.0 and copy["bytes_read"] == 2 * 16 * 144
+    by = {r["variant"]: r for r in records}
+    assert by["float32 gather"]["per_gather"] == 1.0
+    if built:
+        assert by["ggml_get_rows"]["per_ggml"] == 1.0
+    else:  # no ratio to a row that is missing
+        assert by["numpy"]["per_ggml"] is None
     peak = quantized.probe("tiny", "Q8_0", "quantized", "numpy")
     assert peak["table_mb"] == 300 * 8 * 34 / 1e6 and peak["peak_mb"] >= 0
     peaks = [

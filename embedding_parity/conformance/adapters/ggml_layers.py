@@ -37,6 +37,18 @@ class InitParams(ctypes.Structure):
     ]
 
 
+class CPlan(ctypes.Structure):
+    _fields_ = [  # struct ggml_cplan (ggml-cpu.h)
+        ("work_size", ctypes.c_size_t),
+        ("work_data", ctypes.c_void_p),
+        ("n_threads", ctypes.c_int),
+        ("threadpool", ctypes.c_void_p),
+        ("abort_callback", ctypes.c_void_p),
+        ("abort_callback_data", ctypes.c_void_p),
+        ("use_ref", ctypes.c_bool),
+    ]
+
+
 def _libraries():
     if engines.installed("llama-cpp-python") is None:
         raise ImportError(
@@ -67,7 +79,9 @@ def _libraries():
         (base.ggml_build_forward_expand, None, [pointer, pointer]),
         (base.ggml_get_data, pointer, [pointer]),
         (base.ggml_nbytes, ctypes.c_size_t, [pointer]),
-        (cpu.ggml_graph_compute_with_ctx, integer, [pointer, pointer, integer]),
+        (base.ggml_new_buffer, pointer, [pointer, ctypes.c_size_t]),
+        (cpu.ggml_graph_plan, CPlan, [pointer, integer, pointer]),
+        (cpu.ggml_graph_compute, integer, [pointer, ctypes.POINTER(CPlan)]),
         (cpu.ggml_cpu_init, None, []),
     ]
     for function, returned, arguments in signatures:
@@ -80,19 +94,22 @@ _BASE, _CPU = _libraries()
 
 
 class _Context:
-    """One call's ggml context: tensors from NumPy arrays, a graph computed, the result read."""
+    """A ggml context: tensors from NumPy arrays, a graph planned once and computed, the result
+    read. Freed on leaving its ``with`` block, or by ``close``."""
 
     def __init__(self, *arrays):
         # each tensor's data (inputs, results, a view or two), with room for the rest
-        self.size = 4 * sum(a.nbytes for a in arrays) + OVERHEAD
-
-    def __enter__(self):
-        self.ctx = _BASE.ggml_init(InitParams(self.size, None, False))
+        self.ctx = _BASE.ggml_init(InitParams(4 * sum(a.nbytes for a in arrays) + OVERHEAD))
         if not self.ctx:
             raise MemoryError("ggml_init returned no context")
+
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
         _BASE.ggml_free(self.ctx)
 
     def tensor(self, array: np.ndarray, kind: int):
@@ -108,18 +125,31 @@ class _Context:
         return made
 
     def compute(self, result, shape: tuple, dtype) -> np.ndarray:
+        """``result``'s graph computed once, on one thread; its data copied out."""
+        return self.planned(result, shape, dtype)().copy()
+
+    def planned(self, result, shape: tuple, dtype):
+        """f() that computes ``result``'s graph on one thread, its graph, plan and work buffer
+        made here, once (as llama.cpp reuses a graph), and returns ggml's result in place: a
+        ``shape`` ``dtype`` view of the context's memory, valid until the context is freed."""
         graph = _BASE.ggml_new_graph(self.ctx)
         _BASE.ggml_build_forward_expand(graph, result)
-        status = _CPU.ggml_graph_compute_with_ctx(self.ctx, graph, 1)
-        if status != 0:
-            raise RuntimeError(f"ggml_graph_compute_with_ctx returned status {status}")
-        out = np.empty(shape, dtype)
-        if _BASE.ggml_nbytes(result) != out.nbytes:
-            raise RuntimeError(
-                f"ggml's result holds {_BASE.ggml_nbytes(result)} bytes, not {out.nbytes}"
-            )
-        ctypes.memmove(out.ctypes.data, _BASE.ggml_get_data(result), out.nbytes)
-        return out
+        plan = _CPU.ggml_graph_plan(graph, 1, None)
+        plan.work_data = _BASE.ggml_new_buffer(self.ctx, plan.work_size)
+        nbytes = np.dtype(dtype).itemsize * int(np.prod(shape))
+        if _BASE.ggml_nbytes(result) != nbytes:
+            held = _BASE.ggml_nbytes(result)
+            raise RuntimeError(f"ggml's result holds {held} bytes, not {nbytes}")
+        data = ctypes.cast(_BASE.ggml_get_data(result), ctypes.POINTER(ctypes.c_uint8))
+        view = np.ctypeslib.as_array(data, (nbytes,)).view(dtype).reshape(shape)
+
+        def run() -> np.ndarray:
+            status = _CPU.ggml_graph_compute(graph, ctypes.byref(plan))
+            if status != 0:
+                raise RuntimeError(f"ggml_graph_compute returned status {status}")
+            return view
+
+        return run
 
 
 def rotary(head_dim: int, base: float, *, rotary_dim: int | None = None, layout: str = "half"):
@@ -199,19 +229,41 @@ def get_quantized_rows(blocks, format, token_ids):
     """ggml_get_rows on a quantized table, as llama.cpp's input layer reads token_embd: the
     table a [dim, vocab] tensor of ``format`` holding the file's bytes; the rows of the ids
     decoded to float32 (ggml's dequantize_row for the format), only those rows."""
-    if token_ids.dtype.kind not in "iu":  # llama_token is int32_t: nothing else reaches ggml
-        raise TypeError(f"ggml_get_rows takes int32 ids (llama_token), not {token_ids.dtype}")
-    block_size, type_size = _blocks_of(format)
-    vocab, row_bytes = blocks.shape
-    dim = row_bytes // type_size * block_size
-    rows = np.empty((*token_ids.shape, dim), np.float32)
-    with _Context(blocks, token_ids, rows) as ggml:
+    with QuantizedRows(blocks, format, token_ids) as rows:
+        return rows().copy()
+
+
+class QuantizedRows:
+    """``get_quantized_rows`` with its context and graph built once: each call computes the
+    graph again, on one thread, and returns ggml's (..., dim) float32 rows in place (a view
+    of the context's memory, rewritten by the next call; valid until ``close``)."""
+
+    def __init__(self, blocks, format, token_ids):
+        if token_ids.dtype.kind not in "iu":  # llama_token is int32_t: nothing else reaches ggml
+            raise TypeError(f"ggml_get_rows takes int32 ids (llama_token), not {token_ids.dtype}")
+        block_size, type_size = _blocks_of(format)
+        vocab, row_bytes = blocks.shape
+        dim = row_bytes // type_size * block_size
+        shape = (*token_ids.shape, dim)
+        result = np.broadcast_to(np.float32(0), shape)  # its size, for the context's
+        self._ggml = ggml = _Context(blocks, token_ids, result)
         table = _BASE.ggml_new_tensor_2d(ggml.ctx, QUANTIZED[format], dim, vocab)
         data = np.ascontiguousarray(blocks)
         ctypes.memmove(_BASE.ggml_get_data(table), data.ctypes.data, data.nbytes)
         ids = ggml.tensor(np.asarray(token_ids, np.int32).reshape(-1), I32)
-        fetched = _BASE.ggml_get_rows(ggml.ctx, table, ids)
-        return ggml.compute(fetched, rows.shape, np.float32)
+        self._run = ggml.planned(_BASE.ggml_get_rows(ggml.ctx, table, ids), shape, np.float32)
+
+    def __call__(self) -> np.ndarray:
+        return self._run()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self._ggml.close()
 
 
 def _blocks_of(format: str) -> tuple[int, int]:
