@@ -181,26 +181,35 @@ class TokenPositionEmbedding(nn.Module):
         return out
 
     def _quantized_forward(self, token_ids, start, out) -> torch.Tensor:
-        """forward for a quantized token table: the rows decoded, then the positions added
-        (learned positions by their nn.Embedding, as the float layer adds them); ``out`` is
-        filled with a copy (the decode allocates its rows)."""
+        """forward for a quantized token table: the rows decoded into the result (``out``, if
+        given), then the positions added there (learned positions by their nn.Embedding, as
+        the float layer adds them, where autograd records them)."""
         host_ids, start = validation.check_call(
             _host_ints(token_ids), start, self.vocab_size, self.max_seq_len, self.tokenizer_size
         )
-        x = self.token(self._to_device(token_ids, host_ids))  # (..., T, dim)
-        if self.positions != "none":
-            x = x + self._position_rows(start, x.shape[-2])
-        if out is None:
+        ids = self._to_device(token_ids, host_ids)
+        positions = None if self.positions == "none" else self._position_rows(start, ids.shape[-1])
+        recorded = positions is not None and positions.requires_grad
+        if out is not None:
+            if recorded:  # as the float layer refuses it
+                raise ValueError(
+                    "out= cannot record gradients: call under torch.no_grad() or "
+                    "torch.inference_mode(), or leave out= unset"
+                )
+            if not isinstance(out, torch.Tensor):
+                raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+            shape = (*ids.shape, self.dim)
+            validation.check_out(out, out.dtype, out.is_contiguous(), shape, self.token.torch_dtype)
+            storage = out.untyped_storage().data_ptr()
+            if any(
+                t is not None and storage == t.untyped_storage().data_ptr()
+                for t in (self.token.blocks, positions)
+            ):
+                raise validation.out_overlaps_error()
+        x = self.token(ids, out=out)  # (..., T, dim)
+        if positions is None:
             return x
-        if x.requires_grad:  # learned positions, recorded: as the float layer refuses it
-            raise ValueError(
-                "out= cannot record gradients: call under torch.no_grad() or "
-                "torch.inference_mode(), or leave out= unset"
-            )
-        if not isinstance(out, torch.Tensor):
-            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
-        validation.check_out(out, out.dtype, out.is_contiguous(), tuple(x.shape), x.dtype)
-        return out.copy_(x)
+        return x + positions if recorded else x.add_(positions)  # (T, dim) broadcasts
 
     def token_embeddings(self, token_ids) -> torch.Tensor:
         """(..., T) ids -> (..., T, dim) rows of the token table."""
@@ -579,23 +588,65 @@ def position_ids(
 class QuantizedEmbedding(nn.Module):
     """A GGUF-quantized token table (``quantized.QuantizedTable``) as a module: its bytes a
     (vocab_size, row_bytes) uint8 buffer; forward gathers the byte rows of the ids and decodes
-    those alone (``quantized.decode`` in torch ops), float32 then the table's dtype."""
+    those alone, float32 then the table's dtype, into one result.
+
+    Where every scale is finite (as in any table a model ships) each format is decoded by its
+    function in ``_DECODERS``, in chunks of about ``CHUNK_VALUES`` values so that the passes
+    over a chunk stay in cache: the integers of a chunk converted into the result by one
+    ``copy_``, then scaled in place by the blocks' scales broadcast (``mul_``, ``add_``,
+    ``sub_``), each product exact and the one rounding where gguf.quants rounds; no temporary
+    the size of the result (a float32 chunk where the result is another dtype). A table with a
+    NaN or infinite scale is decoded by ``quantized.decode`` with NumPy's NaN rules
+    (``NAN_OPS``, a few passes more)."""
 
     def __init__(self, table: quantized.QuantizedTable):
         super().__init__()
         self.kind, self.dim, self.dtype = table.kind, table.dim, table.dtype
-        self._to = _torch_dtype(table.dtype)
-        # torch's own conversions where every scale is finite (as in any table a model ships);
-        # NumPy's NaN rules, at the cost of a few passes, for a table with a NaN or inf scale
-        self._ops = TORCH_OPS if quantized.finite_scales(table) else NAN_OPS
+        self.torch_dtype = _torch_dtype(table.dtype)
+        self._finite = quantized.finite_scales(table)
         # a copy (np.array): torch refuses to share a read-only, memory-mapped file's bytes
         self.register_buffer("blocks", torch.from_numpy(np.array(table.blocks)))
+        # the widest integer a row's bytes divide into: index_select copies rows of uint8
+        # element by element when it allocates (2.3 ms for 2048 Q4_K rows of 4096, 0.13 ms
+        # as int64 rows into a buffer given)
+        row_bytes = table.blocks.shape[1]
+        words = (torch.int64, torch.int32, torch.int16)  # a block is an even number of bytes
+        self._word = next(t for t in words if row_bytes % t.itemsize == 0)
 
-    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, token_ids: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """(..., T) ids -> (..., T, dim) rows in the table's dtype, written into ``out`` (that
+        shape and dtype, contiguous) when it is given."""
+        if not self._finite:
+            rows = self._decoded_with_nan_rules(token_ids)
+            return rows if out is None else out.copy_(rows)
+        ids = token_ids.reshape(-1)
+        count, dim, device = ids.numel(), self.dim, self.blocks.device
+        block_size, type_size = quantized.BLOCKS[self.kind]
+        if out is None:
+            out = torch.empty((count, dim), dtype=self.torch_dtype, device=device)
+        result = out.view(count, dim)
+        size = max(1, min(count, CHUNK_VALUES // dim))  # rows a chunk
+        words = self.blocks.view(self._word)  # (vocab_size, row_bytes / itemsize)
+        gathered = torch.empty((size, words.shape[1]), dtype=self._word, device=device)
+        floats = None  # float32 values, where the result is another dtype
+        if self.torch_dtype != torch.float32:
+            floats = torch.empty((size, dim), device=device)
+        decode = _DECODERS[self.kind]
+        for first in range(0, count, size):
+            chunk = ids[first : first + size]
+            n = len(chunk)
+            rows = torch.index_select(words, 0, chunk, out=gathered[:n])
+            values = result[first : first + n] if floats is None else floats[:n]  # (n, dim)
+            decode(rows.view(torch.uint8).view(-1, type_size), values.view(-1, block_size))
+            if floats is not None:
+                result[first : first + n].copy_(values)  # rounded once to the table's dtype
+        return result.view(*token_ids.shape, dim)
+
+    def _decoded_with_nan_rules(self, token_ids: torch.Tensor) -> torch.Tensor:
         rows = self.blocks.index_select(0, token_ids.reshape(-1))  # (N, row_bytes)
-        values = quantized.decode(self._ops, self.kind, rows)  # (N, dim) float32
-        rounded = values.to(self._to)
-        if self._ops is NAN_OPS and self._to == torch.bfloat16:
+        values = quantized.decode(NAN_OPS, self.kind, rows)  # (N, dim) float32
+        rounded = values.to(self.torch_dtype)
+        if self.torch_dtype == torch.bfloat16:
             # torch's CPU kernel rounds every NaN to 0xffff; NumPy (ml_dtypes, Eigen's rule) and
             # XLA give the quiet NaN of its sign, 0xffc0 or 0x7fc0: the top half of the float32's
             # bits (sign-extended), its low 6 bits cleared (& -64) and 0x7fc0 set
@@ -604,15 +655,133 @@ class QuantizedEmbedding(nn.Module):
         return rounded.reshape(*token_ids.shape, self.dim)
 
 
-class _TorchOps:
-    """What quantized.decode needs beyond operators, in torch: dtype views for the bit casts."""
+# values a chunk of the quantized decode holds: 2 MB of float32, the passes over it in L2
+# (measured: 256K to 1M values, at 4096 and 768 values a row, within 10 % of the best)
+CHUNK_VALUES = 1 << 19
 
-    add = staticmethod(torch.add)
-    subtract = staticmethod(torch.sub)
+
+# --- the formats for finite scales, one function each: (n, type_size) uint8 blocks decoded
+# into values (n, block_size) float32. Each q is formed as a byte in a uint8 buffer, in the
+# order of the values, from whole words of the block (a nibble of every byte of a word at
+# once: the mask and the shift act on each byte alike, whatever the byte order), converted to
+# float32 by one contiguous copy_, then scaled in place by the blocks' scales broadcast; each
+# product of float16 scales and q is exact, so each value is rounded where gguf.quants rounds
+# it, by the same operation (d * (q - 8), not d * q - 8 * d: the sign of a zero)
+
+
+def _q8_0(b, values):
+    values.copy_(b[:, 2:].view(torch.int8)).mul_(_half(b, 0))  # (n, 32) * (n, 1)
+
+
+def _q4_0(b, values):
+    q = _nibbles(b[:, 2:18], torch.int16).sub_(8)  # wrapped: read as int8, nibble - 8
+    values.copy_(q.view(torch.int8).view(-1, 32)).mul_(_half(b, 0))
+
+
+def _q4_1(b, values):
+    values.copy_(_nibbles(b[:, 4:20], torch.int32).view(-1, 32))
+    values.mul_(_half(b, 0)).add_(_half(b, 2))
+
+
+def _q5_0(b, values):
+    q = _nibbles(b[:, 6:22], torch.int16).view(-1, 32)
+    q.bitwise_or_(_high_bits(b[:, 2:6])).sub_(16)  # wrapped: read as int8, q - 16
+    values.copy_(q.view(torch.int8)).mul_(_half(b, 0))
+
+
+def _q5_1(b, values):
+    q = _nibbles(b[:, 8:24], torch.int64).view(-1, 32)
+    values.copy_(q.bitwise_or_(_high_bits(b[:, 4:8])))
+    values.mul_(_half(b, 0)).add_(_half(b, 2))
+
+
+def _q4_k(b, values):
+    n = b.shape[0]
+    s = b[:, 4:16]
+    # 8 six-bit scales and mins in 12 bytes (as quantized._q4_k reads them)
+    low, mid, top = s[:, 0:4], s[:, 4:8], s[:, 8:12]
+    scales = torch.cat([low & 63, (top & 15) | ((low >> 2) & 48)], 1)  # (n, 8)
+    mins = torch.cat([mid & 63, (top >> 4) | ((mid >> 2) & 48)], 1)  # (n, 8)
+    # sub-blocks 2g, 2g + 1: the low, then the high nibbles of qs[g], 32 bytes
+    q = _nibbles(b[:, 16:144].view(n, 4, 32), torch.int64)  # (n, 4, 2, 32)
+    values.copy_(q.view(n, 256))
+    scale, offset = _half(b, 0) * scales.float(), _half(b, 2) * mins.float()  # (n, 8)
+    values.view(n, 8, 32).mul_(scale[..., None]).sub_(offset[..., None])
+
+
+def _q6_k(b, values):
+    n = b.shape[0]
+    q = _nibbles(b[:, 0:128].view(n, 2, 64), torch.int16)  # (n, 2, 2, 64): half, nibble
+    qh = b[:, 128:192].view(torch.int16).view(n, 2, 1, 16)  # 2 bits of 4 values a byte
+    high = torch.empty((n, 2, 4, 16), dtype=torch.int16, device=b.device)
+    for k, shift in enumerate((4, 2, 0)):  # bits 2k, 2k + 1 of each byte to bits 4 and 5
+        torch.bitwise_left_shift(qh, shift, out=high[:, :, k : k + 1])
+    torch.bitwise_right_shift(qh, 2, out=high[:, :, 3:4])
+    q = q.view(n, 2, 4, 32).bitwise_or_(high.bitwise_and_(0x3030).view(torch.uint8))
+    values.copy_(q.sub_(32).view(torch.int8).view(n, 256))  # wrapped: q - 32
+    scale = _half(b, 208) * b[:, 192:208].view(torch.int8).float()  # (n, 16)
+    values.view(n, 16, 16).mul_(scale[..., None])
+
+
+def _half(b: torch.Tensor, first: int) -> torch.Tensor:
+    """(n, 1) float32: each block's float16 at byte ``first``."""
+    return b[:, first : first + 2].view(torch.float16).float()
+
+
+_LOW_NIBBLES = {torch.int16: 0x0F0F, torch.int32: 0x0F0F0F0F, torch.int64: 0x0F0F0F0F0F0F0F0F}
+
+
+def _nibbles(qs: torch.Tensor, word: torch.dtype) -> torch.Tensor:
+    """(..., k) bytes -> (..., 2, k) uint8: their low nibbles, then their high ones; each plane
+    computed on whole ``word``s of the bytes in one contiguous pass (a right shift's sign bits
+    fall in the high nibbles, masked), then the two stacked (a loop over words 4 or 8 to a
+    block's 32 bytes ran 2.5 times slower)."""
+    words, mask = qs.view(word), _LOW_NIBBLES[word]
+    low = (words & mask).view(torch.uint8)
+    high = (words >> 4).bitwise_and_(mask).view(torch.uint8)
+    return torch.stack([low, high], -2)
+
+
+def _high_bits(qh: torch.Tensor) -> torch.Tensor:
+    """(n, 4) bytes, one little-endian 32-bit word -> (n, 32) uint8: bit j of the word, as 16."""
+    shifts = torch.arange(8, dtype=torch.uint8, device=qh.device)
+    return (((qh[:, :, None] >> shifts) & 1) << 4).view(-1, 32)  # (n, 4, 8) -> (n, 32)
+
+
+_DECODERS = {
+    "Q8_0": _q8_0,
+    "Q4_0": _q4_0,
+    "Q4_1": _q4_1,
+    "Q5_0": _q5_0,
+    "Q5_1": _q5_1,
+    "Q4_K": _q4_k,
+    "Q6_K": _q6_k,
+}
+
+
+class _NaNOps:
+    """What quantized.decode needs beyond operators, in torch, for a table with a NaN scale,
+    its NaNs decoded with NumPy's signs and payloads: a float16 NaN converted as IEEE says
+    (torch's scalar conversion, past its last vector, makes each 0x7fffffff), and a value plus
+    or minus a block's min keeping the value's NaN where both are NaN, as NumPy's loops do
+    (torch's add kernel, an fma of the second operand, keeps the second's)."""
 
     @staticmethod
     def float16(pair: torch.Tensor) -> torch.Tensor:  # (n, 2) bytes -> (n, 1) float32
-        return pair.contiguous().view(torch.float16).float()
+        bits = pair.contiguous().view(torch.int16)
+        value = bits.view(torch.float16).float()
+        # the half's bits sign-extended and shifted up by 13 put its sign, its exponent's ones
+        # and its payload in place; | 0x7fc00000 the rest, quieted
+        nan = (bits.int() << 13) | 0x7FC00000
+        return torch.where(value.isnan(), nan.view(torch.float32), value)
+
+    @staticmethod
+    def add(values: torch.Tensor, mins: torch.Tensor) -> torch.Tensor:
+        return torch.where(values.isnan(), values, values + mins)
+
+    @staticmethod
+    def subtract(values: torch.Tensor, mins: torch.Tensor) -> torch.Tensor:
+        return torch.where(values.isnan(), values, values - mins)
 
     @staticmethod
     def int8(values: torch.Tensor) -> torch.Tensor:
@@ -631,32 +800,6 @@ class _TorchOps:
         return torch.cat(tensors, -1)
 
 
-class _NaNOps(_TorchOps):
-    """_TorchOps for a table with a NaN scale, its NaNs decoded with NumPy's signs and payloads:
-    a float16 NaN converted as IEEE says (torch's scalar conversion, past its last vector, makes
-    each 0x7fffffff), and a value plus or minus a block's min keeping the value's NaN where both
-    are NaN, as NumPy's loops do (torch's add kernel, an fma of the second operand, keeps the
-    second's)."""
-
-    @staticmethod
-    def float16(pair: torch.Tensor) -> torch.Tensor:
-        bits = pair.contiguous().view(torch.int16)
-        value = bits.view(torch.float16).float()
-        # the half's bits sign-extended and shifted up by 13 put its sign, its exponent's ones
-        # and its payload in place; | 0x7fc00000 the rest, quieted
-        nan = (bits.int() << 13) | 0x7FC00000
-        return torch.where(value.isnan(), nan.view(torch.float32), value)
-
-    @staticmethod
-    def add(values: torch.Tensor, mins: torch.Tensor) -> torch.Tensor:
-        return torch.where(values.isnan(), values, values + mins)
-
-    @staticmethod
-    def subtract(values: torch.Tensor, mins: torch.Tensor) -> torch.Tensor:
-        return torch.where(values.isnan(), values, values - mins)
-
-
-TORCH_OPS = _TorchOps()
 NAN_OPS = _NaNOps()
 
 

@@ -248,3 +248,47 @@ def test_zeros_are_named_as_no_mistake_of_the_battery():
     valid = [c for c in report.checks if "bad id" not in c.check]
     assert valid and all(c.status == "differs" for c in valid), report.lines()
     assert not any("nearest to" in c.detail for c in valid), report.lines()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("kind", quantized.KINDS)
+def test_torch_decodes_in_chunks(monkeypatch, kind, dtype):
+    """torch decodes chunks of about CHUNK_VALUES values (a float32 chunk where the result is
+    another dtype): set to two rows and a half, 5 x 3 ids are 8 chunks, the last one row."""
+    torch_backend = backends.get("torch")
+    blocks, dim = random_table(kind, 40, 2, seed=5)
+    monkeypatch.setattr(torch_backend, "CHUNK_VALUES", dim * 5 // 2)
+    table = quantized.QuantizedTable(kind, blocks, dim, dtype)
+    layer = torch_backend.TokenPositionEmbedding(table, positions="none")
+    ids = np.random.default_rng(5).integers(0, 40, (5, 3))
+    wanted = expected(blocks, kind, ids, dtype)
+    with _no_grad(torch_backend):
+        assert_bits(torch_backend, layer(native(torch_backend, ids)), wanted)
+        y = layer(native(torch_backend, ids))
+        assert_bits(torch_backend, layer(native(torch_backend, ids), out=y), wanted)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_out_holds_the_result(backend, dtype):
+    """out= is the result's memory on every backend (JAX: the donated buffer, written by the
+    decode in place), float32 rows in one program and 16-bit ones, rounded before their
+    positions are added, in two."""
+    blocks, dim = random_table("Q8_0", 30, 2, seed=4)
+    table = quantized.QuantizedTable("Q8_0", blocks, dim, dtype)
+    position_table = np.random.default_rng(4).standard_normal((8, dim)).astype(table.dtype)
+    layer = backend.TokenPositionEmbedding(table, position_table)
+    ids = np.array([[4, 29, 0], [7, 7, 1]])
+    with _no_grad(backend):
+        y = layer(native(backend, ids), 1)
+        memory = _address(backend, y)
+        y = layer(native(backend, ids), 1, out=y)
+    assert _address(backend, y) == memory
+    assert_bits(backend, y, expected(blocks, "Q8_0", ids, dtype, position_table[1:4]))
+
+
+def _address(backend, array) -> int:
+    if backend.name == "torch":
+        return array.data_ptr()
+    if backend.name == "jax":
+        return array.unsafe_buffer_pointer()
+    return array.ctypes.data
