@@ -55,6 +55,7 @@ BLOCKS = {
 }
 KINDS = tuple(BLOCKS)
 WRITTEN = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")  # the formats gguf.quants.quantize writes
+CHUNK_VALUES = 1 << 15  # values a chunk of NumPy's lookup decodes: 128 KiB of float32
 FLOAT16_MAX = 65504.0  # a block's scales and mins are float16: past this they are inf
 # Where a block keeps its float16 scales (and mins): (first byte, past the last)
 SCALES = {
@@ -207,15 +208,32 @@ def dequantize(table: QuantizedTable) -> np.ndarray:
 
 def lookup(table: QuantizedTable, token_ids: np.ndarray, out: np.ndarray | None = None):
     """(..., T) checked ids -> (..., T, dim) rows in table.dtype, decoding only those rows;
-    written into ``out`` (C-contiguous, that shape and dtype) when it is given."""
-    rows = table.blocks.take(token_ids.reshape(-1), 0)  # (N, row_bytes): the bytes read
+    written into ``out`` (C-contiguous, that shape and dtype) when it is given.
+
+    NumPy's way: the ids in chunks of ``CHUNK_VALUES`` values, each chunk's bytes gathered and
+    decoded block-wise straight into the result (a float32 one; another dtype through one
+    chunk of float32, rounded once), so that the bytes, the small integers and the values of a
+    chunk stay in cache between the passes over them."""
+    ids = token_ids.reshape(-1)
+    if out is None:
+        out = np.empty((*token_ids.shape, table.dim), table.dtype)
+    result = out.reshape(-1, table.dim)  # (N, dim)
+    step = max(1, CHUNK_VALUES // table.dim)  # rows a chunk
+    rows = np.empty((min(step, len(ids)), table.blocks.shape[1]), np.uint8)
+    direct = result.dtype == np.float32
+    values = result if direct else np.empty((len(rows), table.dim), np.float32)
+    into = _INTO[table.kind]
     # NaN and infinite scales decode to NaN (0 * inf), and a value past float16's range
     # rounds to inf, as in every framework: the file's values, without a warning
     with np.errstate(invalid="ignore", over="ignore"):
-        values = decode(NUMPY, table.kind, rows)  # (N, dim) float32
-        if out is None:
-            return values.reshape(*token_ids.shape, table.dim).astype(table.dtype, copy=False)
-        out.reshape(-1, table.dim)[...] = values  # rounded once to out's dtype
+        for first in range(0, len(ids), step):
+            chunk = ids[first : first + step]
+            read = table.blocks.take(chunk, 0, rows[: len(chunk)], "clip")  # ids checked
+            if direct:
+                into(read, values[first : first + step])
+            else:
+                into(read, values[: len(chunk)])
+                result[first : first + step] = values[: len(chunk)]  # rounded once
     return out
 
 
@@ -365,6 +383,110 @@ class _NumPyOps:
 
 
 NUMPY: Any = _NumPyOps()
+
+
+# --- NumPy's lookup: each format decoded in place, (c, row_bytes) uint8 rows into (c, dim) ----
+# float32 (the same arithmetic as the formats above, operand for operand, so the same bits).
+# A block's float16 scales are read through a float16 view of the bytes (every scale sits at an
+# even offset of a block of even size), the small integers are cast into the result, and the
+# scales multiply it in place, broadcast over each block's values.
+
+
+def _scale(b: np.ndarray, first: int) -> np.ndarray:
+    """(n, type_size) blocks -> (n, 1) float32: the float16 at bytes first, first + 1."""
+    return b.view(np.float16)[:, first // 2, None].astype(np.float32)
+
+
+def _q8_0_into(rows, out):
+    b, v = rows.reshape(-1, 34), out.reshape(-1, 32)
+    v[...] = b[:, 2:].view(np.int8)
+    v *= _scale(b, 0)
+
+
+def _q4_0_into(rows, out):
+    b, v = rows.reshape(-1, 18), out.reshape(-1, 32)
+    _nibbles_into(b[:, 2:18], v)
+    v -= 8.0
+    np.multiply(_scale(b, 0), v, out=v)  # the scale first, as the formats' d * q
+
+
+def _q4_1_into(rows, out):
+    b, v = rows.reshape(-1, 20), out.reshape(-1, 32)
+    _nibbles_into(b[:, 4:20], v)
+    v *= _scale(b, 0)
+    v += _scale(b, 2)
+
+
+def _q5_0_into(rows, out):
+    b, v = rows.reshape(-1, 22), out.reshape(-1, 32)
+    v[...] = _nibbles(NUMPY, b[:, 6:22]) | (_bits(NUMPY, b[:, 2:6]) << 4)
+    v -= 16.0
+    np.multiply(_scale(b, 0), v, out=v)
+
+
+def _q5_1_into(rows, out):
+    b, v = rows.reshape(-1, 24), out.reshape(-1, 32)
+    v[...] = _nibbles(NUMPY, b[:, 8:24]) | (_bits(NUMPY, b[:, 4:8]) << 4)
+    v *= _scale(b, 0)
+    v += _scale(b, 2)
+
+
+def _q4_k_into(rows, out):
+    b = rows.reshape(-1, 144)
+    n = len(b)
+    # the 12 bytes of scales and mins as three little-endian words, each four bytes at once
+    # (the masks keep every shift inside its byte): the unpacking of _q4_k, a word at a time
+    low, mid, top = (b.view(np.uint32)[:, k] for k in (1, 2, 3))
+    packed = np.empty((n, 4), np.uint32)  # scales 0-3, 4-7, mins 0-3, 4-7: a byte each
+    np.bitwise_and(low, 0x3F3F3F3F, out=packed[:, 0])
+    np.bitwise_or(top & 0x0F0F0F0F, (low >> 2) & 0x30303030, out=packed[:, 1])
+    np.bitwise_and(mid, 0x3F3F3F3F, out=packed[:, 2])
+    np.bitwise_or((top >> 4) & 0x0F0F0F0F, (mid >> 2) & 0x30303030, out=packed[:, 3])
+    d = b.view(np.float16)[:, 0:2, None, None].astype(np.float32)  # (n, 2, 1, 1): d, dmin
+    # (n, 8, 1) each: d * scale, dmin * min, exact
+    scale, offset = np.moveaxis(d * packed.view(np.uint8).reshape(n, 2, 8, 1), 1, 0)
+    qs, v = b[:, 16:144].reshape(n, 4, 1, 32), out.reshape(n, 4, 2, 32)
+    np.bitwise_and(qs, 15, out=v[:, :, :1])  # sub-block 2g: the low nibbles of g's bytes
+    np.right_shift(qs, 4, out=v[:, :, 1:])  # 2g + 1: the high ones
+    v = v.reshape(n, 8, 32)
+    np.multiply(scale, v, out=v)  # (n, 8, 1) * (n, 8, 32)
+    v -= offset
+
+
+def _q6_k_into(rows, out):
+    b = rows.reshape(-1, 210)
+    n = len(b)
+    q = _q6_k_integers(b)  # (n, 16, 16) uint8
+    v = out.reshape(n, 16, 16)
+    v[...] = q
+    v -= 32.0
+    scale = (_scale(b, 208) * b[:, 192:208].view(np.int8)).reshape(n, 16, 1)
+    np.multiply(scale, v, out=v)
+
+
+def _q6_k_integers(b):
+    n = len(b)
+    ql, qh = b[:, 0:128].reshape(n, 2, 64), b[:, 128:192].reshape(n, 2, 32)
+    low = np.stack([ql & 15, ql >> 4], 2).reshape(n, 8, 32)
+    high = np.stack([(qh >> k) & 3 for k in (0, 2, 4, 6)], 2).reshape(n, 8, 32)
+    return (low | (high << 4)).reshape(n, 16, 16)
+
+
+def _nibbles_into(qs, v):
+    """(n, 16) bytes -> v (n, 32) float32: the 16 low nibbles, then the 16 high ones."""
+    np.bitwise_and(qs, 15, out=v[:, :16])
+    np.right_shift(qs, 4, out=v[:, 16:])
+
+
+_INTO = {
+    "Q8_0": _q8_0_into,
+    "Q4_0": _q4_0_into,
+    "Q4_1": _q4_1_into,
+    "Q5_0": _q5_0_into,
+    "Q5_1": _q5_1_into,
+    "Q4_K": _q4_k_into,
+    "Q6_K": _q6_k_into,
+}
 
 
 def lookup_words(table, ids: str = "token_ids") -> str:
