@@ -661,3 +661,18 @@ def test_qwen2_vl_s_head_width_is_its_rotary_s_not_its_output_width(tmp_path):
     assert config.options("rope2d") == {"spec": "qwen2-vl", "head_dim": 80}
     assert config.options("rope2d_ids") == {"builder": "merge", "merge": 2}
     assert "head_dim 80 [model code: models/qwen2_vl/modeling_qwen2_vl.py" in config.line()
+
+
+@pytest.mark.parametrize(
+    "fields, expected",
+    [
+        ({"model_type": "vit"}, True),
+        ({"model_type": "dinov2", "image_size": 518}, True),
+        # text models that patch their input (BLT's bytes, NeoMME's): a vocabulary, no tower
+        ({"model_type": "blt"}, False),
+        ({"model_type": "neomme"}, False),
+        ({"model_type": "vit", "patch_size": 16, "vocab_size": 100}, False),
+    ],
+)
+def test_a_vision_tower_alone_is_a_patch_size_without_a_vocabulary(fields, expected):
+    assert vision.alone(fields, True) is expected

@@ -181,7 +181,7 @@ FINDINGS = {
     },
     "transformers ViTEmbeddings.interpolate_pos_encoding, a 4 x 9 table: invariances": {
         "identity = the table": "the table does not come back",
-        "transposed grids = the result transposed": "differ by up to",
+        "transposed grids = the result transposed": "differs from the result by up to",
     },
     "transformers Llama4VisionRotaryEmbedding at llama-4-scout-vision: invariances": {
         "prefix tokens at angle zero": "q . k the same at both placings",

@@ -190,10 +190,11 @@ def _value(value) -> str:
 
 
 def alone(fields: dict, by_transformers: bool) -> bool:
-    """Whether a config.json is a vision tower's alone: no text_config nor vision_config, and a
-    patch size, given or (``by_transformers``: the file is read by transformers anyway) as its
-    class defaults it."""
-    if "text_config" in fields or "vision_config" in fields:
+    """Whether a config.json is a vision tower's alone: no text_config nor vision_config, no
+    vocabulary (a text model may patch its input too: BLT's bytes, NeoMME's), and a patch size,
+    given or (``by_transformers``: the file is read by transformers anyway) as its class
+    defaults it."""
+    if "text_config" in fields or "vision_config" in fields or "vocab_size" in fields:
         return False
     if "patch_size" in fields or "image_size" in fields:
         return True
@@ -207,7 +208,8 @@ def alone(fields: dict, by_transformers: bool) -> bool:
             from transformers import CONFIG_MAPPING
 
             known = model_type in CONFIG_MAPPING
-            return known and hasattr(CONFIG_MAPPING[model_type](), "patch_size")
+            config = CONFIG_MAPPING[model_type]() if known else None
+            return known and hasattr(config, "patch_size") and not hasattr(config, "vocab_size")
     except Exception:  # noqa: BLE001
         return False
 
