@@ -188,8 +188,17 @@ class TokenPositionEmbedding(nn.Module):
             _host_ints(token_ids), start, self.vocab_size, self.max_seq_len, self.tokenizer_size
         )
         ids = self._to_device(token_ids, host_ids)
-        positions = None if self.positions == "none" else self._position_rows(start, ids.shape[-1])
-        recorded = positions is not None and positions.requires_grad
+        length, positions = ids.shape[-1], None
+        recorded = (
+            self.positions == "learned"
+            and torch.is_grad_enabled()
+            and self.position.weight.requires_grad
+        )
+        if recorded:  # looked up, so gradients reach the rows
+            positions = self._position_rows(start, length)
+        elif self.positions != "none":  # the rows as a view, as the float layer adds them
+            table = self.position.weight if self.positions == "learned" else self.position_table
+            positions = table.narrow(0, start, length)
         if out is not None:
             if recorded:  # as the float layer refuses it
                 raise ValueError(
