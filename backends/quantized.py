@@ -11,7 +11,9 @@ instead of a float32 copy of the whole table (2.1 GB for Llama 3's, where Q8_0 h
 Each format is one function below, written once against a small array namespace ``ops``
 (NumPy, torch and jax.numpy spell slicing, ``>>``, ``&``, ``|``, reshape and broadcasting
 alike; each backend supplies the few calls they do not share: the bit casts, stack and
-concatenate, the cast to float32). Every product ``scale * q`` is exact in float32 (an 11-bit
+concatenate, the cast to float32); NumPy's lookup runs its own in-place versions of the same
+arithmetic (``_INTO``: each block decoded into the result, no array the size of the result but
+it). Every product ``scale * q`` is exact in float32 (an 11-bit
 float16 significand times a sub-block scale of at most 7 significant bits, Q6_K's int8, times an
 integer of at most 5, or Q8_0's int8 of 7 without a sub-block scale, fits in 24 bits), so the one rounding of each value is its addition of the min, and a fused
 multiply-add (XLA may contract one) rounds it the same: the decoded rows are bit-identical on
