@@ -258,6 +258,7 @@ def test_torch_decodes_in_chunks(monkeypatch, kind, dtype):
     torch_backend = backends.get("torch")
     blocks, dim = random_table(kind, 40, 2, seed=5)
     monkeypatch.setattr(torch_backend, "CHUNK_VALUES", dim * 5 // 2)
+    monkeypatch.setattr(torch_backend, "SMALL_VALUES", 0)  # Q8_0's few rows: not here
     table = quantized.QuantizedTable(kind, blocks, dim, dtype)
     layer = torch_backend.TokenPositionEmbedding(table, positions="none")
     ids = np.random.default_rng(5).integers(0, 40, (5, 3))
@@ -266,6 +267,26 @@ def test_torch_decodes_in_chunks(monkeypatch, kind, dtype):
         assert_bits(torch_backend, layer(native(torch_backend, ids)), wanted)
         y = layer(native(torch_backend, ids))
         assert_bits(torch_backend, layer(native(torch_backend, ids), out=y), wanted)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_torch_q8_0_few_rows_follow_the_buffer(dtype):
+    """torch's few Q8_0 rows are gathered from views of the table's bytes made once
+    (_q8_0_few): a new bytes buffer (what .to() and the like put there) is read, not the
+    views of the old one; with and without out=."""
+    torch_backend = backends.get("torch")
+    (old, dim), (new, _) = random_table("Q8_0", 40, 2, seed=6), random_table("Q8_0", 40, 2, 7)
+    layer = torch_backend.TokenPositionEmbedding(
+        quantized.QuantizedTable("Q8_0", old, dim, dtype), positions="none"
+    )
+    ids = native(torch_backend, np.array([[3, 39], [0, 3]]))
+    wanted = [expected(blocks, "Q8_0", ids.numpy(), dtype) for blocks in (old, new)]
+    with _no_grad(torch_backend):
+        assert_bits(torch_backend, layer(ids), wanted[0])
+        layer.token.blocks = layer.token.blocks.new_tensor(new)  # a new uint8 buffer
+        y = layer(ids)
+        assert_bits(torch_backend, y, wanted[1])
+        assert_bits(torch_backend, layer(ids, out=y), wanted[1])
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
