@@ -192,4 +192,5 @@ def vision_preset(name: str) -> Configuration:
 def listing() -> str:
     """The presets, one line each (``--model list``)."""
     every = {**PRESETS, **VISION_PRESETS}
-    return "\n".join(f"{name:<20} {p['about']}" for name, p in every.items())
+    width = max(map(len, every))  # the longest name, dinov2-vit-l-14-original, keeps the column
+    return "\n".join(f"{name:<{width}} {p['about']}" for name, p in every.items())
