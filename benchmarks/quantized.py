@@ -1,4 +1,4 @@
-"""Time a quantized token table's lookup, decoded in place, against the float32 gather.
+"""Time a quantized token table's lookup, decoded in place, beside llama.cpp's ggml_get_rows.
 
     python -m benchmarks.quantized                      # gpt2 and llama shapes, Q8_0, Q4_0, Q4_K
     python -m benchmarks.quantized --json docs/bench-quantized.json --png docs/bench-quantized.png
