@@ -25,6 +25,10 @@ from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVi
 
 import backends
 from backends import rope2d
+from embedding_parity.conformance.adapters.vision_torch import (
+    mistral_freqs_cis_2d,
+    mistral_rotated,
+)
 
 SPECS = rope2d.SPECS
 HEAD_DIM = 16  # Flux's sections fix its head at 128
@@ -316,26 +320,6 @@ def test_moonvit_s_rotary_module_is_the_spec_once_q_is_permuted_as_the_conversio
     assert worst(hf(x), reference, bound)[1] > 100  # unpermuted: measured 10**6 and more
 
 
-def mistral_freqs_cis_2d(dim: int, height: int, width: int, theta: float) -> torch.Tensor:
-    """Mistral's precompute_freqs_cis_2d as vLLM's model_executor/models/pixtral.py carries it."""
-    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim))
-    h = torch.arange(height, device=freqs.device)
-    w = torch.arange(width, device=freqs.device)
-    freqs_h = torch.outer(h, freqs[::2]).float()
-    freqs_w = torch.outer(w, freqs[1::2]).float()
-    freqs_2d = torch.cat(
-        [freqs_h[:, None, :].repeat(1, width, 1), freqs_w[None, :, :].repeat(height, 1, 1)],
-        dim=-1,
-    )
-    return torch.polar(torch.ones_like(freqs_2d), freqs_2d)
-
-
-def mistral_rotate(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
-    """vLLM's apply_rotary_emb_vit for one tensor: complex pairs (2i, 2i+1), float32, type_as."""
-    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
-    return torch.view_as_real(pairs * freqs_cis).flatten(-2).type_as(x)
-
-
 @pytest.mark.parametrize("grid", [(4, 6), (6, 4)])
 def test_pixtral_s_two_forms_agree_once_q_is_permuted_as_the_conversion_permutes_it(grid):
     """Mistral's checkpoint rotates complex pairs; transformers' conversion permutes each head's
@@ -344,7 +328,8 @@ def test_pixtral_s_two_forms_agree_once_q_is_permuted_as_the_conversion_permutes
     positions = rope2d.raster_ids(grid)
     x = vectors(len(positions), HEAD_DIM, "float32", seed=7)
     freqs_cis = mistral_freqs_cis_2d(HEAD_DIM, *grid, 10000.0)[positions[:, 0], positions[:, 1]]
-    mistral = mistral_rotate(torch.from_numpy(x), freqs_cis).numpy()
+    held = torch.from_numpy(x).movedim(0, 1)  # (N, heads, head_dim), as Mistral's encoder holds q
+    mistral = mistral_rotated(held, freqs_cis).movedim(1, 0).numpy()
     perm = backends.rope_permutation(HEAD_DIM)
     rotary = modeling_pixtral.PixtralVisionRotaryEmbedding(config)
 

@@ -635,6 +635,15 @@ PRESETS = {
     },
 }
 
+# facebook/dinov2-large's config.json fields, which both DINOv2 presets read (the rule differs)
+DINOV2_L14 = {
+    "model_type": "dinov2",
+    "hidden_size": 1024,
+    "num_attention_heads": 16,
+    "image_size": 518,
+    "patch_size": 14,
+}
+
 # Vision towers (--kind pos2d_resize, rope2d, rope2d_ids): each the hub config.json's fields that
 # bear on the tower's positions (its grid, head width, base, registers, merge and window), read
 # by transformers' config class; what its code fixes (the resize kernel, the prefix rows, the
@@ -696,24 +705,12 @@ VISION_PRESETS = {
     },
     "dinov2-vit-l-14": {
         "about": "DINOv2 ViT-L/14 as transformers runs it: 37 x 37 and CLS, bicubic size=, float32",
-        "fields": {
-            "model_type": "dinov2",
-            "hidden_size": 1024,
-            "num_attention_heads": 16,
-            "image_size": 518,
-            "patch_size": 14,
-        },
+        "fields": DINOV2_L14,
         "source": HUB.format("facebook/dinov2-large"),
     },
     "dinov2-vit-l-14-original": {
         "about": "DINOv2 ViT-L/14 as its own code runs it: scale_factor (new + 0.1) / 37, float32",
-        "fields": {
-            "model_type": "dinov2",
-            "hidden_size": 1024,
-            "num_attention_heads": 16,
-            "image_size": 518,
-            "patch_size": 14,
-        },
+        "fields": DINOV2_L14,
         "rule": {
             "kernel": "dinov2-offset",
             "prefix_tokens": 1,

@@ -68,7 +68,7 @@ def dinov2_original(table, old_grid, new_grid, prefix_tokens):
 # vision encoder calls on q and k held (N, heads, head_dim).
 
 
-def _mistral_freqs_cis_2d(dim: int, height: int, width: int, theta: float) -> torch.Tensor:
+def mistral_freqs_cis_2d(dim: int, height: int, width: int, theta: float) -> torch.Tensor:
     """(height, width, dim / 2) complex64: the rows' angles on the even frequencies of one
     ladder over the head, the columns' on the odd ones."""
     freqs = 1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim))
@@ -83,7 +83,7 @@ def _mistral_freqs_cis_2d(dim: int, height: int, width: int, theta: float) -> to
     return torch.polar(torch.ones_like(freqs_2d), freqs_2d)
 
 
-def _mistral_rotated(xq, freqs_cis):
+def mistral_rotated(xq, freqs_cis):
     """apply_rotary_emb for one tensor (N, heads, head_dim): pairs (2i, 2i+1) as complex
     numbers, turned in float32, cast back (``type_as``)."""
     xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
@@ -101,12 +101,12 @@ def _mistral(theta: float, permuted: bool):
     def f(x, positions):
         dim = x.shape[-1]
         height, width = (int(n) + 1 for n in positions.max(dim=0).values)
-        freqs_cis = _mistral_freqs_cis_2d(dim, height, width, theta)
+        freqs_cis = mistral_freqs_cis_2d(dim, height, width, theta)
         freqs_cis = freqs_cis[positions[:, 0], positions[:, 1]]  # (N, dim / 2)
         order = torch.from_numpy(backends.rope_permutation(dim))
         q = x[..., torch.argsort(order)] if permuted else x
         held = q.movedim(-2, 0)  # (N, ..., head_dim)
-        turned = _mistral_rotated(held.reshape(len(held), -1, dim), freqs_cis)
+        turned = mistral_rotated(held.reshape(len(held), -1, dim), freqs_cis)
         turned = turned.reshape(held.shape).movedim(0, -2)
         return turned[..., order] if permuted else turned
 
